@@ -1,0 +1,161 @@
+"""runlane-conformance: the Runlane storage contract, its reference driver and conformance suites.
+
+Everything a driver author needs is importable from here; the submodules are
+implementation detail and may move.
+"""
+
+from __future__ import annotations
+
+from .contract.catalog import (
+    StorageCandidateMode,
+    StorageIndexName,
+    StorageQueryDirection,
+    StorageTableName,
+)
+from .contract.cursors import (
+    StorageCursorPosition,
+    decode_storage_query_cursor,
+    encode_storage_query_cursor,
+    parse_query_records_result,
+)
+from .contract.encodings import (
+    U64_MAX,
+    compare_storage_encoded_values,
+    encode_storage_tuple_prefix_upper_bound,
+    iso_date_codec,
+    storage_record_key_codec,
+    storage_tuple_codec,
+    storage_unsigned_integer_codec,
+)
+from .contract.errors import (
+    StorageAttemptEndedError,
+    StorageConcurrentUseError,
+    StorageConflictError,
+    StorageCorruptionError,
+    StorageCursorError,
+    StorageDuplicateMutationError,
+    StorageError,
+    StorageKeyChangeError,
+    StorageLimitError,
+    StorageLimitName,
+    StorageProfileError,
+    StorageSealedError,
+    StorageStreamExhaustedError,
+    StorageUnsupportedError,
+    StorageUsageError,
+    StorageValidationError,
+    create_storage_limit_error,
+)
+from .contract.json_boundary import (
+    FrozenJsonObject,
+    StorageDocument,
+    canonical_json,
+    freeze_json,
+    parse_storage_document,
+    thaw_json,
+)
+from .contract.limits import (
+    StorageTransactionMeter,
+    check_storage_record_size,
+    measure_storage_record,
+)
+from .contract.protocols import Clock, OperatorReadDriver, StorageDriver, StorageTransaction
+from .contract.records import (
+    build_storage_record,
+    encode_storage_document,
+    parse_new_storage_record,
+    parse_storage_record_key,
+)
+from .contract.tables import StorageTable, get_storage_table, storage_tables
+from .contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageClockAuthority,
+    StorageDurability,
+    StorageIndexConsistency,
+    StorageIndexEntry,
+    StorageIndexReference,
+    StorageLimits,
+    StorageProfile,
+    StorageQueryRange,
+    StorageRangeBound,
+    StorageRecordKey,
+    StorageRecordVersion,
+    StoredRecord,
+    have_equal_storage_record_keys,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "U64_MAX",
+    "Clock",
+    "FrozenJsonObject",
+    "NewStorageRecord",
+    "OperatorReadDriver",
+    "QueryRecordsCommand",
+    "QueryRecordsResult",
+    "StorageAttemptEndedError",
+    "StorageCandidateMode",
+    "StorageClockAuthority",
+    "StorageConcurrentUseError",
+    "StorageConflictError",
+    "StorageCorruptionError",
+    "StorageCursorError",
+    "StorageCursorPosition",
+    "StorageDocument",
+    "StorageDriver",
+    "StorageDuplicateMutationError",
+    "StorageDurability",
+    "StorageError",
+    "StorageIndexConsistency",
+    "StorageIndexEntry",
+    "StorageIndexName",
+    "StorageIndexReference",
+    "StorageKeyChangeError",
+    "StorageLimitError",
+    "StorageLimitName",
+    "StorageLimits",
+    "StorageProfile",
+    "StorageProfileError",
+    "StorageQueryDirection",
+    "StorageQueryRange",
+    "StorageRangeBound",
+    "StorageRecordKey",
+    "StorageRecordVersion",
+    "StorageSealedError",
+    "StorageStreamExhaustedError",
+    "StorageTable",
+    "StorageTableName",
+    "StorageTransaction",
+    "StorageTransactionMeter",
+    "StorageUnsupportedError",
+    "StorageUsageError",
+    "StorageValidationError",
+    "StoredRecord",
+    "__version__",
+    "build_storage_record",
+    "canonical_json",
+    "check_storage_record_size",
+    "compare_storage_encoded_values",
+    "create_storage_limit_error",
+    "decode_storage_query_cursor",
+    "encode_storage_document",
+    "encode_storage_query_cursor",
+    "encode_storage_tuple_prefix_upper_bound",
+    "freeze_json",
+    "get_storage_table",
+    "have_equal_storage_record_keys",
+    "iso_date_codec",
+    "measure_storage_record",
+    "parse_new_storage_record",
+    "parse_query_records_result",
+    "parse_storage_document",
+    "parse_storage_record_key",
+    "storage_record_key_codec",
+    "storage_tables",
+    "storage_tuple_codec",
+    "storage_unsigned_integer_codec",
+    "thaw_json",
+]

@@ -1,0 +1,165 @@
+"""Query continuations that are only valid for the exact scope that produced them.
+
+A cursor records the schema version, index, partition, range, direction and
+the (sort, key) of the last returned item. Decoding it checks every part
+against the command it is used with, so a cursor can never silently move a
+scan to another index, partition, range or direction. A checksum catches
+garbled or hand-edited cursors; it is not a secret (cursors are not a
+security boundary), only a guard against accidents.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+
+from .catalog import StorageQueryDirection
+from .encodings import storage_record_key_codec
+from .errors import StorageCorruptionError, StorageCursorError, StorageValidationError
+from .json_boundary import SCHEMA_VERSION
+from .values import (
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageIndexReference,
+    StorageQueryRange,
+    StorageRecordKey,
+)
+
+__all__ = [
+    "StorageCursorPosition",
+    "decode_storage_query_cursor",
+    "encode_storage_query_cursor",
+    "is_after_cursor",
+    "parse_query_records_result",
+]
+
+_PREFIX = "rlc1."
+
+
+@dataclass(frozen=True)
+class StorageCursorPosition:
+    """Where a scan stopped: the encoded sort and encoded key of the last item returned."""
+
+    sort: str
+    key: str
+
+
+def _range_json(scope: StorageQueryRange) -> list[object]:
+    lower = None if scope.lower is None else [scope.lower.value, scope.lower.inclusive]
+    upper = None if scope.upper is None else [scope.upper.value, scope.upper.inclusive]
+    return [lower, upper]
+
+
+def _scope(command: QueryRecordsCommand) -> dict[str, object]:
+    return {
+        "v": SCHEMA_VERSION,
+        "i": command.index.value,
+        "p": command.partition,
+        "r": _range_json(command.range),
+        "d": command.direction.value,
+    }
+
+
+def _digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def encode_storage_query_cursor(command: QueryRecordsCommand, last: StorageIndexReference) -> str:
+    """A continuation after ``last`` that is bound to ``command``'s whole scope."""
+    payload = dict(_scope(command))
+    payload["s"] = last.sort
+    payload["k"] = storage_record_key_codec.encode(last.key)
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    token = base64.urlsafe_b64encode(body).decode("ascii").rstrip("=")
+    return f"{_PREFIX}{token}.{_digest(body)}"
+
+
+def decode_storage_query_cursor(command: QueryRecordsCommand) -> StorageCursorPosition | None:
+    """The position to continue after, or ``None`` when ``command`` has no cursor.
+
+    Raises ``StorageCursorError`` for a malformed or tampered cursor and for
+    one issued under any other schema version, index, partition, range or
+    direction.
+    """
+    cursor = command.cursor
+    if cursor is None:
+        return None
+    if not isinstance(cursor, str) or not cursor.startswith(_PREFIX):
+        raise StorageCursorError("not a storage query cursor")
+    token, dot, digest = cursor[len(_PREFIX) :].partition(".")
+    if not dot:
+        raise StorageCursorError("garbled cursor")
+    try:
+        body = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError as error:
+        raise StorageCursorError("garbled cursor") from error
+    if _digest(body) != digest:
+        raise StorageCursorError("cursor checksum mismatch: it was altered or truncated")
+    try:
+        payload = json.loads(body)
+    except ValueError as error:
+        raise StorageCursorError("garbled cursor") from error
+    if not isinstance(payload, dict):
+        raise StorageCursorError("garbled cursor")
+    expected = _scope(command)
+    for part, name in (
+        ("v", "schema version"),
+        ("i", "index"),
+        ("p", "partition"),
+        ("r", "range"),
+        ("d", "direction"),
+    ):
+        if payload.get(part) != expected[part]:
+            raise StorageCursorError(f"cursor was issued for another {name}")
+    sort, key = payload.get("s"), payload.get("k")
+    if not isinstance(sort, str) or not isinstance(key, str):
+        raise StorageCursorError("garbled cursor")
+    return StorageCursorPosition(sort, key)
+
+
+def is_after_cursor(
+    sort: str, key: str, position: StorageCursorPosition, direction: StorageQueryDirection
+) -> bool:
+    """Whether (sort, key) comes strictly after ``position`` in scan ``direction``."""
+    if direction is StorageQueryDirection.ASCENDING:
+        return (sort, key) > (position.sort, position.key)
+    return (sort, key) < (position.sort, position.key)
+
+
+def parse_query_records_result(command: QueryRecordsCommand, result: object) -> QueryRecordsResult:
+    """Check that a driver's page is a valid answer to ``command``.
+
+    The page must be a ``QueryRecordsResult`` of at most ``limit`` distinct
+    references, each inside the range and after the command's cursor, in
+    strict (sort, encoded key) order for the direction; a returned cursor
+    must decode under the same scope and point at the last item. Anything
+    else is reported as ``StorageCorruptionError``.
+    """
+    if not isinstance(result, QueryRecordsResult):
+        raise StorageCorruptionError(f"query returned {type(result).__name__}, not QueryRecordsResult")
+    if len(result.items) > command.limit:
+        raise StorageCorruptionError(f"query returned {len(result.items)} items for limit {command.limit}")
+    start = decode_storage_query_cursor(command)
+    previous: tuple[str, str] | None = None
+    descending = command.direction is StorageQueryDirection.DESCENDING
+    for item in result.items:
+        if not isinstance(item, StorageIndexReference) or not isinstance(item.key, StorageRecordKey):
+            raise StorageCorruptionError(f"query item {item!r} is not a StorageIndexReference")
+        if not isinstance(item.sort, str) or not command.range.contains(item.sort):
+            raise StorageCorruptionError(f"query item sort {item.sort!r} is outside the range")
+        current = (item.sort, storage_record_key_codec.encode(item.key))
+        if start is not None and not is_after_cursor(*current, start, command.direction):
+            raise StorageCorruptionError("query item does not follow the cursor")
+        if previous is not None and (current <= previous if not descending else current >= previous):
+            raise StorageCorruptionError("query items are not in strict (sort, key) order")
+        previous = current
+    if result.cursor is not None:
+        try:
+            position = decode_storage_query_cursor(command.with_cursor(result.cursor))
+        except (StorageCursorError, StorageValidationError) as error:
+            raise StorageCorruptionError(f"query returned an invalid cursor: {error}") from error
+        if previous is None or position is None or (position.sort, position.key) != previous:
+            raise StorageCorruptionError("query cursor does not point at the last returned item")
+    return result

@@ -1,0 +1,372 @@
+"""The value types that cross the driver boundary.
+
+All of them are frozen and validate themselves when built, so an instance
+is proof of validity: a driver that receives a ``NewStorageRecord`` does not
+need to check it again, and a caller cannot change one after handing it over.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .catalog import StorageIndexName, StorageQueryDirection, StorageTableName
+from .encodings import storage_record_key_codec, storage_tuple_codec
+from .errors import StorageProfileError, StorageValidationError
+from .json_boundary import StorageDocument
+
+__all__ = [
+    "NewStorageRecord",
+    "QueryRecordsCommand",
+    "QueryRecordsResult",
+    "StorageClockAuthority",
+    "StorageDurability",
+    "StorageIndexConsistency",
+    "StorageIndexEntry",
+    "StorageIndexReference",
+    "StorageLimits",
+    "StorageProfile",
+    "StorageQueryRange",
+    "StorageRangeBound",
+    "StorageRecordKey",
+    "StorageRecordVersion",
+    "StoredRecord",
+    "have_equal_storage_record_keys",
+]
+
+
+@dataclass(frozen=True, order=False)
+class StorageRecordKey:
+    """A logical record key: the table plus a non-empty tuple of id components."""
+
+    table: StorageTableName
+    id: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        try:
+            table = StorageTableName(self.table)
+        except ValueError as error:
+            raise StorageValidationError(f"unknown table {self.table!r}") from error
+        object.__setattr__(self, "table", table)
+        if isinstance(self.id, str) or not isinstance(self.id, (tuple, list)) or not self.id:
+            raise StorageValidationError("a record key id is a non-empty tuple of strings")
+        ident = tuple(self.id)
+        storage_tuple_codec.encode(ident)  # validates every component
+        object.__setattr__(self, "id", ident)
+
+    @property
+    def encoded(self) -> str:
+        """The canonical encoding; its string order is the contract's key order."""
+        return storage_record_key_codec.encode(self)
+
+    def __str__(self) -> str:
+        return f"{self.table.value}:{'/'.join(self.id)}"
+
+
+def have_equal_storage_record_keys(left: StorageRecordKey, right: StorageRecordKey) -> bool:
+    """True when two validated keys name the same record, without encoding either."""
+    return left.table == right.table and left.id == right.id
+
+
+_VERSION = re.compile(r"[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class StorageRecordVersion:
+    """An opaque positive decimal the driver assigns when a mutation commits.
+
+    Callers only compare versions for equality. A driver must never hand out
+    the same version twice for one key, even after delete and re-create.
+    """
+
+    value: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str) or not _VERSION.fullmatch(self.value):
+            raise StorageValidationError(f"a record version is a positive decimal string: {self.value!r}")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class StorageIndexEntry:
+    """One derived index entry: which index, which partition, and the encoded sort value."""
+
+    index: StorageIndexName
+    partition: str
+    sort: str
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "index", StorageIndexName(self.index))
+        except ValueError as error:
+            raise StorageValidationError(f"unknown index {self.index!r}") from error
+        if not isinstance(self.partition, str):
+            raise StorageValidationError("an index partition is a string")
+        if not storage_tuple_codec.is_valid(self.sort):
+            raise StorageValidationError(f"index sort must be an encoded tuple: {self.sort!r}")
+
+    @classmethod
+    def of(cls, index: StorageIndexName, partition: str, *components: str) -> StorageIndexEntry:
+        """Build an entry from raw sort components (encodes them)."""
+        return cls(index, partition, storage_tuple_codec.encode(components))
+
+
+def _index_tuple(indexes: Sequence[StorageIndexEntry]) -> tuple[StorageIndexEntry, ...]:
+    entries = tuple(indexes)
+    for entry in entries:
+        if not isinstance(entry, StorageIndexEntry):
+            raise StorageValidationError(f"{entry!r} is not a StorageIndexEntry")
+    names = [entry.index for entry in entries]
+    if len(set(names)) != len(names):
+        raise StorageValidationError("a record has at most one entry per index")
+    return tuple(sorted(entries, key=lambda entry: entry.index.value))
+
+
+@dataclass(frozen=True)
+class NewStorageRecord:
+    """A record to write: key, document and *all* its index entries.
+
+    Construction runs the table definition's checks, so an instance always
+    has a document, key and index entries that agree; disagreement raises
+    ``StorageCorruptionError``.
+    """
+
+    key: StorageRecordKey
+    document: StorageDocument
+    indexes: tuple[StorageIndexEntry, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, StorageRecordKey):
+            raise StorageValidationError("record key must be a StorageRecordKey")
+        if not isinstance(self.document, StorageDocument):
+            raise StorageValidationError("record document must be a StorageDocument")
+        object.__setattr__(self, "indexes", _index_tuple(self.indexes))
+        from .tables import get_storage_table
+
+        get_storage_table(self.key.table).check_record(self.key, self.document, self.indexes)
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A committed record as a read returns it, with the version that fences later writes."""
+
+    key: StorageRecordKey
+    version: StorageRecordVersion
+    document: StorageDocument
+    indexes: tuple[StorageIndexEntry, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, StorageRecordKey):
+            raise StorageValidationError("record key must be a StorageRecordKey")
+        if not isinstance(self.version, StorageRecordVersion):
+            raise StorageValidationError("record version must be a StorageRecordVersion")
+        if not isinstance(self.document, StorageDocument):
+            raise StorageValidationError("record document must be a StorageDocument")
+        object.__setattr__(self, "indexes", _index_tuple(self.indexes))
+        from .tables import get_storage_table
+
+        get_storage_table(self.key.table).check_record(self.key, self.document, self.indexes)
+
+    @classmethod
+    def committed(cls, record: NewStorageRecord, version: StorageRecordVersion) -> StoredRecord:
+        """The stored form of an already validated write; skips re-checking the table rules."""
+        stored = object.__new__(cls)
+        object.__setattr__(stored, "key", record.key)
+        object.__setattr__(stored, "version", version)
+        object.__setattr__(stored, "document", record.document)
+        object.__setattr__(stored, "indexes", record.indexes)
+        return stored
+
+    def as_new(self) -> NewStorageRecord:
+        """The same content as a write input (for re-creating or comparing)."""
+        return NewStorageRecord(self.key, self.document, self.indexes)
+
+
+@dataclass(frozen=True)
+class StorageRangeBound:
+    """One end of an index range over encoded sort values."""
+
+    value: str
+    inclusive: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str):
+            raise StorageValidationError("a range bound is an encoded string")
+
+
+@dataclass(frozen=True)
+class StorageQueryRange:
+    """Lower and upper bounds over the encoded sort value; ``None`` is an open end."""
+
+    lower: StorageRangeBound | None = None
+    upper: StorageRangeBound | None = None
+
+    def contains(self, sort: str) -> bool:
+        if self.lower is not None and (
+            sort < self.lower.value or (sort == self.lower.value and not self.lower.inclusive)
+        ):
+            return False
+        return not (
+            self.upper is not None
+            and (sort > self.upper.value or (sort == self.upper.value and not self.upper.inclusive))
+        )
+
+    @classmethod
+    def prefix(cls, components: Sequence[str]) -> StorageQueryRange:
+        """Every sort value whose tuple starts with ``components``."""
+        from .encodings import encode_storage_tuple_prefix_upper_bound
+
+        return cls(
+            StorageRangeBound(storage_tuple_codec.encode(components), True),
+            StorageRangeBound(encode_storage_tuple_prefix_upper_bound(components), False),
+        )
+
+
+@dataclass(frozen=True)
+class QueryRecordsCommand:
+    """An index scan: one index, one partition, a range, a direction and a page size."""
+
+    index: StorageIndexName
+    partition: str
+    limit: int
+    range: StorageQueryRange = field(default_factory=StorageQueryRange)
+    direction: StorageQueryDirection = StorageQueryDirection.ASCENDING
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "index", StorageIndexName(self.index))
+        except ValueError as error:
+            raise StorageValidationError(f"{self.index!r} is not in the index catalog") from error
+        object.__setattr__(self, "direction", StorageQueryDirection(self.direction))
+        if not isinstance(self.partition, str):
+            raise StorageValidationError("a query partition is a string")
+        if type(self.limit) is not int or self.limit < 1:
+            raise StorageValidationError("a query limit is a positive integer")
+        if self.cursor is not None and not isinstance(self.cursor, str):
+            raise StorageValidationError("a cursor is a string")
+
+    def with_cursor(self, cursor: str | None) -> QueryRecordsCommand:
+        """The same scope continued from ``cursor``."""
+        from dataclasses import replace
+
+        return replace(self, cursor=cursor)
+
+
+@dataclass(frozen=True)
+class StorageIndexReference:
+    """One query result: only the record key and its encoded sort value."""
+
+    key: StorageRecordKey
+    sort: str
+
+
+@dataclass(frozen=True)
+class QueryRecordsResult:
+    """A page of index references in contract order, with a continuation if more may follow."""
+
+    items: tuple[StorageIndexReference, ...]
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
+
+
+class StorageDurability(StrEnum):
+    """Whether committed data outlives the process (``durable``) or not (``process``)."""
+
+    PROCESS = "process"
+    DURABLE = "durable"
+
+
+class StorageClockAuthority(StrEnum):
+    """Where ``now()`` comes from and how strongly it is ordered with the read set."""
+
+    CLIENT = "client"
+    SERVER_SAMPLED = "server_sampled"
+    TRANSACTION_AUTHORITATIVE = "transaction_authoritative"
+
+
+class StorageIndexConsistency(StrEnum):
+    """Whether a committed record is queryable at once (``strong``) or later (``eventual``)."""
+
+    STRONG = "strong"
+    EVENTUAL = "eventual"
+
+
+@dataclass(frozen=True)
+class StorageLimits:
+    """The sizes a driver promises to accept, and to refuse one unit past.
+
+    The values must work together: one maximal record must fit in a
+    transaction, and a maximal transaction must be reachable with at most
+    ``max_transaction_records`` maximal records. Incoherent limits raise
+    ``StorageProfileError`` naming the broken rule.
+    """
+
+    max_point_reads: int = 100
+    max_query_results: int = 100
+    max_transaction_records: int = 100
+    max_record_bytes: int = 400 * 1024
+    max_transaction_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_point_reads",
+            "max_query_results",
+            "max_transaction_records",
+            "max_record_bytes",
+            "max_transaction_bytes",
+        ):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise StorageProfileError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_transaction_bytes < self.max_record_bytes:
+            raise StorageProfileError(
+                f"max_transaction_bytes ({self.max_transaction_bytes}) is smaller than "
+                f"max_record_bytes ({self.max_record_bytes}): a maximal record could never commit"
+            )
+        reachable = self.max_transaction_records * self.max_record_bytes
+        if self.max_transaction_bytes > reachable:
+            raise StorageProfileError(
+                f"max_transaction_bytes ({self.max_transaction_bytes}) cannot be reached with "
+                f"{self.max_transaction_records} records of at most {self.max_record_bytes} bytes "
+                f"({reachable} bytes)"
+            )
+
+
+@dataclass(frozen=True)
+class StorageProfile:
+    """What a driver truthfully says about its mechanics; suites gate on it and verify it."""
+
+    durability: StorageDurability = StorageDurability.PROCESS
+    clock_authority: StorageClockAuthority = StorageClockAuthority.CLIENT
+    index_consistency: StorageIndexConsistency = StorageIndexConsistency.STRONG
+    limits: StorageLimits = field(default_factory=StorageLimits)
+    exclusive_candidates: bool = False
+    append: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "durability", StorageDurability(self.durability))
+            object.__setattr__(self, "clock_authority", StorageClockAuthority(self.clock_authority))
+            object.__setattr__(self, "index_consistency", StorageIndexConsistency(self.index_consistency))
+        except ValueError as error:
+            raise StorageProfileError(str(error)) from error
+        if not isinstance(self.limits, StorageLimits):
+            raise StorageProfileError("profile limits must be StorageLimits")
+        if not isinstance(self.exclusive_candidates, bool) or not isinstance(self.append, bool):
+            raise StorageProfileError("capability flags are booleans")
+
+    def capabilities(self) -> tuple[str, ...]:
+        """Names of the optional capabilities this profile offers."""
+        offered = []
+        if self.append:
+            offered.append("append")
+        if self.exclusive_candidates:
+            offered.append("exclusive_candidates")
+        return tuple(offered)

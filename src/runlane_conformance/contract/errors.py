@@ -15,6 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "RunlaneError",
     "StorageAttemptEndedError",
     "StorageConcurrentUseError",
     "StorageConflictError",
@@ -35,8 +36,12 @@ __all__ = [
 ]
 
 
-class StorageError(Exception):
-    """Base of every error the contract defines."""
+class RunlaneError(Exception):
+    """Base of every error this toolkit raises, contract and tooling alike."""
+
+
+class StorageError(RunlaneError):
+    """Base of every error the storage contract defines."""
 
 
 class StorageConflictError(StorageError):

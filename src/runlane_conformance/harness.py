@@ -1,0 +1,189 @@
+"""How a driver plugs into the suites: harness factories found by entry point.
+
+A driver package registers, in the entry point group ``runlane.storage_drivers``,
+a factory that takes the user's ``--option k=v`` pairs and returns a
+``DriverHarness``. The harness opens fresh, isolated stores; each store hands
+out independent driver instances. Nothing else is asked of a driver author.
+
+Loading failures are turned into ``HarnessError`` subclasses with one clear
+line naming the driver, so the CLI and the pytest plugin never show a
+traceback for a user mistake.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Protocol, runtime_checkable
+
+from .contract.errors import RunlaneError
+from .contract.protocols import Clock, StorageDriver
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DriverHarness",
+    "DriverInfo",
+    "DriverLoadError",
+    "DriverNotFoundError",
+    "DriverOptionError",
+    "HarnessError",
+    "HarnessFactory",
+    "StoreHandle",
+    "available_drivers",
+    "load_harness",
+    "load_harness_factory",
+    "parse_driver_options",
+]
+
+ENTRY_POINT_GROUP = "runlane.storage_drivers"
+
+
+@runtime_checkable
+class StoreHandle(Protocol):
+    """One fresh, empty, isolated store (a schema, a key prefix, a temp file...)."""
+
+    def connect(self, *, clock: Clock | None = None) -> StorageDriver:
+        """A new driver instance on this store, independent of every other instance.
+
+        ``clock`` is honoured by drivers whose clock authority is ``client``.
+        """
+        ...
+
+    def address(self) -> object | None:
+        """A picklable address a child process can pass to ``DriverHarness.attach``.
+
+        ``None`` means the store lives in this process only; cross-process
+        checks then skip with that reason.
+        """
+        ...
+
+    def close(self) -> None:
+        """Drop the store and everything in it."""
+        ...
+
+
+@runtime_checkable
+class DriverHarness(Protocol):
+    """What a driver author supplies: a way to open fresh stores."""
+
+    def open_store(self) -> StoreHandle: ...
+
+    def attach(self, address: object) -> StoreHandle:
+        """A handle on an existing store by address (used in child processes; does not own it)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+HarnessFactory = Callable[[Mapping[str, str]], DriverHarness]
+
+
+class HarnessError(RunlaneError):
+    """A driver could not be found, configured or loaded. The message is one line for the user."""
+
+
+class DriverNotFoundError(HarnessError, LookupError):
+    """No installed driver has that name, and it is not a ``module:factory`` reference."""
+
+
+class DriverLoadError(HarnessError, ImportError):
+    """The driver's module failed to import, or its factory raised or returned the wrong thing."""
+
+
+class DriverOptionError(HarnessError, ValueError):
+    """A ``--option`` was not ``key=value``."""
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    """An installed driver: its entry point name, target and the distribution that ships it."""
+
+    name: str
+    target: str
+    distribution: str | None
+    version: str | None
+
+
+def available_drivers() -> list[DriverInfo]:
+    """Every driver registered under the entry point group, sorted by name."""
+    found = []
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        dist = point.dist
+        found.append(
+            DriverInfo(
+                point.name,
+                point.value,
+                None if dist is None else dist.metadata["Name"],
+                None if dist is None else dist.version,
+            )
+        )
+    return sorted(found, key=lambda info: info.name)
+
+
+def parse_driver_options(pairs: Sequence[str]) -> dict[str, str]:
+    """``["k=v", ...]`` to a dict; a pair without ``=`` or with an empty key is refused."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DriverOptionError(f"driver option {pair!r} is not of the form key=value")
+        options[key.strip()] = value
+    return options
+
+
+def load_harness_factory(spec: str) -> HarnessFactory:
+    """Resolve an entry point name, or ``module:factory``, to the harness factory."""
+    if not spec:
+        raise DriverNotFoundError("no driver given")
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name == spec:
+            try:
+                loaded = point.load()
+            except Exception as error:
+                raise DriverLoadError(
+                    f"driver {spec!r}: importing {point.value} failed: {type(error).__name__}: {error}"
+                ) from error
+            return _callable(spec, loaded)
+    if ":" not in spec:
+        names = ", ".join(info.name for info in available_drivers()) or "none"
+        raise DriverNotFoundError(
+            f"driver {spec!r} is not installed (installed drivers: {names}); "
+            "give an installed name or module:factory"
+        )
+    module_name, _, attribute = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise DriverLoadError(
+            f"driver {spec!r}: importing {module_name} failed: {type(error).__name__}: {error}"
+        ) from error
+    target: object = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise DriverNotFoundError(f"driver {spec!r}: {module_name} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    return _callable(spec, target)
+
+
+def _callable(spec: str, target: object) -> HarnessFactory:
+    if not callable(target):
+        raise DriverLoadError(f"driver {spec!r}: {target!r} is not callable")
+    return target  # type: ignore[return-value]
+
+
+def load_harness(spec: str, options: Mapping[str, str] | None = None) -> DriverHarness:
+    """Load the factory for ``spec`` and build its harness with ``options``."""
+    factory = load_harness_factory(spec)
+    try:
+        harness = factory(dict(options or {}))
+    except HarnessError:
+        raise
+    except Exception as error:
+        raise DriverLoadError(
+            f"driver {spec!r}: its harness factory raised {type(error).__name__}: {error}"
+        ) from error
+    if not callable(getattr(harness, "open_store", None)):
+        raise DriverLoadError(f"driver {spec!r}: the factory returned {harness!r}, which has no open_store()")
+    return harness

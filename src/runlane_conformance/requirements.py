@@ -1,0 +1,116 @@
+"""The requirement catalog: every check the suites make, with a frozen ID.
+
+Each conformance test is tagged with exactly one ``Requirement``. Its ID
+(``area.rule-name``) never changes once published: it appears in pytest ids,
+JUnit properties and certification reports, and driver authors search for
+it. ``docs/requirements.md`` is generated from this catalog.
+
+A requirement may need an optional capability (``append``,
+``exclusive_candidates``) or a profile property; when the driver's
+advertised profile does not offer it, the check skips with the reason
+``profile: <capability> not offered`` instead of failing or vanishing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeVar
+
+__all__ = [
+    "AREAS",
+    "Requirement",
+    "RequirementLevel",
+    "all_requirements",
+    "requirement",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Contract areas, in the order reports list them; each is ``runlane_conformance.suites.<area>``.
+AREAS: tuple[str, ...] = (
+    "point_reads",
+    "json_boundary",
+    "replay",
+    "conflicts",
+    "mutations",
+    "sealing",
+    "cursors",
+    "limits",
+    "profile",
+    "model",
+    "append",
+    "exclusive_selection",
+)
+
+_ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+class RequirementLevel(StrEnum):
+    """MUST failures deny certification; SHOULD failures are reported but do not."""
+
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One rule of the contract as the suites check it.
+
+    ``clause`` names the spec section it enforces; ``summary`` says the rule
+    in our words; ``capability`` names the profile capability the check
+    needs (``None`` for core rules every driver must keep).
+    """
+
+    id: str
+    level: RequirementLevel
+    clause: str
+    summary: str
+    capability: str | None = None
+
+    @property
+    def area(self) -> str:
+        return self.id.partition(".")[0]
+
+    def __call__(self, test: F) -> F:
+        """Tag a test function: its pytest id gets ``[<id>]`` and the plugin gates and reports it."""
+        import pytest
+
+        marked = pytest.mark.runlane_requirement(self.id)(test)
+        return pytest.mark.parametrize(  # type: ignore[no-any-return]
+            "runlane_requirement", [self], ids=[self.id], indirect=True
+        )(marked)
+
+
+_CATALOG: dict[str, Requirement] = {}
+
+
+def requirement(
+    id: str, level: RequirementLevel | str, clause: str, summary: str, *, capability: str | None = None
+) -> Requirement:
+    """Declare a requirement (once per ID) and return it for use as a test decorator."""
+    if not _ID.fullmatch(id):
+        raise ValueError(f"requirement id {id!r} is not of the form area.rule-name")
+    area = id.partition(".")[0]
+    if area not in AREAS:
+        raise ValueError(f"requirement {id!r} names unknown area {area!r}")
+    declared = Requirement(id, RequirementLevel(level), clause, summary, capability)
+    existing = _CATALOG.get(id)
+    if existing is not None and existing != declared:
+        raise ValueError(f"requirement {id!r} declared twice with different content")
+    _CATALOG[id] = declared
+    return declared
+
+
+def all_requirements() -> dict[str, Requirement]:
+    """The whole catalog, importing every suite module so each declares its requirements."""
+    for area in AREAS:
+        try:
+            importlib.import_module(f"runlane_conformance.suites.test_{area}")
+        except ModuleNotFoundError as error:
+            if error.name != f"runlane_conformance.suites.test_{area}":
+                raise
+    return dict(sorted(_CATALOG.items()))

@@ -170,7 +170,7 @@ def load_harness_factory(spec: str) -> HarnessFactory:
 def _callable(spec: str, target: object) -> HarnessFactory:
     if not callable(target):
         raise DriverLoadError(f"driver {spec!r}: {target!r} is not callable")
-    return target  # type: ignore[return-value]
+    return target
 
 
 def load_harness(spec: str, options: Mapping[str, str] | None = None) -> DriverHarness:

@@ -7,6 +7,10 @@ must be derived from other fields, ownership that must match the key ...).
 ``check_record`` combines both and raises ``StorageCorruptionError`` when the
 document, the key and the index entries disagree, because such a record can
 only come from a bug or from damaged storage.
+
+Every such failure is a ``StorageDocumentRuleError`` (a ``StorageCorruptionError``)
+that names the table and the rule it broke, so tests and golden vectors can
+prove *which* rule rejected a record without reading messages.
 """
 
 from __future__ import annotations
@@ -18,17 +22,33 @@ from typing import Any, ClassVar
 from jsonschema import Draft202012Validator, FormatChecker
 
 from .catalog import StorageIndexName, StorageTableName
-from .encodings import iso_date_codec
-from .errors import StorageCorruptionError
+from .encodings import iso_date_codec, storage_unsigned_integer_codec
+from .errors import StorageCorruptionError, StorageValidationError
 from .json_boundary import FrozenJsonObject, StorageDocument, thaw_json
 from .values import StorageIndexEntry, StorageRecordKey
 
 __all__ = [
+    "StorageDocumentRuleError",
     "StorageTable",
     "get_storage_table",
     "register_storage_table",
     "storage_tables",
 ]
+
+
+class StorageDocumentRuleError(StorageCorruptionError):
+    """Corruption attributed to one named rule of one table.
+
+    ``rule`` is a stable kebab-case name: ``schema``, ``table``, ``key``,
+    ``indexes``, ``ownership`` and ``timestamp`` are shared by every table;
+    identity rules add their own (``step-token``, ``outbox-claim`` ...).
+    ``table`` is ``None`` when a helper cannot know the table.
+    """
+
+    def __init__(self, message: str, *, table: StorageTableName | None, rule: str) -> None:
+        super().__init__(message)
+        self.table = table
+        self.rule = rule
 
 
 class StorageTable(ABC):
@@ -37,6 +57,9 @@ class StorageTable(ABC):
     name: ClassVar[StorageTableName]
     schema: ClassVar[Mapping[str, Any]]
     indexes: ClassVar[tuple[StorageIndexName, ...]] = ()
+    #: Document fields whose values must equal the leading key components, in order
+    #: (e.g. ``("environment", "runId")``); checked by ``check_record`` as rule ``ownership``.
+    owner_fields: ClassVar[tuple[str, ...]] = ()
     _validator: ClassVar[Draft202012Validator]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -63,8 +86,24 @@ class StorageTable(ABC):
         if errors:
             first = errors[0]
             where = "/".join(str(part) for part in first.absolute_path) or "(root)"
-            raise StorageCorruptionError(f"{self.name.value} document invalid at {where}: {first.message}")
+            raise StorageDocumentRuleError(
+                f"{self.name.value} document invalid at {where}: {first.message}",
+                table=self.name,
+                rule="schema",
+            )
         self.check_identity(value)
+
+    def check_ownership(self, key: StorageRecordKey, value: FrozenJsonObject) -> None:
+        """Raise unless the owner fields of a (schema-valid) document lead its key."""
+        if not self.owner_fields:
+            return
+        owners = tuple(value.get(field) for field in self.owner_fields)
+        if key.id[: len(owners)] != owners:
+            raise StorageDocumentRuleError(
+                f"{self.name.value} document is owned by {owners} but stored under {key}",
+                table=self.name,
+                rule="ownership",
+            )
 
     def key_for(self, value: FrozenJsonObject) -> StorageRecordKey:
         return StorageRecordKey(self.name, self.key_id(value))
@@ -74,20 +113,27 @@ class StorageTable(ABC):
     ) -> None:
         """Raise ``StorageCorruptionError`` unless document, key and indexes agree."""
         if key.table is not self.name:
-            raise StorageCorruptionError(f"key table {key.table.value} is not {self.name.value}")
+            raise StorageDocumentRuleError(
+                f"key table {key.table.value} is not {self.name.value}", table=self.name, rule="table"
+            )
         self.check_value(document.value)
+        self.check_ownership(key, document.value)
         expected_key = self.key_for(document.value)
         if expected_key != key:
-            raise StorageCorruptionError(
-                f"key {key} does not match the document, which belongs at {expected_key}"
+            raise StorageDocumentRuleError(
+                f"key {key} does not match the document, which belongs at {expected_key}",
+                table=self.name,
+                rule="key",
             )
         expected = sorted(self.derive_indexes(document.value), key=lambda entry: entry.index.value)
         actual = sorted(indexes, key=lambda entry: entry.index.value)
         if expected != actual:
-            raise StorageCorruptionError(
+            raise StorageDocumentRuleError(
                 f"index entries of {key} do not match its document: expected "
                 f"{[(e.index.value, e.partition, e.sort) for e in expected]}, got "
-                f"{[(e.index.value, e.partition, e.sort) for e in actual]}"
+                f"{[(e.index.value, e.partition, e.sort) for e in actual]}",
+                table=self.name,
+                rule="indexes",
             )
 
 
@@ -114,9 +160,38 @@ def storage_tables() -> Mapping[StorageTableName, StorageTable]:
     return dict(_TABLES)
 
 
-def iso(value: FrozenJsonObject, field: str) -> str:
+def iso(value: FrozenJsonObject, field: str, table: StorageTableName | None = None) -> str:
     """Read a field that the schema guarantees is a canonical iso date string."""
     text = value[field]
     if not isinstance(text, str) or not iso_date_codec.is_valid(text):
-        raise StorageCorruptionError(f"{field} is not a canonical iso date")
+        raise StorageDocumentRuleError(f"{field} is not a canonical iso date", table=table, rule="timestamp")
     return text
+
+
+def unsigned_integer(
+    value: FrozenJsonObject,
+    field: str,
+    table: StorageTableName | None = None,
+    *,
+    minimum: int = 0,
+    rule: str = "unsigned-integer",
+) -> int:
+    """Decode a canonical unsigned 64-bit decimal string field, at least ``minimum``.
+
+    A pattern can bound the digits but not the value, so the exact range
+    check (and the lower bound) lives here; a failure is the named ``rule``.
+    """
+    text = value[field]
+    try:
+        if not isinstance(text, str):
+            raise StorageValidationError(f"{field} is not a decimal string")
+        number = storage_unsigned_integer_codec.decode(text)
+    except StorageValidationError as error:
+        raise StorageDocumentRuleError(
+            f"{field} is not an unsigned 64-bit decimal: {text!r}", table=table, rule=rule
+        ) from error
+    if number < minimum:
+        raise StorageDocumentRuleError(
+            f"{field} must be at least {minimum}, got {text}", table=table, rule=rule
+        )
+    return number

@@ -49,6 +49,8 @@ class StorageIndexName(StrEnum):
     WAIT_TOKENS_BY_TIMEOUT = "WaitTokensByTimeout"
     WAIT_TOKENS_BY_RUN = "WaitTokensByRun"
     WAIT_TOKENS_BY_STATUS = "WaitTokensByStatus"
+    WAIT_TOKEN_LINKS_BY_RUN = "WaitTokenLinksByRun"
+    WAIT_TOKEN_LINKS_BY_TOKEN = "WaitTokenLinksByToken"
 
 
 class StorageCandidateMode(StrEnum):

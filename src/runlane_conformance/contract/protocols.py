@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Protocol, TypeVar, runtime_checkable
 
 from .catalog import StorageCandidateMode
+from .streams import AppendRecordsCommand
 from .values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -22,14 +23,10 @@ from .values import (
     StoredRecord,
 )
 
-__all__ = ["AppendRecordsCommandLike", "Clock", "OperatorReadDriver", "StorageDriver", "StorageTransaction"]
+__all__ = ["Clock", "OperatorReadDriver", "StorageDriver", "StorageTransaction"]
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
-
-
-class AppendRecordsCommandLike(Protocol):
-    """Structural view of ``AppendRecordsCommand`` (defined with the streams)."""
 
 
 @runtime_checkable
@@ -67,7 +64,7 @@ class StorageTransaction(Protocol):
         """Stage a delete of exactly ``current`` (same key, same version)."""
         ...
 
-    def append(self, command: AppendRecordsCommandLike) -> None:
+    def append(self, command: AppendRecordsCommand) -> None:
         """Stage one ordered append batch (only where ``profile.append`` is true)."""
         ...
 

@@ -49,3 +49,4 @@ class LeasesTable(StorageTable):
 
 
 register_storage_table(LeasesTable())
+from . import stream_tables  # noqa: E402,F401

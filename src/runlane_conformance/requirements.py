@@ -79,7 +79,9 @@ class Requirement:
         """Tag a test function: its pytest id gets ``[<id>]`` and the plugin gates and reports it."""
         import pytest
 
-        marked = pytest.mark.runlane_requirement(self.id)(test)
+        marked = pytest.mark.usefixtures("runlane_requirement")(
+            pytest.mark.runlane_requirement(self.id)(test)
+        )
         return pytest.mark.parametrize(  # type: ignore[no-any-return]
             "runlane_requirement", [self], ids=[self.id], indirect=True
         )(marked)

@@ -1,0 +1,150 @@
+"""Broken drivers for the point_reads area."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from runlane_conformance import StorageDocument, StoredRecord
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedTransaction, mutant_harness
+
+
+class DropsDuplicates(WrappedTransaction):
+    """Answers each distinct key once, so duplicate positions go missing."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        unique = list(dict.fromkeys(keys))
+        return self.inner.get(unique)  # type: ignore[no-any-return]
+
+
+class ReversesOrder(WrappedTransaction):
+    """Returns the right records in the wrong order when several are asked for."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        return list(reversed(self.inner.get(list(keys))))
+
+
+class GhostReads(WrappedTransaction):
+    """Reads absent keys as a stale copy of the first present record instead of None."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        results = self.inner.get(keys)
+        present = [r for r in results if r is not None]
+        return [r if r is not None or not present else present[0] for r in results]
+
+
+class DropsIndexes(WrappedTransaction):
+    """Returns records without their index entries."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        return [None if r is None else _rebuilt(r, indexes=()) for r in self.inner.get(keys)]
+
+
+def _rebuilt(record: StoredRecord, **changes: Any) -> StoredRecord:
+    """A StoredRecord with some fields swapped, bypassing validation (mutants lie on purpose)."""
+    fields = {
+        "key": record.key,
+        "version": record.version,
+        "document": record.document,
+        "indexes": record.indexes,
+        **changes,
+    }
+    rebuilt = object.__new__(StoredRecord)
+    for name, value in fields.items():
+        object.__setattr__(rebuilt, name, value)
+    return rebuilt
+
+
+class _LeakyDocument(StorageDocument):
+    """A document whose ``to_json`` hands out the store's own mutable dict."""
+
+
+class SharesMutableDocuments(WrappedTransaction):
+    """Hands out one shared mutable JSON dict per record, so a caller's edits reach every later read."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        shared: dict[str, Any] = self.driver.store.shared.setdefault("documents", {})
+        results = self.inner.get(keys)
+        leaked = []
+        for record in results:
+            if record is None:
+                leaked.append(None)
+                continue
+            body = shared.setdefault(record.key.encoded, record.document.to_json())
+            document = object.__new__(_LeakyDocument)
+            for name, value in (
+                ("_value", record.document.value),
+                ("_text", record.document.text),
+                ("_size", record.document.size),
+            ):
+                object.__setattr__(document, name, value)
+            object.__setattr__(document, "to_json", lambda body=body: body)  # type: ignore[misc]
+            leaked.append(_rebuilt(record, document=document))
+        return leaked
+
+
+class KeepsCallerInput(WrappedTransaction):
+    """Keeps the caller's own document mapping and rebuilds reads from it, so later edits leak in."""
+
+    def create(self, record: Any) -> None:
+        self.inner.create(record)
+        if isinstance(record, dict):
+            self.driver.store.shared.setdefault("inputs", {})[tuple(record["key"]["id"])] = record
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        inputs = self.driver.store.shared.get("inputs", {})
+        results = []
+        for record in self.inner.get(keys):
+            raw = None if record is None else inputs.get(record.key.id)
+            if raw is not None:
+                record = _rebuilt(record, document=StorageDocument(raw["document"]["value"]))
+            results.append(record)
+        return results
+
+
+MUTANTS = [
+    Mutant(
+        "drops-duplicate-positions",
+        "tests.mutants.m_point_reads:drops_duplicates",
+        "point_reads.exact-positions",
+        "answers each distinct key once",
+    ),
+    Mutant(
+        "reverses-positions",
+        "tests.mutants.m_point_reads:reverses_order",
+        "point_reads.exact-positions",
+        "returns results in reverse order",
+    ),
+    Mutant(
+        "ghost-reads",
+        "tests.mutants.m_point_reads:ghost_reads",
+        "point_reads.absent-keys-read-as-none",
+        "absent keys read as another record",
+    ),
+    Mutant(
+        "drops-index-entries",
+        "tests.mutants.m_point_reads:drops_indexes",
+        "point_reads.returns-committed-content",
+        "returns records without index entries",
+    ),
+    Mutant(
+        "shares-mutable-documents",
+        "tests.mutants.m_point_reads:shares_documents",
+        "point_reads.defensive-copies-out",
+        "hands out the store's own mutable JSON",
+    ),
+    Mutant(
+        "keeps-caller-input",
+        "tests.mutants.m_point_reads:keeps_input",
+        "point_reads.defensive-copies-in",
+        "reads are rebuilt from the caller's mutable input",
+    ),
+]
+
+drops_duplicates = mutant_harness(transaction_class=DropsDuplicates)
+reverses_order = mutant_harness(transaction_class=ReversesOrder)
+ghost_reads = mutant_harness(transaction_class=GhostReads)
+drops_indexes = mutant_harness(transaction_class=DropsIndexes)
+shares_documents = mutant_harness(transaction_class=SharesMutableDocuments)
+keeps_input = mutant_harness(transaction_class=KeepsCallerInput)

@@ -1,0 +1,50 @@
+"""The suites can fail: every broken driver is caught by the requirement it breaks.
+
+Each mutant wraps the reference driver and violates one rule. Running that
+rule's checks against it must report the rule as failed; a check that no
+mutant can make fail would certify anything.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runlane_conformance.requirements import all_requirements
+from tests.mutants.catalog import Mutant, all_mutants
+from tests.mutants.conftest import KILL_TABLE
+from tests.mutants.runner import requirement_outcomes
+
+MUTANTS = all_mutants()
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
+def test_mutant_is_killed_by_the_requirement_it_breaks(mutant: Mutant) -> None:
+    outcomes, _ = requirement_outcomes(mutant.target, requirements=[mutant.kills])
+    verdict = outcomes.get(mutant.kills, "not run")
+    KILL_TABLE.append(
+        (mutant.name, mutant.kills, "yes" if verdict in ("failed", "error") else f"NO ({verdict})")
+    )
+    assert verdict in ("failed", "error"), (
+        f"mutant {mutant.name} ({mutant.breaks}) survived requirement {mutant.kills}: outcome {verdict}"
+    )
+
+
+def test_every_requirement_has_a_mutant_that_it_kills() -> None:
+    covered = {mutant.kills for mutant in MUTANTS}
+    missing = sorted(set(all_requirements()) - covered)
+    assert not missing, f"requirements no mutant can make fail: {missing}"
+
+
+def test_every_mutant_names_a_catalogued_requirement() -> None:
+    catalog = all_requirements()
+    unknown = sorted({mutant.kills for mutant in MUTANTS} - set(catalog))
+    assert not unknown, f"mutants name requirements that do not exist: {unknown}"
+
+
+def test_reference_driver_passes_every_requirement() -> None:
+    outcomes, messages = requirement_outcomes("local")
+    failed = {
+        req: messages.get(req, "") for req, outcome in outcomes.items() if outcome in ("failed", "error")
+    }
+    assert not failed, f"the reference driver fails: {failed}"
+    assert outcomes, "no conformance check ran against the reference driver"

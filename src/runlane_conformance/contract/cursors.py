@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 
 from .catalog import StorageQueryDirection
-from .encodings import storage_record_key_codec
+from .encodings import storage_record_key_codec, storage_tuple_codec
 from .errors import StorageCorruptionError, StorageCursorError, StorageValidationError
 from .json_boundary import SCHEMA_VERSION
 from .values import (
@@ -116,6 +116,11 @@ def decode_storage_query_cursor(command: QueryRecordsCommand) -> StorageCursorPo
     sort, key = payload.get("s"), payload.get("k")
     if not isinstance(sort, str) or not isinstance(key, str):
         raise StorageCursorError("garbled cursor")
+    try:
+        storage_tuple_codec.decode(sort)
+        storage_record_key_codec.decode_parts(key)
+    except StorageValidationError as error:
+        raise StorageCursorError("cursor position is not a canonical sort and record key") from error
     return StorageCursorPosition(sort, key)
 
 
@@ -143,13 +148,20 @@ def parse_query_records_result(command: QueryRecordsCommand, result: object) -> 
         raise StorageCorruptionError(f"query returned {len(result.items)} items for limit {command.limit}")
     start = decode_storage_query_cursor(command)
     previous: tuple[str, str] | None = None
+    seen: set[str] = set()
     descending = command.direction is StorageQueryDirection.DESCENDING
     for item in result.items:
         if not isinstance(item, StorageIndexReference) or not isinstance(item.key, StorageRecordKey):
             raise StorageCorruptionError(f"query item {item!r} is not a StorageIndexReference")
-        if not isinstance(item.sort, str) or not command.range.contains(item.sort):
+        if not storage_tuple_codec.is_valid(item.sort):
+            raise StorageCorruptionError(f"query item sort {item.sort!r} is not a canonical encoding")
+        if not command.range.contains(item.sort):
             raise StorageCorruptionError(f"query item sort {item.sort!r} is outside the range")
         current = (item.sort, storage_record_key_codec.encode(item.key))
+        # A record has at most one entry per index, so one key can appear only once per page.
+        if current[1] in seen:
+            raise StorageCorruptionError(f"query returned the record {item.key} twice")
+        seen.add(current[1])
         if start is not None and not is_after_cursor(*current, start, command.direction):
             raise StorageCorruptionError("query item does not follow the cursor")
         if previous is not None and (current <= previous if not descending else current >= previous):

@@ -123,7 +123,7 @@ class StorageRecordKeyCodec:
 
 storage_record_key_codec = StorageRecordKeyCodec()
 
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z")
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,15 @@ class IsoDateCodec:
     def encode(self, value: datetime) -> str:
         if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
             raise StorageValidationError("iso dates need a timezone-aware datetime")
-        utc = value.astimezone(UTC)
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond:06d}Z"
+        try:
+            utc = value.astimezone(UTC)
+        except OverflowError as error:
+            raise StorageValidationError(f"{value!r} has no UTC instant inside years 1-9999") from error
+        # Formatted by hand: strftime("%Y") does not zero-pad years below 1000 on every platform.
+        return (
+            f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T"
+            f"{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}.{utc.microsecond:06d}Z"
+        )
 
     def decode(self, text: str) -> datetime:
         if not isinstance(text, str):

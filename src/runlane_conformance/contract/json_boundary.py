@@ -57,6 +57,9 @@ class FrozenJsonObject(Mapping[str, "FrozenJson"]):
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("FrozenJsonObject is immutable")
 
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("FrozenJsonObject is immutable")
+
     def __getitem__(self, key: str) -> FrozenJson:
         return self._items[key]
 
@@ -85,14 +88,29 @@ def freeze_json(value: object, *, where: str = "value") -> FrozenJson:
 
     Refuses NaN and infinities, non-string object keys, values that are not
     JSON (sets, bytes, datetimes ...) and reference cycles. Already frozen
-    input is returned as is.
+    input is returned as is. Strings (values and keys) must be valid Unicode
+    scalar values, because a lone surrogate has no UTF-8 form and could never
+    be stored or measured; nesting too deep to walk is refused as well.
     """
-    return _freeze(value, where, set())
+    try:
+        return _freeze(value, where, set())
+    except RecursionError as error:
+        raise StorageValidationError(f"{where}: nested too deeply") from error
+
+
+def _check_text(text: str, where: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise StorageValidationError(f"{where}: string is not valid Unicode (lone surrogate)") from error
+    return text
 
 
 def _freeze(value: object, where: str, active: set[int]) -> FrozenJson:
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return _check_text(str(value), where)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -112,7 +130,7 @@ def _freeze(value: object, where: str, active: set[int]) -> FrozenJson:
                 for key, item in value.items():
                     if not isinstance(key, str):
                         raise StorageValidationError(f"{where}: object key {key!r} is not a string")
-                    items[key] = _freeze(item, f"{where}.{key}", active)
+                    items[_check_text(str(key), where)] = _freeze(item, f"{where}.{key}", active)
                 return FrozenJsonObject._adopt(items)
             return tuple(_freeze(item, f"{where}[{i}]", active) for i, item in enumerate(value))
         finally:
@@ -159,11 +177,21 @@ def _reject_constant(name: str) -> object:
     raise StorageValidationError(f"non-finite number {name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # Runtimes disagree about which of two equal keys wins, so such text has no single meaning.
+    items = dict(pairs)
+    if len(items) != len(pairs):
+        raise StorageValidationError("JSON object has a duplicate key")
+    return items
+
+
 def _parse_text(text: str | bytes) -> object:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except StorageValidationError:
         raise
+    except RecursionError as error:
+        raise StorageValidationError("not JSON: nested too deeply") from error
     except (ValueError, UnicodeDecodeError) as error:
         raise StorageValidationError(f"not JSON: {error}") from error
 
@@ -191,6 +219,9 @@ class StorageDocument:
         object.__setattr__(self, "_size", len(text.encode("utf-8")))
 
     def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("StorageDocument is immutable")
+
+    def __delattr__(self, name: str) -> None:
         raise AttributeError("StorageDocument is immutable")
 
     @property

@@ -1,0 +1,104 @@
+"""The harness the ``local`` entry point returns: fresh in-process stores, independent instances.
+
+Options (all ``key=value`` strings): the five limits (``max_point_reads``,
+``max_query_results``, ``max_transaction_records``, ``max_record_bytes``,
+``max_transaction_bytes``) and ``max_transaction_attempts``. A limit given
+alone replaces that one default; the resulting limits must be coherent.
+Unknown keys and bad values raise ``DriverOptionError`` with one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields, replace
+
+from ..contract.errors import StorageProfileError
+from ..contract.protocols import Clock
+from ..contract.values import StorageLimits
+from ..harness import DriverLoadError, DriverOptionError
+from .driver import LocalStorageDriver
+from .store import LocalStore
+
+__all__ = ["LocalHarness", "LocalStoreHandle", "local_harness"]
+
+_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
+_OPTIONS = (*_LIMIT_OPTIONS, "max_transaction_attempts")
+
+
+def _positive_int(name: str, text: str) -> int:
+    stripped = text.strip()
+    if not stripped.isdigit() or int(stripped) < 1:
+        raise DriverOptionError(f"local driver option {name}={text!r} is not a positive integer")
+    return int(stripped)
+
+
+class LocalStoreHandle:
+    """One fresh shared store; ``connect()`` gives independent driver instances over it."""
+
+    def __init__(self, limits: StorageLimits | None, max_transaction_attempts: int) -> None:
+        self._store = LocalStore()
+        self._limits = limits
+        self._attempts = max_transaction_attempts
+        self._drivers: list[LocalStorageDriver] = []
+
+    @property
+    def store(self) -> LocalStore:
+        return self._store
+
+    def connect(self, *, clock: Clock | None = None) -> LocalStorageDriver:
+        driver = LocalStorageDriver(
+            self._store, clock=clock, limits=self._limits, max_transaction_attempts=self._attempts
+        )
+        self._drivers.append(driver)
+        return driver
+
+    def address(self) -> None:
+        """Always ``None``: the store lives in this process only."""
+        return None
+
+    def close(self) -> None:
+        for driver in self._drivers:
+            driver.close()
+        self._store.close()
+
+
+class LocalHarness:
+    """Opens isolated in-process stores with the configured limits and attempt budget."""
+
+    def __init__(self, limits: StorageLimits | None = None, max_transaction_attempts: int = 16) -> None:
+        self.limits = limits
+        self.max_transaction_attempts = max_transaction_attempts
+        self._stores: list[LocalStoreHandle] = []
+
+    def open_store(self) -> LocalStoreHandle:
+        handle = LocalStoreHandle(self.limits, self.max_transaction_attempts)
+        self._stores.append(handle)
+        return handle
+
+    def attach(self, address: object) -> LocalStoreHandle:
+        raise DriverLoadError(
+            "driver 'local': stores are process-local and have no address, so they cannot be attached"
+        )
+
+    def close(self) -> None:
+        for handle in self._stores:
+            handle.close()
+        self._stores.clear()
+
+
+def local_harness(options: Mapping[str, str]) -> LocalHarness:
+    """The ``runlane.storage_drivers`` entry point target for the bundled ``local`` driver."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise DriverOptionError(
+            f"local driver does not know option(s) {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
+        )
+    values = {name: _positive_int(name, text) for name, text in options.items()}
+    attempts = values.pop("max_transaction_attempts", 16)
+    limits = None
+    if values:
+        try:
+            limits = replace(StorageLimits(), **values)
+        except StorageProfileError as error:
+            raise DriverOptionError(f"local driver limits are incoherent: {error}") from error
+    return LocalHarness(limits, attempts)

@@ -1,0 +1,495 @@
+"""The shared in-process store behind every local driver instance: MVCC over sorted containers.
+
+Why this structure
+------------------
+The reference driver must give each attempt an immutable snapshot, validate
+the attempt's reads optimistically at commit, and still cost the same per
+transaction whether it holds a thousand records or a million. Copying the
+whole state per commit (the simplest way to get immutable snapshots) is
+therefore out. Two designs keep commits cheap: a persistent (path-copying)
+sorted map, or multi-version concurrency control over mutable sorted
+containers. We chose MVCC because ``sortedcontainers`` gives O(log n) ordered
+inserts, removals and range scans with small constants in pure Python, while a
+persistent balanced tree written in Python would allocate O(log n) nodes per
+write and be several times slower on every read.
+
+The pieces
+----------
+* ``_chains``: encoded record key -> version chain, a short list of
+  ``(commit sequence, StoredRecord | None)`` in commit order (``None`` marks a
+  delete). An attempt whose snapshot is sequence ``s`` sees, for each key, the
+  newest entry with sequence <= ``s``.
+* ``_index``: one ``SortedList`` of ``(index, partition, encoded sort, encoded
+  key)`` tuples, a superset of the entries of every version still retained.
+  Tuple order *is* the contract's order (encoded sort, then encoded key), and
+  an entry is visible to a snapshot only if the version that snapshot sees
+  still carries it, so old snapshots never see newer entries and vice versa.
+  ``_index_refs`` counts how many retained versions carry each entry; the
+  entry leaves the list when the count reaches zero.
+* ``_log``: one entry per commit (keys written, index entries added or
+  removed), kept only while some live snapshot is older than it. Range
+  dependencies are validated against these entries; when the oldest live
+  snapshot moves past an entry, the entry is dropped and the versions it made
+  obsolete are trimmed from their chains.
+* ``_holds``: encoded key -> token of the attempt that selected it in
+  exclusive mode. Every driver instance over this store shares it, which is
+  what makes exclusive selection work across instances.
+
+One lock guards all of it. Callbacks never run under the lock, so a second
+instance can commit from inside a first instance's callback.
+
+Costs: a point read is a dict lookup plus a walk of a chain that is one entry
+long unless a snapshot older than the newest write is still live; a query is
+an O(log n) seek plus the page; a commit is O(log n) per changed index entry
+plus O(commits since the attempt's snapshot) for range validation. None of
+these depend on how many records are stored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList  # type: ignore[import-untyped]
+
+from ..contract.catalog import StorageQueryDirection
+from ..contract.cursors import StorageCursorPosition
+from ..contract.errors import StorageCorruptionError, StorageUsageError
+from ..contract.streams import AppendRecordsCommand, materialize_storage_append, read_storage_stream_position
+from ..contract.values import (
+    NewStorageRecord,
+    StorageQueryRange,
+    StorageRecordVersion,
+    StoredRecord,
+)
+
+__all__ = ["CommitPlan", "IndexKey", "LocalStore", "RangeDependency", "ScanPage"]
+
+#: ``(index name, partition, encoded sort, encoded record key)``; tuple order is contract order.
+IndexKey = tuple[str, str, str, str]
+_Chain = list[tuple[int, StoredRecord | None]]
+
+
+def _entries(record: StoredRecord | NewStorageRecord | None, ekey: str) -> frozenset[IndexKey]:
+    if record is None:
+        return frozenset()
+    return frozenset((entry.index.value, entry.partition, entry.sort, ekey) for entry in record.indexes)
+
+
+def _visible(chain: _Chain | None, snapshot: int) -> StoredRecord | None:
+    if chain is None:
+        return None
+    for seq, record in reversed(chain):
+        if seq <= snapshot:
+            return record
+    return None
+
+
+def _carries(record: StoredRecord, index: str, partition: str, sort: str) -> bool:
+    for entry in record.indexes:
+        if entry.index.value == index:
+            return entry.partition == partition and entry.sort == sort
+    return False
+
+
+@dataclass(frozen=True)
+class RangeDependency:
+    """The part of an index an attempt scanned, which must not change before it commits.
+
+    It covers the query's partition and range, from just after the cursor the
+    query started from (if any) up to and including the last returned entry
+    when the page was full, or to the end of the range when it was not. Rows
+    skipped because another attempt held them exclusively are not covered:
+    the attempt never saw them, and an empty exclusive page promises nothing.
+    """
+
+    index: str
+    partition: str
+    range: StorageQueryRange
+    direction: StorageQueryDirection
+    after: tuple[str, str] | None
+    stop: tuple[str, str] | None
+    skipped: frozenset[str] = frozenset()
+
+    def covers(self, entry: IndexKey) -> bool:
+        index, partition, sort, ekey = entry
+        if index != self.index or partition != self.partition or not self.range.contains(sort):
+            return False
+        if ekey in self.skipped:
+            return False
+        position = (sort, ekey)
+        if self.direction is StorageQueryDirection.ASCENDING:
+            if self.after is not None and position <= self.after:
+                return False
+            return self.stop is None or position <= self.stop
+        if self.after is not None and position >= self.after:
+            return False
+        return self.stop is None or position >= self.stop
+
+
+@dataclass(frozen=True)
+class ScanPage:
+    """What one index scan found: the visible records in order, and where it stopped."""
+
+    items: tuple[tuple[str, StoredRecord, str], ...]  # (encoded key, record, sort)
+    dependency: RangeDependency
+
+
+@dataclass
+class CommitPlan:
+    """Everything an attempt asks the store to validate and apply atomically."""
+
+    token: int
+    snapshot: int | None
+    reads: Mapping[str, StoredRecord | None]
+    ranges: Sequence[RangeDependency]
+    creates: Sequence[tuple[str, NewStorageRecord]]
+    replaces: Sequence[tuple[str, NewStorageRecord]]
+    deletes: Sequence[str]
+    held: Iterable[str] = ()
+    append: AppendRecordsCommand | None = None
+
+
+class StoreConflict(Exception):
+    """Internal: validation failed; the attempt was rolled back and may be replayed."""
+
+
+@dataclass
+class _LogEntry:
+    seq: int
+    keys: tuple[str, ...]
+    changes: tuple[IndexKey, ...] = field(default=())
+
+
+class LocalStore:
+    """One process-local store; every ``LocalStorageDriver`` connected to it shares this object."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._version = 0
+        self._chains: dict[str, _Chain] = {}
+        self._index: SortedList = SortedList()
+        self._index_refs: dict[IndexKey, int] = {}
+        self._log: deque[_LogEntry] = deque()
+        self._live: SortedList = SortedList()
+        self._holds: dict[str, int] = {}
+        self._tokens = itertools.count(1)
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Drop everything; later use of any instance over this store is refused."""
+        with self._lock:
+            self._closed = True
+            self._chains.clear()
+            self._index.clear()
+            self._index_refs.clear()
+            self._log.clear()
+            self._holds.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageUsageError("the local store was closed")
+
+    def new_token(self) -> int:
+        """A fresh attempt identity (used to own exclusive holds)."""
+        return next(self._tokens)
+
+    def open_snapshot(self) -> int:
+        """Register and return a snapshot of the latest commit; it pins the versions it can see."""
+        with self._lock:
+            self._check_open()
+            self._live.add(self._seq)
+            return self._seq
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def read(self, snapshot: int, ekeys: Sequence[str]) -> list[StoredRecord | None]:
+        with self._lock:
+            self._check_open()
+            chains = self._chains
+            return [_visible(chains.get(ekey), snapshot) for ekey in ekeys]
+
+    def latest_seq(self) -> int:
+        with self._lock:
+            return self._seq
+
+    def scan(
+        self,
+        snapshot: int,
+        index: str,
+        partition: str,
+        query_range: StorageQueryRange,
+        direction: StorageQueryDirection,
+        after: StorageCursorPosition | None,
+        limit: int,
+        exclusive_token: int | None = None,
+    ) -> ScanPage:
+        """Visible entries of one index partition, in contract order, at ``snapshot``.
+
+        With ``exclusive_token`` the scan skips entries held by any other
+        token and holds each returned entry for that token, all under the
+        store lock, so two attempts can never both be handed the same row.
+        Only returned rows are held; the scan stops at the last one it returns.
+        """
+        descending = direction is StorageQueryDirection.DESCENDING
+        lower, upper = query_range.lower, query_range.upper
+        if lower is None:
+            lo: tuple[str, ...] = (index, partition)
+        elif lower.inclusive:
+            lo = (index, partition, lower.value)
+        else:
+            lo = (index, partition, lower.value + "\x00")
+        if upper is None:
+            hi: tuple[str, ...] = (index, partition + "\x00")
+        elif upper.inclusive:
+            hi = (index, partition, upper.value + "\x00")
+        else:
+            hi = (index, partition, upper.value)
+        lo_inclusive = True
+        hi_inclusive = False
+        position = None if after is None else (after.sort, after.key)
+        if position is not None:
+            bound = (index, partition, *position)
+            if descending:
+                if bound < hi:
+                    hi, hi_inclusive = bound, False
+            elif bound >= lo:
+                lo, lo_inclusive = bound, False
+        items: list[tuple[str, StoredRecord, str]] = []
+        skipped: set[str] = set()
+        stop: tuple[str, str] | None = None
+        with self._lock:
+            self._check_open()
+            chains = self._chains
+            holds = self._holds
+            for entry in self._index.irange(lo, hi, (lo_inclusive, hi_inclusive), reverse=descending):
+                sort, ekey = entry[2], entry[3]
+                if not query_range.contains(sort):
+                    continue
+                record = _visible(chains.get(ekey), snapshot)
+                if record is None or not _carries(record, index, partition, sort):
+                    continue
+                if exclusive_token is not None:
+                    holder = holds.get(ekey)
+                    if holder is not None and holder != exclusive_token:
+                        skipped.add(ekey)
+                        continue
+                    holds[ekey] = exclusive_token
+                items.append((ekey, record, sort))
+                if len(items) == limit:
+                    stop = (sort, ekey)
+                    break
+        dependency = RangeDependency(
+            index, partition, query_range, direction, position, stop, frozenset(skipped)
+        )
+        return ScanPage(tuple(items), dependency)
+
+    # -- commit and rollback ---------------------------------------------------------------------
+
+    def rollback(self, token: int, snapshot: int | None, held: Iterable[str]) -> None:
+        """End an attempt without writing: release its exclusive holds and its snapshot."""
+        with self._lock:
+            self._finish(token, snapshot, held)
+
+    def commit(self, plan: CommitPlan) -> None:
+        """Validate ``plan`` against everything committed since its snapshot and apply it.
+
+        Raises ``StoreConflict`` (after releasing the attempt) when a read
+        dependency changed, a scanned range gained, lost or moved an entry, or
+        a key to be created exists. Otherwise applies every mutation under one
+        new commit sequence, assigning each written record a fresh version.
+        Either way the attempt's holds and snapshot are released in the same
+        critical section, so no other attempt can observe a half-ended one.
+        """
+        with self._lock:
+            try:
+                self._check_open()
+                self._validate(plan)
+                writes = self._writes(plan)
+                if writes:
+                    self._apply(writes)
+            finally:
+                self._finish(plan.token, plan.snapshot, plan.held)
+
+    def _validate(self, plan: CommitPlan) -> None:
+        chains = self._chains
+        snapshot = plan.snapshot
+        if snapshot is not None:
+            for ekey in plan.reads:
+                chain = chains.get(ekey)
+                if chain is not None and chain[-1][0] > snapshot:
+                    raise StoreConflict(f"record {ekey} changed after this attempt read it")
+            if plan.ranges:
+                for logged in self._log:
+                    if logged.seq <= snapshot:
+                        continue
+                    for change in logged.changes:
+                        for dependency in plan.ranges:
+                            if dependency.covers(change):
+                                raise StoreConflict(
+                                    f"index {dependency.index} partition {dependency.partition!r} "
+                                    "changed inside a range this attempt scanned"
+                                )
+        for ekey, _record in plan.creates:
+            chain = chains.get(ekey)
+            if chain is not None and chain[-1][1] is not None:
+                raise StoreConflict(f"record {ekey} exists, so it cannot be created")
+
+    def _writes(self, plan: CommitPlan) -> list[tuple[str, NewStorageRecord | None]]:
+        """Every write of the plan, with an append placed after the partition's latest head.
+
+        Positions are allocated here, under the store lock, from the head as
+        it is committed *now* (not as the attempt's snapshot saw it): appends
+        to one partition commute, so they never need to conflict with each
+        other, and an attempt that is rolled back or replayed never reaches
+        this point, so it consumes no positions. A corrupt or exhausted head
+        raises before anything is written.
+        """
+        writes: list[tuple[str, NewStorageRecord | None]] = [*plan.creates, *plan.replaces]
+        writes.extend((ekey, None) for ekey in plan.deletes)
+        command = plan.append
+        if command is not None:
+            layout = command.layout
+            head_key = layout.head_key(command.partition).encoded
+            head_chain = self._chains.get(head_key)
+            head = None if head_chain is None else head_chain[-1][1]
+            start = read_storage_stream_position(command.stream, command.partition, head)
+            placed = materialize_storage_append(command, start)
+            for record in placed.records:
+                ekey = record.key.encoded
+                chain = self._chains.get(ekey)
+                if chain is not None and chain[-1][1] is not None:
+                    raise StorageCorruptionError(
+                        f"stream {command.stream.value}/{command.partition}: a record already exists at "
+                        f"{record.key}, beyond the head's next position {start}"
+                    )
+                writes.append((ekey, record))
+            writes.append((head_key, placed.head))
+        return writes
+
+    def _apply(self, writes: Sequence[tuple[str, NewStorageRecord | None]]) -> None:
+        self._seq += 1
+        seq = self._seq
+        chains = self._chains
+        changes: list[IndexKey] = []
+        keys: list[str] = []
+        for ekey, new in writes:
+            chain = chains.get(ekey)
+            old = None if chain is None else chain[-1][1]
+            stored: StoredRecord | None = None
+            if new is not None:
+                self._version += 1
+                stored = StoredRecord.committed(new, StorageRecordVersion(str(self._version)))
+            if chain is None:
+                chains[ekey] = [(seq, stored)]
+            else:
+                chain.append((seq, stored))
+            before = _entries(old, ekey)
+            after = _entries(stored, ekey)
+            for entry in after:
+                self._ref(entry)
+            changes.extend(before ^ after)
+            keys.append(ekey)
+        self._log.append(_LogEntry(seq, tuple(keys), tuple(changes)))
+
+    def _ref(self, entry: IndexKey) -> None:
+        count = self._index_refs.get(entry, 0)
+        if count == 0:
+            self._index.add(entry)
+        self._index_refs[entry] = count + 1
+
+    def _unref(self, entry: IndexKey) -> None:
+        count = self._index_refs[entry] - 1
+        if count == 0:
+            del self._index_refs[entry]
+            self._index.remove(entry)
+        else:
+            self._index_refs[entry] = count
+
+    def _finish(self, token: int, snapshot: int | None, held: Iterable[str]) -> None:
+        holds = self._holds
+        for ekey in held:
+            if holds.get(ekey) == token:
+                del holds[ekey]
+        if snapshot is not None:
+            self._live.remove(snapshot)
+        self._collect()
+
+    def _collect(self) -> None:
+        """Drop log entries no live snapshot needs and trim the versions they made obsolete."""
+        horizon = self._live[0] if self._live else self._seq
+        log = self._log
+        while log and log[0].seq <= horizon:
+            for ekey in log.popleft().keys:
+                self._trim(ekey, horizon)
+
+    def _trim(self, ekey: str, horizon: int) -> None:
+        chain = self._chains.get(ekey)
+        if chain is None:
+            return
+        keep = 0
+        for position, (seq, _record) in enumerate(chain):
+            if seq <= horizon:
+                keep = position
+        for _seq, record in chain[:keep]:
+            for entry in _entries(record, ekey):
+                self._unref(entry)
+        if keep:
+            del chain[:keep]
+        if len(chain) == 1 and chain[0][1] is None and chain[0][0] <= horizon:
+            del self._chains[ekey]
+
+    # -- bulk loading and introspection ----------------------------------------------------------
+
+    def bulk_load(self, records: Iterable[NewStorageRecord]) -> int:
+        """Insert many new records as one commit, bypassing transactions and limits.
+
+        Meant for benchmarks and fixtures that need a large store quickly;
+        records are validated values already, keys must be new and distinct.
+        Refused while any attempt is live. Returns the number loaded.
+        """
+        with self._lock:
+            self._check_open()
+            if self._live or self._log:
+                raise StorageUsageError("bulk_load needs a store with no live attempts")
+            self._seq += 1
+            seq = self._seq
+            chains = self._chains
+            fresh: list[IndexKey] = []
+            count = 0
+            for record in records:
+                ekey = record.key.encoded
+                existing = chains.get(ekey)
+                if existing is not None and existing[-1][1] is not None:
+                    raise StorageUsageError(f"bulk_load: record {ekey} already exists")
+                self._version += 1
+                stored = StoredRecord.committed(record, StorageRecordVersion(str(self._version)))
+                chains[ekey] = [(seq, stored)]
+                for entry in _entries(stored, ekey):
+                    self._index_refs[entry] = 1
+                    fresh.append(entry)
+                count += 1
+            self._index.update(fresh)
+            return count
+
+    def stats(self) -> dict[str, int]:
+        """Sizes of the internal structures (for tests that check garbage collection)."""
+        with self._lock:
+            return {
+                "records": sum(1 for chain in self._chains.values() if chain[-1][1] is not None),
+                "versions": sum(len(chain) for chain in self._chains.values()),
+                "index_entries": len(self._index),
+                "log_entries": len(self._log),
+                "live_snapshots": len(self._live),
+                "holds": len(self._holds),
+            }

@@ -20,10 +20,9 @@ from typing import Any, ClassVar
 
 from .catalog import StorageIndexName, StorageTableName
 from .encodings import storage_unsigned_integer_codec
-from .errors import StorageCorruptionError, StorageValidationError
 from .json_boundary import FrozenJsonObject
 from .streams import StorageStreamName
-from .tables import StorageTable, register_storage_table
+from .tables import StorageDocumentRuleError, StorageTable, register_storage_table, unsigned_integer
 from .values import StorageIndexEntry
 
 __all__ = ["ObservationsTable", "StreamHeadsTable"]
@@ -35,20 +34,6 @@ _NON_EMPTY = {"type": "string", "minLength": 1}
 _U64_DECIMAL = {"type": "string", "pattern": r"^(0|[1-9][0-9]{0,19})$"}
 
 
-def _positive_u64(value: FrozenJsonObject, field: str, table: StorageTableName) -> int:
-    """Decode a field the schema guarantees looks like a canonical decimal; it must be 1..2**64-1."""
-    text = value[field]
-    if not isinstance(text, str):
-        raise StorageCorruptionError(f"{table.value}.{field} is not a decimal string")
-    try:
-        number = storage_unsigned_integer_codec.decode(text)
-    except StorageValidationError as error:
-        raise StorageCorruptionError(f"{table.value}.{field} is not an unsigned 64-bit decimal") from error
-    if number < 1:
-        raise StorageCorruptionError(f"{table.value}.{field} must be at least 1, got {text}")
-    return number
-
-
 class ObservationsTable(StorageTable):
     """One appended observation: its environment, its position, who produced it and its opaque data.
 
@@ -58,6 +43,7 @@ class ObservationsTable(StorageTable):
     """
 
     name = StorageTableName.OBSERVATIONS
+    owner_fields = ("environment",)
     indexes = (StorageIndexName.OBSERVATIONS_BY_POSITION,)
     schema: ClassVar[dict[str, Any]] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -78,7 +64,8 @@ class ObservationsTable(StorageTable):
     }
 
     def _ordered_position(self, value: FrozenJsonObject) -> str:
-        return storage_unsigned_integer_codec.encode_ordered(_positive_u64(value, "position", self.name))
+        position = unsigned_integer(value, "position", self.name, minimum=1, rule="position")
+        return storage_unsigned_integer_codec.encode_ordered(position)
 
     def key_id(self, value: FrozenJsonObject) -> tuple[str, ...]:
         return (str(value["environment"]), self._ordered_position(value))
@@ -93,12 +80,14 @@ class ObservationsTable(StorageTable):
         )
 
     def check_identity(self, value: FrozenJsonObject) -> None:
-        _positive_u64(value, "position", self.name)
+        unsigned_integer(value, "position", self.name, minimum=1, rule="position")
         source = value["source"]
         if not isinstance(source, FrozenJsonObject) or not all(
             isinstance(source.get(part), str) and source.get(part) for part in ("kind", "id")
         ):
-            raise StorageCorruptionError("observations.source needs a non-empty kind and id")
+            raise StorageDocumentRuleError(
+                "an observation source needs a non-empty kind and id", table=self.name, rule="source-identity"
+            )
 
 
 class StreamHeadsTable(StorageTable):
@@ -110,6 +99,7 @@ class StreamHeadsTable(StorageTable):
     """
 
     name = StorageTableName.STREAM_HEADS
+    owner_fields = ("stream", "partition")
     schema: ClassVar[dict[str, Any]] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -126,7 +116,7 @@ class StreamHeadsTable(StorageTable):
         return (str(value["stream"]), str(value["partition"]))
 
     def check_identity(self, value: FrozenJsonObject) -> None:
-        _positive_u64(value, "next", self.name)
+        unsigned_integer(value, "next", self.name, minimum=1, rule="stream-head")
 
 
 register_storage_table(ObservationsTable())

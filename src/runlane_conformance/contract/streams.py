@@ -38,7 +38,7 @@ from .errors import (
 )
 from .json_boundary import FrozenJson, FrozenJsonObject, StorageDocument, freeze_json
 from .limits import StorageTransactionMeter
-from .tables import get_storage_table
+from .tables import StorageDocumentRuleError, StorageTable, get_storage_table
 from .values import NewStorageRecord, StorageIndexEntry, StorageLimits, StorageRecordKey, StoredRecord
 
 __all__ = [
@@ -148,14 +148,18 @@ def _stream(stream: object) -> StorageStreamName:
     raise StorageValidationError(f"unknown stream {stream!r}")
 
 
+def _table(name: StorageTableName) -> StorageTable:
+    from . import stream_tables  # noqa: F401  (registers the stream tables even if nothing else did)
+
+    return get_storage_table(name)
+
+
 def _check_head_value(layout: StorageStreamLayout, partition: object) -> str:
     """Validate a partition by building the head it would have (the head table owns the rules)."""
     if not isinstance(partition, str):
         raise StorageValidationError("a stream partition is a string")
     try:
-        get_storage_table(layout.head_table).check_value(
-            _frozen_object(layout.head_value(partition, 1), "partition")
-        )
+        _table(layout.head_table).check_value(_frozen_object(layout.head_value(partition, 1), "partition"))
     except StorageCorruptionError as error:
         raise StorageValidationError(f"invalid partition {partition!r} for {layout.stream.value}") from error
     return partition
@@ -204,7 +208,7 @@ class AppendRecordsCommand:
             raise StorageValidationError("append values must be an array of JSON objects")
         if not raw:
             raise StorageValidationError("an append batch needs at least one value")
-        table = get_storage_table(layout.record_table)
+        table = _table(layout.record_table)
         values: list[FrozenJsonObject] = []
         sizes: list[int] = []
         for index, item in enumerate(raw):
@@ -254,6 +258,10 @@ def parse_append_records_command(source: object) -> AppendRecordsCommand:
 _POSITIVE_DECIMAL_DIGITS = frozenset("0123456789")
 
 
+def _corrupt_head(message: str, rule: str) -> StorageDocumentRuleError:
+    return StorageDocumentRuleError(message, table=StorageTableName.STREAM_HEADS, rule=rule)
+
+
 def read_storage_stream_position(
     stream: StorageStreamName | str, partition: str, head: StoredRecord | None
 ) -> int:
@@ -275,15 +283,15 @@ def read_storage_stream_position(
         raise StorageValidationError(f"a stream head is a StoredRecord or None, not {type(head).__name__}")
     expected = layout.head_key(partition)
     if head.key.table is not expected.table or head.key.id != expected.id:
-        raise StorageCorruptionError(f"stream head stored at {head.key}, expected {expected}")
+        raise _corrupt_head(f"stream head stored at {head.key}, expected {expected}", "key")
     value = head.document.value
     if set(value) != {"stream", "partition", "next"}:
-        raise StorageCorruptionError(f"stream head {expected} has fields {sorted(value)}")
+        raise _corrupt_head(f"stream head {expected} has fields {sorted(value)}", "schema")
     if value["stream"] != layout.stream.value or value["partition"] != partition:
-        raise StorageCorruptionError(f"stream head {expected} names another stream or partition")
+        raise _corrupt_head(f"stream head {expected} names another stream or partition", "ownership")
     text = value["next"]
     if not isinstance(text, str) or not text or text[0] == "0" or not set(text) <= _POSITIVE_DECIMAL_DIGITS:
-        raise StorageCorruptionError(f"stream head {expected} has non-canonical next {text!r}")
+        raise _corrupt_head(f"stream head {expected} has non-canonical next {text!r}", "stream-head")
     if len(text) > len(_WIDEST_POSITION) or int(text) > U64_MAX:
         raise StorageStreamExhaustedError(f"stream head {expected} is past the unsigned 64-bit range")
     return int(text)

@@ -1,0 +1,77 @@
+"""A fake driver harness for the runner tests: no storage, just a profile and planted failures.
+
+Options:
+
+* ``break=<id>,<id>`` -- the fake suite's checks of those requirement ids fail;
+* ``append=true`` / ``exclusive=true`` -- advertise the optional capabilities;
+* ``explode=true`` -- the factory raises, like a driver whose database is unreachable;
+* ``point_reads=N`` -- advertise that point-read limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runlane_conformance import StorageLimits, StorageProfile
+
+KNOWN_OPTIONS = {"break", "append", "exclusive", "explode", "point_reads"}
+
+
+@dataclass
+class FakeDriver:
+    profile: StorageProfile
+    broken: frozenset[str]
+    closed: bool = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeStore:
+    profile: StorageProfile
+    broken: frozenset[str]
+    instances: list[FakeDriver] = field(default_factory=list)
+
+    def connect(self, *, clock: object = None) -> FakeDriver:
+        driver = FakeDriver(self.profile, self.broken)
+        self.instances.append(driver)
+        return driver
+
+    def address(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeHarness:
+    profile: StorageProfile
+    broken: frozenset[str]
+
+    def open_store(self) -> FakeStore:
+        return FakeStore(self.profile, self.broken)
+
+    def attach(self, address: object) -> FakeStore:
+        raise NotImplementedError("the fake store is process-local")
+
+    def close(self) -> None:
+        pass
+
+
+def harness(options: Mapping[str, str]) -> FakeHarness:
+    unknown = sorted(set(options) - KNOWN_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown option {unknown[0]!r}")
+    if options.get("explode") == "true":
+        raise ConnectionError("cannot reach the fake database")
+    limits = StorageLimits(max_point_reads=int(options.get("point_reads", "100")))
+    profile = StorageProfile(
+        limits=limits,
+        append=options.get("append") == "true",
+        exclusive_candidates=options.get("exclusive") == "true",
+    )
+    broken = frozenset(filter(None, options.get("break", "").split(",")))
+    return FakeHarness(profile, broken)

@@ -1,0 +1,103 @@
+"""The pytest plugin as a third-party repository uses it."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarning")
+
+SUITES = ["-p", "no:cacheprovider", "--pyargs", "runlane_conformance.suites"]
+
+
+def test_suites_run_against_a_driver_named_on_the_command_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *SUITES, "--runlane-driver", "tiny", "--runlane-area", "point_reads", "-v"
+    )
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines(
+        ["*test_get_returns_one_result_per_position_in_order[[]point_reads.exact-positions[]] PASSED*"]
+    )
+
+
+def test_report_header_names_driver_profile_and_seed(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *SUITES, "--runlane-driver", "tiny", "--runlane-area", "point_reads"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "runlane driver: tiny",
+            "runlane profile: durability=process clock=client index=strong append=False*",
+            "runlane hypothesis profile: quick, seed: *",
+        ]
+    )
+
+
+def test_a_forced_seed_is_the_one_printed(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *SUITES, "--runlane-driver", "tiny", "--runlane-area", "point_reads", "--hypothesis-seed", "1234"
+    )
+    result.stdout.fnmatch_lines(["runlane hypothesis profile: quick, seed: 1234 *"])
+
+
+def test_driver_can_be_chosen_in_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nrunlane_driver = tiny\nrunlane_areas = point_reads\n")
+    result = pytester.runpytest_subprocess(*SUITES)
+    result.assert_outcomes(passed=7)
+
+
+def test_missing_driver_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(*SUITES, "--runlane-area", "point_reads")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: the Runlane conformance suites need a driver*"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_unknown_driver_is_one_usage_error_naming_it(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(*SUITES, "--runlane-driver", "no-such-driver")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: driver 'no-such-driver' is not installed*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_bad_driver_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(*SUITES, "--runlane-driver", "tiny", "--runlane-option", "novalue")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: driver option 'novalue' is not of the form key=value"])
+
+
+def test_unknown_area_is_a_usage_error_listing_valid_areas(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(*SUITES, "--runlane-driver", "tiny", "--runlane-area", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: unknown runlane area 'nope'; valid areas: point_reads*"])
+
+
+def test_bad_hypothesis_profile_in_ini_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nrunlane_hypothesis_profile = extreme\n")
+    result = pytester.runpytest_subprocess(*SUITES, "--runlane-driver", "tiny")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: runlane_hypothesis_profile = 'extreme'; valid values: quick, default, thorough"]
+    )
+
+
+def test_plugin_is_inert_in_projects_that_do_not_collect_the_suites(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+
+
+def test_suites_can_be_collected_from_a_third_party_test_tree(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nrunlane_driver = tiny\n")
+    pytester.makepyfile(
+        test_conformance="from runlane_conformance.suites.test_point_reads import *  # noqa\n"
+    )
+    pytester.makeconftest("from runlane_conformance.suites.conftest import *  # noqa\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7)
+
+
+def test_requirement_filter_runs_only_that_requirement(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *SUITES, "--runlane-driver", "tiny", "--runlane-requirement", "point_reads.exact-positions"
+    )
+    result.assert_outcomes(passed=2)

@@ -251,7 +251,7 @@ def test_query_commands_name_a_catalog_index_and_a_positive_limit() -> None:
             StorageRangeBound("62", True),
             StorageRangeBound("64", True),
             ["62", "63", "64"],
-            ["61", "65", "6201"],
+            ["61", "65", "6401"],
         ),
         (StorageRangeBound("62", False), StorageRangeBound("64", False), ["6201", "63"], ["62", "64"]),
         (None, StorageRangeBound("62", False), ["", "61", "61/62"], ["62", "62/"]),

@@ -28,6 +28,7 @@ from .contract.encodings import (
     storage_unsigned_integer_codec,
 )
 from .contract.errors import (
+    RunlaneError,
     StorageAttemptEndedError,
     StorageConcurrentUseError,
     StorageConflictError,
@@ -136,6 +137,7 @@ __all__ = [
     "QueryRecordsCommand",
     "QueryRecordsResult",
     "RunStatus",
+    "RunlaneError",
     "StepStatus",
     "StorageAppendMeasurement",
     "StorageAttemptEndedError",

@@ -360,6 +360,10 @@ class LeasesTable(StorageTable):
     def key_id(self, value: FrozenJsonObject) -> tuple[str, ...]:
         return (str(value["environment"]), str(value["name"]))
 
+    def check_identity(self, value: FrozenJsonObject) -> None:
+        # A released lease keeps its expiry too, so it must be a real date even when unindexed.
+        iso(value, "expiresAt", self.name)
+
     def derive_indexes(self, value: FrozenJsonObject) -> tuple[StorageIndexEntry, ...]:
         if value["holder"] is None:
             return ()

@@ -101,3 +101,82 @@ def test_requirement_filter_runs_only_that_requirement(pytester: pytest.Pytester
         *SUITES, "--runlane-driver", "tiny", "--runlane-requirement", "point_reads.exact-positions"
     )
     result.assert_outcomes(passed=2)
+
+
+def test_a_driver_that_hangs_fails_that_check_as_timed_out_and_the_run_goes_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        hang_driver="""
+import threading
+from runlane_conformance.harness import load_harness
+
+
+class HangingDriver:
+    def __init__(self, inner, hang):
+        self.inner = inner
+        self.hang = hang
+        self.profile = inner.profile
+
+    def transaction(self, callback):
+        if self.hang:
+            threading.Event().wait()  # never returns: this check must time out
+        return self.inner.transaction(callback)
+
+    def query(self, command):
+        return self.inner.query(command)
+
+    def close(self):
+        self.inner.close()
+
+
+class Store:
+    def __init__(self, inner, hang):
+        self.inner = inner
+        self.hang = hang
+
+    def connect(self, clock=None):
+        return HangingDriver(self.inner.connect(clock=clock), self.hang)
+
+    def address(self):
+        return None
+
+    def close(self):
+        self.inner.close()
+
+
+class Harness:
+    def __init__(self):
+        self.inner = load_harness("tiny", {})
+        self.stores = 0
+
+    def open_store(self):
+        self.stores += 1
+        # store 1 answers the report header; store 2 belongs to the first check, which hangs
+        return Store(self.inner.open_store(), hang=self.stores == 2)
+
+    def attach(self, address):
+        raise ValueError("no address")
+
+    def close(self):
+        pass
+
+
+def harness(options):
+    return Harness()
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        *SUITES,
+        "--runlane-driver",
+        "hang_driver:harness",
+        "--runlane-area",
+        "point_reads",
+        "--runlane-timeout",
+        "2",
+        "-p",
+        "no:randomly",
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 6 and outcomes.get("failed") == 1, outcomes
+    result.stdout.fnmatch_lines(["*Timeout*"])

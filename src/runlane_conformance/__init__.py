@@ -121,6 +121,7 @@ from .contract.values import (
     StoredRecord,
     have_equal_storage_record_keys,
 )
+from .local import LocalStorageDriver, create_local_storage_driver
 
 __version__ = "0.1.0"
 
@@ -130,6 +131,7 @@ __all__ = [
     "AppendRecordsCommand",
     "Clock",
     "FrozenJsonObject",
+    "LocalStorageDriver",
     "MaterializedStorageAppend",
     "NewStorageRecord",
     "OperatorReadDriver",
@@ -189,6 +191,7 @@ __all__ = [
     "check_reciprocal_idempotency",
     "check_storage_record_size",
     "compare_storage_encoded_values",
+    "create_local_storage_driver",
     "create_storage_limit_error",
     "decode_storage_query_cursor",
     "encode_storage_document",

@@ -1,0 +1,162 @@
+"""Scan helpers shared by the cursor, model and exclusive-selection suites.
+
+Every page a driver returns goes through ``parse_query_records_result``
+before a check looks at it, so a malformed page (wrong order, an item
+outside the range, a cursor that does not point at the last item) fails the
+check with the contract's own diagnosis. ``expected_scan`` is the contract's
+ordering written out plainly, so checks compare a driver against an
+independent model instead of against itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from enum import StrEnum
+
+from ..contract.catalog import StorageCandidateMode, StorageIndexName, StorageQueryDirection
+from ..contract.cursors import parse_query_records_result
+from ..contract.protocols import StorageDriver, StorageTransaction
+from ..contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageQueryRange,
+)
+
+__all__ = [
+    "ScanItem",
+    "Via",
+    "expected_scan",
+    "in_transaction_scan",
+    "index_entries",
+    "page_items",
+    "read_page",
+    "scan_all",
+    "write_records",
+]
+
+#: (encoded sort, encoded record key): the contract orders index results by exactly this pair.
+ScanItem = tuple[str, str]
+
+
+class Via(StrEnum):
+    """The two ways to read an index: advisory ``driver.query`` or ``tx.query_candidates``."""
+
+    QUERY = "query"
+    CANDIDATES = "query_candidates"
+
+
+def read_page(
+    driver: StorageDriver,
+    command: QueryRecordsCommand,
+    via: Via,
+    *,
+    mode: StorageCandidateMode = StorageCandidateMode.ADVISORY,
+) -> QueryRecordsResult:
+    """One page through ``via`` (candidates run in their own read-only transaction), validated."""
+    if via is Via.QUERY:
+        result: object = driver.query(command)
+    else:
+        result = driver.transaction(lambda tx: tx.query_candidates(command, mode=mode))
+    return parse_query_records_result(command, result)
+
+
+def page_items(result: QueryRecordsResult) -> list[ScanItem]:
+    """The (sort, encoded key) pairs of a validated page, in the order returned."""
+    return [(item.sort, item.key.encoded) for item in result.items]
+
+
+def scan_all(
+    read: Callable[[QueryRecordsCommand], QueryRecordsResult],
+    command: QueryRecordsCommand,
+    *,
+    max_pages: int,
+) -> tuple[list[ScanItem], list[QueryRecordsResult]]:
+    """Follow cursors from ``command`` until a page comes back without one.
+
+    ``read`` must validate each page (``read_page`` does). A valid page with a
+    cursor always holds at least one item, so the scan makes progress; it is
+    still bounded by ``max_pages`` so a driver that keeps handing out
+    cursors fails the check instead of hanging it.
+    """
+    items: list[ScanItem] = []
+    pages: list[QueryRecordsResult] = []
+    current = command
+    while True:
+        page = read(current)
+        pages.append(page)
+        items.extend(page_items(page))
+        if page.cursor is None:
+            return items, pages
+        if len(pages) >= max_pages:
+            raise AssertionError(
+                f"the scan kept returning cursors after {max_pages} pages "
+                f"(only {len(items)} items were returned so far)"
+            )
+        current = command.with_cursor(page.cursor)
+
+
+def in_transaction_scan(
+    tx: StorageTransaction,
+    command: QueryRecordsCommand,
+    *,
+    mode: StorageCandidateMode = StorageCandidateMode.ADVISORY,
+) -> QueryRecordsResult:
+    """One validated ``query_candidates`` page inside an attempt the caller already holds."""
+    return parse_query_records_result(command, tx.query_candidates(command, mode=mode))
+
+
+def index_entries(
+    records: Iterable[NewStorageRecord], index: StorageIndexName, partition: str
+) -> list[ScanItem]:
+    """The (sort, encoded key) entries that ``records`` place in ``index``/``partition``."""
+    found: list[ScanItem] = []
+    for record in records:
+        for entry in record.indexes:
+            if entry.index is index and entry.partition == partition:
+                found.append((entry.sort, record.key.encoded))
+    return found
+
+
+def expected_scan(
+    entries: Iterable[ScanItem],
+    *,
+    query_range: StorageQueryRange | None = None,
+    direction: StorageQueryDirection = StorageQueryDirection.ASCENDING,
+) -> list[ScanItem]:
+    """The contract's answer: entries inside the range, by encoded sort then encoded key.
+
+    Written with plain string comparisons on the encodings, which is the
+    order the contract defines; descending is the exact reverse of the whole
+    ascending order (not of each page).
+    """
+    bounds = query_range or StorageQueryRange()
+    chosen = sorted(
+        (sort, key)
+        for sort, key in entries
+        if (
+            bounds.lower is None
+            or sort > bounds.lower.value
+            or (bounds.lower.inclusive and sort == bounds.lower.value)
+        )
+        and (
+            bounds.upper is None
+            or sort < bounds.upper.value
+            or (bounds.upper.inclusive and sort == bounds.upper.value)
+        )
+    )
+    if direction is StorageQueryDirection.DESCENDING:
+        chosen.reverse()
+    return chosen
+
+
+def write_records(driver: StorageDriver, records: Sequence[NewStorageRecord], *, batch: int) -> None:
+    """Create ``records`` in transactions of at most ``batch`` records each."""
+    for start in range(0, len(records), batch):
+        chunk = records[start : start + batch]
+
+        def create(tx: StorageTransaction, chunk: Sequence[NewStorageRecord] = chunk) -> None:
+            for record in chunk:
+                tx.create(record)
+
+        driver.transaction(create)

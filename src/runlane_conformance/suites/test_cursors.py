@@ -1,0 +1,439 @@
+"""Index scans: order, ranges, ties, paging and cursors that only work where they were issued.
+
+Both ways of reading an index are checked, advisory ``driver.query`` and
+``tx.query_candidates``, because core uses both and a driver may implement
+them separately. Every page is validated with ``parse_query_records_result``
+and compared with ``expected_scan``, the contract's order computed from the
+records the check wrote: by encoded sort value, then by encoded record key,
+and the exact reverse of that when descending.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.catalog import StorageIndexName, StorageQueryDirection, StorageTableName
+from runlane_conformance.contract.encodings import (
+    encode_storage_tuple_prefix_upper_bound,
+    storage_tuple_codec,
+)
+from runlane_conformance.contract.errors import StorageCursorError
+from runlane_conformance.contract.protocols import StorageDriver
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageQueryRange,
+    StorageRangeBound,
+)
+from runlane_conformance.fixtures.records import Leases, expiry
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._cursors_support import (
+    ScanItem,
+    Via,
+    expected_scan,
+    index_entries,
+    read_page,
+    scan_all,
+    write_records,
+)
+
+CATALOG = "Use the closed index catalog; Verification checklist: order, range bounds, tie-breaking"
+ENCODINGS = "Use the canonical encodings (tuple-prefix ranges)"
+CURSORS = "Use the closed index catalog (cursor scope); Verification checklist: cursor-scope rejection"
+
+ASCENDING = requirement(
+    "cursors.ascending-order",
+    RequirementLevel.MUST,
+    CATALOG,
+    "An ascending scan returns index entries ordered by encoded sort value, then by encoded record key.",
+)
+DESCENDING = requirement(
+    "cursors.descending-order",
+    RequirementLevel.MUST,
+    CATALOG,
+    "A descending scan returns the exact reverse of the whole ascending order, across every page.",
+)
+RANGE_BOUNDS = requirement(
+    "cursors.range-bounds",
+    RequirementLevel.MUST,
+    CATALOG,
+    "Inclusive and exclusive lower and upper bounds and open ends select exactly the entries they describe.",
+)
+TUPLE_PREFIX = requirement(
+    "cursors.tuple-prefix-range",
+    RequirementLevel.MUST,
+    ENCODINGS,
+    "A range from a tuple prefix to its exclusive prefix upper bound returns exactly the entries whose "
+    "sort tuple starts with that prefix.",
+)
+TIES = requirement(
+    "cursors.ties-broken-by-key",
+    RequirementLevel.MUST,
+    CATALOG,
+    "Entries with equal sort values come in encoded record key order (reversed when descending).",
+)
+PAGES = requirement(
+    "cursors.pages-join-to-one-scan",
+    RequirementLevel.MUST,
+    CATALOG,
+    "Following each page's cursor yields every entry of one unpaged scan exactly once, in the same order.",
+)
+SCOPE = requirement(
+    "cursors.scope-bound",
+    RequirementLevel.MUST,
+    CURSORS,
+    "A cursor reused with another index, partition, range or direction is refused with StorageCursorError.",
+)
+GARBLED = requirement(
+    "cursors.garbled-cursor-rejected",
+    RequirementLevel.MUST,
+    CURSORS,
+    "A garbled, truncated or altered cursor is refused with StorageCursorError, never read as a fresh start.",
+)
+PARTITIONS = requirement(
+    "cursors.partitions-isolated",
+    RequirementLevel.MUST,
+    CATALOG,
+    "A scan returns only entries of its own index and partition, even when partition names share a prefix.",
+)
+
+VIAS = pytest.mark.parametrize("via", list(Via), ids=[via.value for via in Via])
+DIRECTIONS = list(StorageQueryDirection)
+ASC, DESC = StorageQueryDirection.ASCENDING, StorageQueryDirection.DESCENDING
+
+#: Names whose encoded key order differs from insertion order and from naive orders (case, non-ASCII,
+#: prefixes of each other, astral characters).
+TIE_NAMES = ["m", "b", "ab", "a", "B", "é", "z", "Ω", "a b", "\U0001f600", "aa", "0"]
+
+
+def _max_page(driver: StorageDriver) -> int:
+    return driver.profile.limits.max_query_results
+
+
+def _batch(driver: StorageDriver) -> int:
+    return max(1, min(20, driver.profile.limits.max_transaction_records))
+
+
+def _reader(driver: StorageDriver, via: Via) -> Callable[[QueryRecordsCommand], QueryRecordsResult]:
+    return lambda command: read_page(driver, command, via)
+
+
+def _scan(
+    driver: StorageDriver, via: Via, command: QueryRecordsCommand, *, expected_len: int
+) -> list[ScanItem]:
+    items, _pages = scan_all(_reader(driver, via), command, max_pages=expected_len + 2)
+    return items
+
+
+def _unpaged(
+    driver: StorageDriver, via: Via, leases: Leases, *, expected_len: int, **kwargs: Any
+) -> list[ScanItem]:
+    """One scan with the largest page the driver allows (one page whenever the data fits)."""
+    return _scan(driver, via, leases.query(limit=_max_page(driver), **kwargs), expected_len=expected_len)
+
+
+def _paged(
+    driver: StorageDriver, via: Via, leases: Leases, *, limit: int, expected_len: int, **kwargs: Any
+) -> list[ScanItem]:
+    return _scan(
+        driver, via, leases.query(limit=min(limit, _max_page(driver)), **kwargs), expected_len=expected_len
+    )
+
+
+def _layout(leases: Leases, placement: list[tuple[str, int]]) -> list[NewStorageRecord]:
+    return [leases.unique(name, at=at) for name, at in placement]
+
+
+def _names(items: list[ScanItem], records: list[NewStorageRecord]) -> list[str]:
+    """Readable form of a scan for assertion messages: lease names in scan order."""
+    by_key = {record.key.encoded: record.key.id[-1] for record in records}
+    return [by_key.get(key, key) for _sort, key in items]
+
+
+# Sort order disagrees with key order on purpose: "d" expires first, "a" last.
+ORDER_PLACEMENT = [("a", 50), ("b", 30), ("c", 40), ("d", 0), ("e", 30), ("f", 10), ("g", 20)]
+
+
+@ASCENDING
+@VIAS
+def test_ascending_scan_orders_by_sort_then_key(driver: StorageDriver, leases: Leases, via: Via) -> None:
+    records = _layout(leases, ORDER_PLACEMENT)
+    write_records(driver, records, batch=_batch(driver))
+    expected = expected_scan(index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment))
+    got = _unpaged(driver, via, leases, expected_len=len(records))
+    assert got == expected, (
+        f"ascending scan must order by encoded sort, then encoded key: expected "
+        f"{_names(expected, records)}, got {_names(got, records)}"
+    )
+
+
+@DESCENDING
+@VIAS
+@pytest.mark.parametrize("limit", [1, 2, 3, 100])
+def test_descending_scan_reverses_the_whole_order(
+    driver: StorageDriver, leases: Leases, via: Via, limit: int
+) -> None:
+    records = _layout(leases, ORDER_PLACEMENT)
+    write_records(driver, records, batch=_batch(driver))
+    entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
+    expected = expected_scan(entries, direction=DESC)
+    assert expected == list(reversed(expected_scan(entries)))
+    got = _paged(driver, via, leases, limit=limit, expected_len=len(records), direction=DESC)
+    assert got == expected, (
+        f"descending pages of {limit} must join to the reverse of the ascending order: expected "
+        f"{_names(expected, records)}, got {_names(got, records)}"
+    )
+
+
+@TIES
+@VIAS
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=[d.value for d in DIRECTIONS])
+@pytest.mark.parametrize("limit", [2, 5, 100])
+def test_equal_sorts_are_ordered_by_encoded_key(
+    driver: StorageDriver, leases: Leases, via: Via, direction: StorageQueryDirection, limit: int
+) -> None:
+    # Most names share one expiry; a few sit before and after it so ties are in the middle of a scan.
+    placement = [(name, 10) for name in TIE_NAMES] + [("before", 0), ("after", 20)]
+    records = _layout(leases, placement)
+    write_records(driver, records, batch=_batch(driver))
+    entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
+    expected = expected_scan(entries, direction=direction)
+    got = _paged(driver, via, leases, limit=limit, expected_len=len(records), direction=direction)
+    assert got == expected, (
+        f"equal sort values must be ordered by encoded record key ({direction.value}): expected "
+        f"{_names(expected, records)}, got {_names(got, records)}"
+    )
+
+
+def _bound(at: int | None, inclusive: bool) -> StorageRangeBound | None:
+    if at is None:
+        return None
+    return StorageRangeBound(storage_tuple_codec.encode((expiry(at),)), inclusive)
+
+
+# Records at 0, 10, ..., 50, two per sort value; bounds on present values (20, 40) and absent ones (15, 45).
+RANGE_PLACEMENT = [(f"{side}{at}", at) for at in range(0, 60, 10) for side in ("x", "y")]
+BOUNDS: list[tuple[int | None, bool]] = [(None, True), (20, True), (20, False), (15, True), (15, False)]
+UPPERS: list[tuple[int | None, bool]] = [(None, True), (40, True), (40, False), (45, True), (45, False)]
+
+
+def _bound_id(bound: tuple[int | None, bool]) -> str:
+    at, inclusive = bound
+    return "open" if at is None else f"{'incl' if inclusive else 'excl'}{at}"
+
+
+@RANGE_BOUNDS
+@VIAS
+@pytest.mark.parametrize("lower", BOUNDS, ids=[_bound_id(b) for b in BOUNDS])
+@pytest.mark.parametrize("upper", UPPERS, ids=[_bound_id(b) for b in UPPERS])
+def test_range_bounds_select_exactly_their_entries(
+    driver: StorageDriver,
+    leases: Leases,
+    via: Via,
+    lower: tuple[int | None, bool],
+    upper: tuple[int | None, bool],
+) -> None:
+    records = _layout(leases, RANGE_PLACEMENT)
+    write_records(driver, records, batch=_batch(driver))
+    entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
+    scope = StorageQueryRange(_bound(*lower), _bound(*upper))
+    for direction in DIRECTIONS:
+        expected = expected_scan(entries, query_range=scope, direction=direction)
+        for limit in (_max_page(driver), 3):
+            got = _paged(
+                driver, via, leases, limit=limit, expected_len=len(records), range=scope, direction=direction
+            )
+            assert got == expected, (
+                f"range lower={_bound_id(lower)} upper={_bound_id(upper)} ({direction.value}, pages of "
+                f"{limit}) must return {_names(expected, records)}, got {_names(got, records)}"
+            )
+
+
+def _link(environment: str, run: str, token: str) -> NewStorageRecord:
+    return build_storage_record(
+        StorageTableName.WAIT_TOKEN_LINKS,
+        {"environment": environment, "tokenId": token, "runId": run, "createdAt": expiry(0)},
+    )
+
+
+# Runs whose ids are prefixes of each other, and tokens starting with the highest code point, which a
+# sentinel-based upper bound would cut off.
+PREFIX_RUNS = ["r", "r1", "r10", "r1 ", "r2", "r1\U0010ffff"]
+PREFIX_TOKENS = ["t1", "t2", "\U0010ffff", "\U0010ffffz", "t1/x"]
+
+
+@TUPLE_PREFIX
+@VIAS
+@pytest.mark.parametrize(
+    "prefix", [("r1",), ("r",), ("r1", "t1"), ("r1", "\U0010ffff")], ids=["r1", "r", "r1-t1", "r1-max"]
+)
+def test_tuple_prefix_range_returns_exactly_the_prefixed_entries(
+    driver: StorageDriver, via: Via, prefix: tuple[str, ...]
+) -> None:
+    environment = f"env-{uuid.uuid4().hex[:8]}"
+    records = [_link(environment, run, token) for run in PREFIX_RUNS for token in PREFIX_TOKENS]
+    write_records(driver, records, batch=_batch(driver))
+    scope = StorageQueryRange(
+        StorageRangeBound(storage_tuple_codec.encode(prefix), True),
+        StorageRangeBound(encode_storage_tuple_prefix_upper_bound(prefix), False),
+    )
+    assert scope == StorageQueryRange.prefix(prefix)
+    index = StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN
+    entries = index_entries(records, index, environment)
+    wanted = {
+        (entry.sort, record.key.encoded)
+        for record in records
+        for entry in record.indexes
+        if entry.index is index and storage_tuple_codec.decode(entry.sort)[: len(prefix)] == prefix
+    }
+    for direction in DIRECTIONS:
+        expected = expected_scan(entries, query_range=scope, direction=direction)
+        assert set(expected) == wanted  # the bound itself is right; what follows checks the driver
+        for limit in (_max_page(driver), 2):
+            command = QueryRecordsCommand(index, environment, min(limit, _max_page(driver)), scope, direction)
+            got = _scan(driver, via, command, expected_len=len(records))
+            assert got == expected, (
+                f"prefix {prefix!r} ({direction.value}, pages of {limit}) must return exactly the "
+                f"{len(expected)} entries starting with it, in order; got {len(got)}: "
+                f"{[storage_tuple_codec.decode(sort) for sort, _ in got]}"
+            )
+
+
+PLACEMENT_NAMES = [f"n{i}" for i in range(12)] + ["é", "\U0001f600"]
+
+
+@PAGES
+@VIAS
+@given(data=st.data())
+def test_cursor_pages_join_to_one_unpaged_scan(driver: StorageDriver, via: Via, data: st.DataObject) -> None:
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    cap = min(len(PLACEMENT_NAMES), _max_page(driver))
+    names = data.draw(st.lists(st.sampled_from(PLACEMENT_NAMES), unique=True, max_size=cap), label="names")
+    placement = [(name, data.draw(st.integers(0, 3), label=f"at[{name}]")) for name in names]
+    bound = st.one_of(st.none(), st.tuples(st.integers(-1, 4), st.booleans()))
+    lower, upper = data.draw(bound, label="lower"), data.draw(bound, label="upper")
+    scope = StorageQueryRange(
+        None if lower is None else _bound(*lower), None if upper is None else _bound(*upper)
+    )
+    direction = data.draw(st.sampled_from(DIRECTIONS), label="direction")
+    limit = data.draw(st.integers(1, max(1, min(len(names) + 1, _max_page(driver)))), label="limit")
+    records = _layout(leases, placement)
+    write_records(driver, records, batch=_batch(driver))
+    entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
+    expected = expected_scan(entries, query_range=scope, direction=direction)
+    whole = _unpaged(driver, via, leases, expected_len=len(records), range=scope, direction=direction)
+    assert whole == expected, f"one unpaged scan returned {_names(whole, records)}"
+    joined = _paged(
+        driver, via, leases, limit=limit, expected_len=len(records), range=scope, direction=direction
+    )
+    assert joined == whole, (
+        f"pages of {limit} joined to {_names(joined, records)}, but one scan returns {_names(whole, records)}"
+    )
+
+
+def _first_cursor(driver: StorageDriver, via: Via, command: QueryRecordsCommand) -> str:
+    page = read_page(driver, command, via)
+    assert page.cursor is not None, "a full first page with more entries after it must return a cursor"
+    return page.cursor
+
+
+def _scope_changes(leases: Leases) -> dict[str, QueryRecordsCommand]:
+    base = leases.query(limit=1)
+    other_range = StorageQueryRange(_bound(0, True), None)
+    return {
+        "index": QueryRecordsCommand(StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, leases.environment, 1),
+        "partition": leases.query(limit=1, environment=f"{leases.environment}-other"),
+        "range-lower": leases.query(limit=1, range=other_range),
+        "range-upper": leases.query(limit=1, range=StorageQueryRange(None, _bound(100, True))),
+        "range-inclusivity": leases.query(limit=1, range=StorageQueryRange(_bound(0, False), None)),
+        "direction": leases.query(limit=1, direction=DESC),
+        "unchanged": base,
+    }
+
+
+@SCOPE
+@VIAS
+@pytest.mark.parametrize(
+    "change", ["index", "partition", "range-lower", "range-upper", "range-inclusivity", "direction"]
+)
+def test_cursor_is_refused_under_a_changed_scope(
+    driver: StorageDriver, leases: Leases, via: Via, change: str
+) -> None:
+    write_records(driver, _layout(leases, [("a", 10), ("b", 20), ("c", 30)]), batch=_batch(driver))
+    commands = _scope_changes(leases)
+    cursor = _first_cursor(driver, via, commands["unchanged"])
+    # The same cursor continues its own scope: the refusal below is about the changed component only.
+    read_page(driver, commands["unchanged"].with_cursor(cursor), via)
+    with pytest.raises(StorageCursorError):
+        read_page(driver, commands[change].with_cursor(cursor), via)
+
+
+def _garblings(cursor: str) -> dict[str, str]:
+    middle = len(cursor) // 2
+    flipped = cursor[:middle] + ("A" if cursor[middle] != "A" else "B") + cursor[middle + 1 :]
+    head, _, _tail = cursor.rpartition(".")
+    return {
+        "truncated": cursor[:-1],
+        "extended": cursor + "A",
+        "flipped": flipped,
+        "no-checksum": head,
+        "empty": "",
+        "not-a-cursor": "not-a-cursor",
+        "doubled": cursor + cursor,
+    }
+
+
+@GARBLED
+@VIAS
+@pytest.mark.parametrize(
+    "garbling", ["truncated", "extended", "flipped", "no-checksum", "empty", "not-a-cursor", "doubled"]
+)
+def test_garbled_cursor_is_refused(driver: StorageDriver, leases: Leases, via: Via, garbling: str) -> None:
+    write_records(driver, _layout(leases, [("a", 10), ("b", 20), ("c", 30)]), batch=_batch(driver))
+    command = leases.query(limit=1)
+    cursor = _first_cursor(driver, via, command)
+    garbled = _garblings(cursor)[garbling]
+    assert garbled != cursor
+    with pytest.raises(StorageCursorError):
+        read_page(driver, command.with_cursor(garbled), via)
+
+
+@PARTITIONS
+@VIAS
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=[d.value for d in DIRECTIONS])
+def test_scan_sees_only_its_own_index_partition(
+    driver: StorageDriver, leases: Leases, via: Via, direction: StorageQueryDirection
+) -> None:
+    home = leases.environment
+    neighbours = [f"{home}-x", f"{home}/", home[:-1], f"{home}0"]
+    records = _layout(leases, [("a", 10), ("b", 20), ("c", 10)])
+    for neighbour in neighbours:
+        records += [leases.record(name, at=at, environment=neighbour) for name, at in [("a", 15), ("z", 0)]]
+    # Another index in the same partition must not leak in either.
+    records.append(_link(home, "a", "t"))
+    write_records(driver, records, batch=_batch(driver))
+    for partition in [home, *neighbours]:
+        entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, partition)
+        expected = expected_scan(entries, direction=direction)
+        for limit in (_max_page(driver), 1):
+            got = _paged(
+                driver,
+                via,
+                leases,
+                limit=limit,
+                expected_len=len(records),
+                environment=partition,
+                direction=direction,
+            )
+            assert got == expected, (
+                f"partition {partition!r} must return only its own {len(expected)} entries, got "
+                f"{len(got)} (pages of {limit})"
+            )

@@ -28,12 +28,14 @@ import os
 import re
 import secrets
 import shlex
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from .contract.errors import RunlaneError
@@ -45,6 +47,7 @@ __all__ = [
     "CHECK_TIMEOUT_SECONDS",
     "HYPOTHESIS_PROFILES",
     "SUITE_ARGS",
+    "SUITE_MODULE_PREFIXES",
     "AreaSummary",
     "CollectionFinished",
     "Outcome",
@@ -58,11 +61,15 @@ __all__ = [
     "TestFinished",
     "TestResult",
     "probe_driver",
+    "redact_options",
     "run_suites",
 ]
 
 #: What pytest collects for a run; tests of the runner point this at a small fake suite.
 SUITE_ARGS: tuple[str, ...] = ("--pyargs", "runlane_conformance.suites")
+
+#: Modules re-imported by every run (see ``run_suites``).
+SUITE_MODULE_PREFIXES: tuple[str, ...] = ("runlane_conformance.suites.",)
 
 #: Upper bound for one check (pytest-timeout); a driver that blocks forever fails that check only.
 CHECK_TIMEOUT_SECONDS = 120
@@ -73,6 +80,7 @@ HYPOTHESIS_PROFILES: tuple[str, ...] = ("quick", "default", "thorough")
 _REQUIREMENT_PROPERTY = "runlane_requirement"
 _REQUIREMENT_ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")
 _BLOB = re.compile(r"@reproduce_failure\([^()]*\)")
+_SECRET_OPTION = re.compile(r"pass|secret|token|key|dsn|url|credential|auth", re.IGNORECASE)
 _MODULE_AREA = re.compile(r"(?:^|/)test_([a-z_]+)\.py")
 
 # pytest's own exit codes (kept numeric so this module does not need pytest at import time).
@@ -296,19 +304,25 @@ class RunResult:
                 return result
         raise KeyError(requirement_id)
 
-    def reproduce_command(self, test: TestResult) -> str:
-        """The ``runlane-certify`` line that replays ``test``'s area with this run's seed."""
+    def _options(self, redact: bool) -> Mapping[str, str]:
+        return redact_options(self.options) if redact else self.options
+
+    def reproduce_command(self, test: TestResult, *, redact: bool = False) -> str:
+        """The ``runlane-certify`` line that replays ``test``'s area with this run's seed.
+
+        ``redact`` hides the values of secret-looking driver options (for files that get shared).
+        """
         words = ["runlane-certify", "run", "--driver", self.driver]
-        for key, value in self.options.items():
+        for key, value in self._options(redact).items():
             words += ["--option", f"{key}={value}"]
         words += ["--area", test.area, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
         return shlex.join(words)
 
-    def reproduce_pytest(self, test: TestResult) -> str:
+    def reproduce_pytest(self, test: TestResult, *, redact: bool = False) -> str:
         """The plain pytest line that replays exactly ``test`` with this run's seed."""
         words = ["pytest", "-p", "no:cacheprovider", *_suite_target_for(test.nodeid)]
         words += ["--runlane-driver", self.driver]
-        for key, value in self.options.items():
+        for key, value in self._options(redact).items():
             words += ["--runlane-option", f"{key}={value}"]
         words += [
             "--runlane-hypothesis-profile",
@@ -318,6 +332,11 @@ class RunResult:
             test.name,
         ]
         return shlex.join(words)
+
+
+def redact_options(options: Mapping[str, str]) -> dict[str, str]:
+    """Driver options with the values of secret-looking keys (password, token, dsn...) replaced by ``***``."""
+    return {key: ("***" if _SECRET_OPTION.search(key) else value) for key, value in options.items()}
 
 
 def _suite_target_for(nodeid: str) -> list[str]:
@@ -412,11 +431,20 @@ def run_suites(
         raise RunUsageError(f"seed must be a non-negative integer, got {seed!r}")
 
     profile = probe_driver(driver, options)
-    known = dict(catalog) if catalog is not None else all_requirements()
 
     # The user's own pytest configuration (addopts such as -x or --cov) must not change a
     # certification, so the run ignores every ini file and states what it needs explicitly.
-    args = ["-c", os.devnull, "--rootdir", os.getcwd(), "-o", f"timeout={CHECK_TIMEOUT_SECONDS}"]
+    root = _suite_root()
+    args = [
+        "-c",
+        os.devnull,
+        "--rootdir",
+        root,
+        "--confcutdir",
+        root,
+        "-o",
+        f"timeout={CHECK_TIMEOUT_SECONDS}",
+    ]
     args += ["-p", "no:cacheprovider", "-p", "no:randomly", "-p", __name__, "-q", "--no-header"]
     args += list(SUITE_ARGS)
     args += ["--runlane-driver", driver]
@@ -438,6 +466,11 @@ def run_suites(
     import hypothesis
     import pytest
 
+    # Hypothesis fixes a test's settings when ``@given`` decorates it, i.e. at import. The plugin
+    # activates the chosen settings profile when pytest configures, so the suite modules must be
+    # imported afresh after that, or a run would use whatever profile was active at an earlier import.
+    for name in [name for name in sys.modules if name.startswith(SUITE_MODULE_PREFIXES)]:
+        del sys.modules[name]
     # The plugin activates a Hypothesis settings profile process-wide; put the caller's back.
     previous_profile = hypothesis.settings.get_current_profile_name()
     try:
@@ -461,6 +494,7 @@ def run_suites(
         )
 
     tests = tuple(collector.tests)
+    known = dict(catalog) if catalog is not None else all_requirements()
     return RunResult(
         driver=driver,
         options=options,
@@ -477,6 +511,16 @@ def run_suites(
         pytest_exit_code=exit_code,
         output=output,
     )
+
+
+def _suite_root() -> str:
+    """Where node ids are relative to: the directory holding our package, so ids read
+    ``runlane_conformance/suites/test_<area>.py::...`` wherever the toolkit is installed."""
+    if SUITE_ARGS[:1] == ("--pyargs",):
+        import runlane_conformance
+
+        return str(Path(runlane_conformance.__file__).resolve().parent.parent)
+    return os.getcwd()
 
 
 def _first_error_line(output: str) -> str | None:

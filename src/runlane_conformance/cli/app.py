@@ -1,0 +1,561 @@
+"""``runlane-certify``: certify a Runlane storage driver against the storage contract.
+
+Exit codes are part of the interface, so CI can branch on them:
+
+* 0 -- certified: every applicable MUST requirement passed;
+* 1 -- at least one MUST requirement failed (the run itself was fine);
+* 2 -- usage or driver-loading problem, reported on one line without a traceback;
+* 3 -- the run itself broke (the suites could not be collected, pytest or the toolkit failed).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from ..contract.values import StorageProfile
+from ..harness import HarnessError, available_drivers, parse_driver_options
+from ..requirements import AREAS
+from ..runner import (
+    HYPOTHESIS_PROFILES,
+    CollectionFinished,
+    RunBrokenError,
+    RunEvent,
+    RunResult,
+    RunUsageError,
+    TestFinished,
+    run_suites,
+)
+from .badge import badge_for, endpoint_json, render_svg
+from .junit import junit_xml
+from .report import REPORT_SCHEMA, ReportError, build_report, read_report, write_report, write_text_atomically
+
+__all__ = ["ExitCode", "app", "console", "main"]
+
+
+class ExitCode(IntEnum):
+    """What ``runlane-certify`` returns; CI pipelines branch on these."""
+
+    CERTIFIED = 0
+    REQUIREMENT_FAILED = 1
+    USAGE = 2
+    BROKEN = 3
+
+
+app = typer.Typer(
+    name="runlane-certify",
+    help="Certify a Runlane storage driver against the storage contract.\n\n"
+    "Exit codes: 0 certified, 1 a requirement failed, 2 usage or driver-loading error, "
+    "3 the run itself broke.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+#: The one console every command prints through (re-pointed at the current stdout per command).
+console = Console(highlight=False)
+
+_PASS, _FAIL, _SKIP = "\u2713", "\u2717", "\u25cb"
+
+
+def _begin() -> None:
+    # Bind the console to the stdout of *this* invocation (a test runner may have swapped it), and keep
+    # it bound while pytest's own output is diverted during the run.
+    console.file = sys.stdout
+
+
+def _stop(code: ExitCode, message: str) -> NoReturn:
+    """Print one line on stderr and exit with ``code``."""
+    typer.echo(f"runlane-certify: error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(int(code))
+
+
+def _check_output_path(path: Path | None, what: str) -> None:
+    if path is None:
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        _stop(ExitCode.USAGE, f"{what} {str(path)!r}: directory {str(parent)!r} does not exist")
+    if path.is_dir():
+        _stop(ExitCode.USAGE, f"{what} {str(path)!r} is a directory")
+
+
+def _write(path: Path, text: str, what: str) -> None:
+    try:
+        write_text_atomically(path, text)
+    except OSError as error:
+        _stop(ExitCode.USAGE, f"cannot write {what} {str(path)!r}: {error.strerror or error}")
+
+
+# --- shared option declarations ---------------------------------------------------------------------
+
+DriverOption = Annotated[
+    str,
+    typer.Option(
+        "--driver",
+        "-d",
+        help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory.",
+        show_default=False,
+    ),
+]
+OptionsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        metavar="KEY=VALUE",
+        help="Option passed to the driver's harness factory (repeatable).",
+        show_default=False,
+    ),
+]
+ProfileOption = Annotated[
+    str,
+    typer.Option(
+        "--profile",
+        "--hypothesis-profile",
+        metavar="|".join(HYPOTHESIS_PROFILES),
+        help="How hard the property-based checks search: quick (CI), default or thorough.",
+    ),
+]
+SeedOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0, help="Hypothesis seed; chosen and printed when omitted, so every run can be replayed."
+    ),
+]
+
+
+# --- run -------------------------------------------------------------------------------------------
+
+
+class _LiveProgress:
+    """Per-area progress: a live rich bar on a terminal, one line per finished area elsewhere (CI logs)."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,
+        )
+        self.tasks: dict[str, TaskID] = {}
+        self.totals: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+
+    def __call__(self, event: RunEvent) -> None:
+        if isinstance(event, CollectionFinished):
+            order = {area: index for index, area in enumerate(AREAS)}
+            for area in sorted(event.totals, key=lambda a: (order.get(a, len(order)), a)):
+                self.totals[area] = event.totals[area]
+                self.done[area] = self.failed[area] = 0
+                self.tasks[area] = self.progress.add_task(f"  {area}", total=event.totals[area])
+            return
+        assert isinstance(event, TestFinished)
+        area = event.test.area
+        if area not in self.tasks:  # a check the collection count did not foresee
+            self.totals[area] = self.done[area] = self.failed[area] = 0
+            self.tasks[area] = self.progress.add_task(f"  {area}", total=None)
+        self.done[area] += 1
+        self.failed[area] += int(event.test.failed)
+        finished = self.done[area] >= self.totals[area]
+        mark = _FAIL if self.failed[area] else (_PASS if finished else " ")
+        self.progress.update(self.tasks[area], advance=1, description=f"{mark} {area}")
+        if finished and not console.is_terminal:
+            verdict = f"{self.failed[area]} failed" if self.failed[area] else "ok"
+            console.print(f"  {mark} {area}: {self.done[area]} checks, {verdict}", markup=False)
+
+
+def _describe_profile(profile: StorageProfile) -> str:
+    offered = ", ".join(profile.capabilities()) or "no optional capabilities"
+    return (
+        f"{profile.durability.value} durability, {profile.clock_authority.value} clock, "
+        f"{profile.index_consistency.value} indexes; {offered}"
+    )
+
+
+def _verdict_table(result: RunResult) -> Table:
+    table = Table(title="Verdict by contract area (requirements)", title_justify="left")
+    table.add_column("area")
+    table.add_column("passed", justify="right", style="green")
+    table.add_column("failed", justify="right", style="red")
+    table.add_column("skipped", justify="right", style="yellow")
+    table.add_column("skip reasons")
+    table.add_column("checks", justify="right")
+    table.add_column("time", justify="right")
+    for summary in result.area_summaries():
+        reasons = "; ".join(f"{reason} ({count})" for reason, count in summary.skip_reasons)
+        table.add_row(
+            Text(summary.area),
+            str(summary.passed),
+            str(summary.failed),
+            str(summary.skipped),
+            Text(reasons),
+            str(summary.tests_passed + summary.tests_failed + summary.tests_skipped),
+            f"{summary.duration:.2f}s",
+        )
+    return table
+
+
+def _print_failures(result: RunResult) -> None:
+    failed = result.failed_requirements
+    if not failed:
+        return
+    console.print()
+    console.print(Text(f"Failed requirements ({len(failed)}):", style="bold red"))
+    for requirement in failed:
+        console.print(
+            Text.assemble(
+                (f"{_FAIL} {requirement.id}", "bold red"),
+                f" ({requirement.level.value}): {requirement.reason}",
+            ),
+            soft_wrap=True,
+        )
+        for test in requirement.failures:
+            console.print(Text(f"    check:      {test.nodeid}"), soft_wrap=True)
+            console.print(Text(f"    reproduce:  {result.reproduce_command(test)}"), soft_wrap=True)
+            console.print(Text(f"    pytest:     {result.reproduce_pytest(test)}"), soft_wrap=True)
+            if test.hypothesis_blob:
+                console.print(Text(f"    hypothesis: {test.hypothesis_blob}"), soft_wrap=True)
+
+
+def _print_verdict(result: RunResult) -> None:
+    should = [r for r in result.failed_requirements if r not in result.must_failures]
+    scope = "" if result.complete else f" (partial run: {', '.join(result.areas)})"
+    console.print()
+    if result.certified:
+        console.print(
+            Text.assemble(("CERTIFIED", "bold green"), f": {result.driver} at level {result.level}{scope}"),
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            Text.assemble(
+                ("NOT CERTIFIED", "bold red"),
+                f": {result.driver}: {len(result.must_failures)} MUST requirement(s) failed{scope}",
+            ),
+            soft_wrap=True,
+        )
+    if should:
+        console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
+    console.print(
+        Text(f"{len(result.tests)} checks in {result.duration:.1f}s; seed {result.seed}", style="dim"),
+        soft_wrap=True,
+    )
+
+
+def _execute(
+    driver: str,
+    option: Sequence[str] | None,
+    areas: Sequence[str],
+    profile: str,
+    seed: int | None,
+    workers: int,
+    listener: Callable[[RunEvent], None] | None,
+) -> RunResult:
+    """Run the suites, turning every way the run can go wrong into the right exit code."""
+    try:
+        options = parse_driver_options(option or [])
+        return run_suites(
+            driver,
+            options,
+            areas=areas,
+            hypothesis_profile=profile,
+            seed=seed,
+            workers=workers,
+            listener=listener,
+        )
+    except (HarnessError, RunUsageError) as error:
+        _stop(ExitCode.USAGE, str(error))
+    except RunBrokenError as error:
+        tail = [line for line in error.output.splitlines() if line.strip()][-15:]
+        if tail:
+            typer.echo("\n".join(tail), err=True)
+        _stop(ExitCode.BROKEN, f"the run broke: {error}")
+    except (KeyboardInterrupt, typer.Exit):
+        raise
+    except Exception as error:
+        _stop(ExitCode.BROKEN, f"internal error: {type(error).__name__}: {error}")
+
+
+def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
+    try:
+        return build_report(result, kind=kind)
+    except ReportError as error:
+        _stop(ExitCode.BROKEN, f"internal error: the report would not match its schema: {error}")
+
+
+@app.command()
+def run(
+    driver: DriverOption,
+    option: OptionsOption = None,
+    area: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--area",
+            "-a",
+            metavar="AREA",
+            help=f"Run only this contract area (repeatable). Areas: {', '.join(AREAS)}.",
+            show_default=False,
+        ),
+    ] = None,
+    profile: ProfileOption = "quick",
+    seed: SeedOption = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(help="Write the JSON certification report here (atomically).", show_default=False),
+    ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(help="Write JUnit XML (one testcase per requirement) here.", show_default=False),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Run checks in N processes (needs the xdist extra).")
+    ] = 1,
+) -> None:
+    """Run the conformance suites against a driver and print a verdict.
+
+    Shows progress per contract area, then a verdict table and, for each failed
+    requirement, its message and the exact command that reproduces it.
+    Exit 0 only when every applicable MUST requirement passed.
+    """
+    _begin()
+    _check_output_path(report, "report")
+    _check_output_path(junit, "JUnit file")
+    seed = secrets.randbelow(2**32) if seed is None else seed
+    areas = tuple(area or ())
+    console.print(
+        Text(
+            f"Certifying driver {driver} (Hypothesis profile {profile}, seed {seed}"
+            + (f", areas {', '.join(areas)}" if areas else "")
+            + ")",
+            style="bold",
+        ),
+        soft_wrap=True,
+    )
+    live = _LiveProgress()
+    with live.progress:
+        result = _execute(driver, option, areas, profile, seed, workers, live)
+    console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
+    console.print()
+    console.print(_verdict_table(result))
+    _print_failures(result)
+    _print_verdict(result)
+    document = _report_for(result, "certification")
+    if report is not None:
+        write_report(report, document)
+        console.print(Text(f"report: {report}"), soft_wrap=True)
+    if junit is not None:
+        _write(junit, junit_xml(document), "JUnit file")
+        console.print(Text(f"junit:  {junit}"), soft_wrap=True)
+    raise typer.Exit(int(ExitCode.CERTIFIED if result.certified else ExitCode.REQUIREMENT_FAILED))
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+_STATUS_STYLE = {"passed": "green", "failed": "red", "skipped": "yellow", "not_run": "dim"}
+
+
+def _status(status: str) -> Text:
+    return Text(status.replace("_", " "), style=_STATUS_STYLE.get(status, ""))
+
+
+def _print_capabilities(document: dict[str, Any]) -> None:
+    profile = document["profile"]
+    table = Table(title="Advertised profile", title_justify="left")
+    table.add_column("property")
+    table.add_column("value")
+    for name in ("durability", "clock_authority", "index_consistency"):
+        table.add_row(name, str(profile[name]))
+    for name, entry in document["capabilities"].items():
+        table.add_row(name, "offered" if entry["offered"] else "not offered")
+    console.print(table)
+
+    table = Table(title="Limits: advertised vs verified", title_justify="left")
+    for column in ("limit", "advertised", "verified", "accepted at", "rejected at", "evidence"):
+        table.add_column(column)
+    for entry in document["limits"]:
+        table.add_row(
+            entry["name"],
+            str(entry["advertised"]),
+            _status(entry["status"]),
+            "" if entry["accepted_at"] is None else str(entry["accepted_at"]),
+            "" if entry["rejected_at"] is None else f"{entry['rejected_at']} (nothing committed)",
+            Text(", ".join(entry["requirements"]) or "no check found"),
+        )
+    console.print(table)
+
+    table = Table(title="Profile checks", title_justify="left")
+    for column in ("check", "status", "reason", "evidence"):
+        table.add_column(column)
+    for entry in document["checks"]:
+        table.add_row(
+            entry["name"],
+            _status(entry["status"]),
+            Text(entry.get("reason") or ""),
+            Text(", ".join(entry["requirements"]) or "no check found"),
+        )
+    console.print(table)
+
+
+@app.command("report")
+def report_command(
+    driver: Annotated[
+        str | None,
+        typer.Option(
+            "--driver",
+            "-d",
+            help="Driver to examine: an installed name or module:factory.",
+            show_default=False,
+        ),
+    ] = None,
+    option: OptionsOption = None,
+    profile: ProfileOption = "quick",
+    seed: SeedOption = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--report", "--output", help="Write the JSON report here (atomically).", show_default=False
+        ),
+    ] = None,
+    show: Annotated[
+        Path | None,
+        typer.Option(
+            "--from", help="Show an existing report (validated) instead of running.", show_default=False
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report JSON instead of tables.")] = False,
+) -> None:
+    """The capability-and-limits report: fast, runs only the limits and profile areas.
+
+    Shows the advertised profile, each limit verified at its boundary (accepted
+    at N, rejected at N+1 with nothing committed), limit coherence, the
+    durability, clock and index-consistency checks, and the optional
+    capabilities offered.
+    """
+    _begin()
+    if (driver is None) == (show is None):
+        _stop(ExitCode.USAGE, "give exactly one of --driver (run the checks) or --from (show a saved report)")
+    if show is not None:
+        try:
+            document = read_report(show)
+        except ReportError as error:
+            _stop(ExitCode.USAGE, str(error))
+    else:
+        assert driver is not None
+        _check_output_path(output, "report")
+        seed = secrets.randbelow(2**32) if seed is None else seed
+        result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
+        document = _report_for(result, "capabilities")
+        if output is not None:
+            write_report(output, document)
+    if as_json:
+        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        console.print(
+            Text(f"Capabilities and limits of driver {document['driver']['spec']}", style="bold"),
+            soft_wrap=True,
+        )
+        _print_capabilities(document)
+        if output is not None:
+            console.print(Text(f"report: {output}"), soft_wrap=True)
+    must_failed = document["certification"]["must_failed"]
+    raise typer.Exit(int(ExitCode.REQUIREMENT_FAILED if must_failed else ExitCode.CERTIFIED))
+
+
+# --- list, schema, badge ---------------------------------------------------------------------------
+
+
+@app.command("list")
+def list_drivers() -> None:
+    """List the drivers installed under the runlane.storage_drivers entry point group."""
+    _begin()
+    drivers = available_drivers()
+    if not drivers:
+        console.print(
+            "No drivers installed. A driver registers an entry point in group runlane.storage_drivers."
+        )
+        return
+    table = Table(title="Installed drivers", title_justify="left")
+    for column in ("name", "factory", "distribution", "version"):
+        table.add_column(column)
+    for info in drivers:
+        table.add_row(
+            Text(info.name), Text(info.target), Text(info.distribution or "?"), Text(info.version or "?")
+        )
+    console.print(table)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema (draft 2020-12) every report is validated against."""
+    typer.echo(json.dumps(REPORT_SCHEMA, indent=2))
+
+
+@app.command()
+def badge(
+    report: Annotated[Path, typer.Argument(help="A report written by `run --report`.", show_default=False)],
+    svg: Annotated[Path | None, typer.Option(help="Write an SVG badge here.", show_default=False)] = None,
+    endpoint: Annotated[
+        Path | None,
+        typer.Option(help="Write a shields.io endpoint JSON document here.", show_default=False),
+    ] = None,
+) -> None:
+    """Make an offline SVG badge and/or a shields.io endpoint JSON from a report.
+
+    The report is validated against the schema first; an invalid report is refused.
+    """
+    _begin()
+    if svg is None and endpoint is None:
+        _stop(ExitCode.USAGE, "give --svg PATH and/or --endpoint PATH")
+    try:
+        document = read_report(report)
+    except ReportError as error:
+        _stop(ExitCode.USAGE, str(error))
+    made = badge_for(document)
+    for path, what in ((svg, "SVG badge"), (endpoint, "endpoint JSON")):
+        _check_output_path(path, what)
+    if svg is not None:
+        _write(svg, render_svg(made), "SVG badge")
+    if endpoint is not None:
+        _write(
+            endpoint, json.dumps(endpoint_json(made), indent=2, ensure_ascii=False) + "\n", "endpoint JSON"
+        )
+    console.print(Text(f"badge: {made.label} | {made.message} ({made.color})"), soft_wrap=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: like the typer app, but command-line mistakes are one line too."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except Exception as error:
+        # typer may vendor click, so its usage errors are recognised by shape: exit_code 2 and a message.
+        if type(error).__name__ == "NoArgsIsHelpError" and callable(getattr(error, "show", None)):
+            error.show()
+            sys.exit(int(ExitCode.USAGE))
+        if getattr(error, "exit_code", None) == 2 and callable(getattr(error, "format_message", None)):
+            context = getattr(error, "ctx", None)
+            path = str(getattr(context, "command_path", "") or "runlane-certify")
+            message = " ".join(str(error.format_message()).split())
+            typer.echo(f"runlane-certify: error: {message} (see: {path} --help)", err=True)
+            sys.exit(int(ExitCode.USAGE))
+        if isinstance(error, typer.Abort) or type(error).__name__ == "Abort":
+            typer.echo("runlane-certify: interrupted", err=True)
+            sys.exit(130)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,85 @@
+"""Badges made from a validated report: an offline SVG and a shields.io endpoint document.
+
+Both show the same thing: the driver and the certification level the report
+grants. Every string placed into the SVG is XML-escaped, because the driver
+name comes from the user (``module:factory`` can contain anything).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+__all__ = ["Badge", "badge_for", "endpoint_json", "render_svg"]
+
+_COLORS = {"brightgreen": "#4c1", "yellow": "#dfb317", "red": "#e05d44"}
+
+
+@dataclass(frozen=True)
+class Badge:
+    """What a badge says: ``label`` on the left, ``message`` on the right, in ``color``.
+
+    ``is_error`` is true when the driver is not certified, so a shields.io
+    user cannot recolour a failing badge green.
+    """
+
+    label: str
+    message: str
+    color: str
+    is_error: bool
+
+
+def badge_for(report: Mapping[str, Any]) -> Badge:
+    """The badge for a validated report."""
+    certification = report["certification"]
+    label = f"runlane {report['driver']['spec']}"
+    if not certification["certified"]:
+        return Badge(label, "not certified", "red", True)
+    if not certification["complete"]:
+        return Badge(label, f"{certification['level']} (partial run)", "yellow", False)
+    return Badge(label, certification["level"], "brightgreen", False)
+
+
+def endpoint_json(badge: Badge) -> dict[str, Any]:
+    """The shields.io endpoint document (``https://img.shields.io/endpoint?url=...``)."""
+    return {
+        "schemaVersion": 1,
+        "label": badge.label,
+        "message": badge.message,
+        "color": badge.color,
+        "isError": badge.is_error,
+    }
+
+
+def _text_width(text: str) -> int:
+    # Verdana 11px averages about 6.5px per character; wide glyphs get a little more room.
+    return int(sum(7.5 if ord(ch) > 0x2E80 or ch in "mwMW@" else 6.5 for ch in text)) + 10
+
+
+def render_svg(badge: Badge) -> str:
+    """A self-contained flat badge SVG (no fonts or images fetched)."""
+    left, right = _text_width(badge.label), _text_width(badge.message)
+    total = left + right
+    color = _COLORS[badge.color]
+    label, message = escape(badge.label), escape(badge.message)
+    title = escape(f"{badge.label}: {badge.message}")
+    aria = quoteattr(f"{badge.label}: {badge.message}")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" aria-label={aria}>'
+        f"<title>{title}</title>"
+        '<linearGradient id="s" x2="0" y2="100%"><stop offset="0" stop-color="#bbb" stop-opacity=".1"/>'
+        '<stop offset="1" stop-opacity=".1"/></linearGradient>'
+        f'<clipPath id="r"><rect width="{total}" height="20" rx="3" fill="#fff"/></clipPath>'
+        f'<g clip-path="url(#r)"><rect width="{left}" height="20" fill="#555"/>'
+        f'<rect x="{left}" width="{right}" height="20" fill="{color}"/>'
+        f'<rect width="{total}" height="20" fill="url(#s)"/></g>'
+        '<g fill="#fff" text-anchor="middle" font-family="Verdana,Geneva,DejaVu Sans,sans-serif" '
+        'font-size="11">'
+        f'<text x="{left / 2:.1f}" y="15" fill="#010101" fill-opacity=".3">{label}</text>'
+        f'<text x="{left / 2:.1f}" y="14">{label}</text>'
+        f'<text x="{left + right / 2:.1f}" y="15" fill="#010101" fill-opacity=".3">{message}</text>'
+        f'<text x="{left + right / 2:.1f}" y="14">{message}</text>'
+        "</g></svg>\n"
+    )

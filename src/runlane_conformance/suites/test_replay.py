@@ -1,0 +1,429 @@
+"""Replay: every run of a transaction callback is a new attempt, and only the one that commits counts.
+
+A driver may run the callback several times when a dependency changes under
+it. Each run gets its own transaction object and sees the store afresh; what
+an abandoned run read, staged or returned leaves no trace; the number of runs
+is bounded, ending in ``StorageConflictError``; and an error raised by the
+callback itself rolls its attempt back and reaches the caller unchanged.
+
+Replays are forced the only way a driver-neutral check can: a second
+instance commits a change to something the first attempt read, from inside
+that attempt. A locking driver may instead make the second instance wait
+until the first commits; then there is no replay, and the checks accept that
+serial outcome too.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.values import StoredRecord
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
+
+CLAUSE = "Treat each transaction callback as a new attempt"
+
+FRESH_ATTEMPT = requirement(
+    "replay.each-attempt-starts-fresh",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Each replay gets a new transaction object that reads current data; nothing an abandoned attempt "
+    "read or staged (its read set, its mutated keys) carries over into the next attempt.",
+)
+COMMITTED_VALUE = requirement(
+    "replay.only-committed-value-escapes",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "transaction() returns the value of the attempt that committed, never one from an abandoned attempt.",
+)
+NO_TRACE = requirement(
+    "replay.abandoned-attempts-leave-no-trace",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Writes staged by an attempt that did not commit are never stored and never visible to any instance.",
+)
+BOUNDED = requirement(
+    "replay.attempts-are-bounded",
+    RequirementLevel.MUST,
+    "Treat each transaction callback as a new attempt; Use Local as the executable reference",
+    "A callback that keeps losing races ends with StorageConflictError after a bounded number of "
+    "attempts, having committed nothing.",
+)
+CALLBACK_ERROR = requirement(
+    "replay.callback-error-rolls-back-and-propagates",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An exception raised by the callback rolls its attempt back, commits nothing, is not replayed, and "
+    "reaches the caller as the very same exception object; the store stays usable.",
+)
+
+#: More attempts than this is treated as "replays without bound" (the reference driver stops at 16).
+ATTEMPT_CEILING = 1000
+#: How long a follow-up transaction may take before the store counts as wedged.
+FOLLOW_UP_TIMEOUT = 10.0
+
+
+def _replace_holder(driver: StorageDriver, leases: Leases, name: str, new_holder: str) -> str | None:
+    """Replace lease ``name`` with ``new_holder``; return the holder it replaced."""
+
+    def swap(tx: StorageTransaction) -> str | None:
+        (current,) = tx.get([leases.key(name)])
+        assert current is not None
+        tx.replace(current, leases.record(name, holder=new_holder))
+        return holder(current)
+
+    return driver.transaction(swap)
+
+
+# -- each attempt starts fresh -----------------------------------------------------------------
+
+
+@FRESH_ATTEMPT
+def test_a_replayed_attempt_gets_a_new_transaction_and_reads_current_data(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    observed: list[str | None] = []
+    competitor: list[Competitor[str | None]] = []
+
+    def t1(tx: StorageTransaction) -> str | None:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        observed.append(holder(current))
+        if number == 1:
+            competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
+        assert current is not None
+        tx.replace(current, leases.record("k", holder=f"t1-from-{holder(current)}"))
+        return holder(current)
+
+    result = driver.transaction(t1)
+    t2_saw = competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None
+    if attempts.count == 1:
+        # The second instance waited for the first: it must have replaced what the first committed.
+        assert observed == ["h0"] and result == "h0"
+        assert t2_saw == "t1-from-h0", "the waiting instance must see the first transaction's commit"
+        assert final[0] == "h1"
+    else:
+        transactions = attempts.transactions
+        assert len({id(tx) for tx in transactions}) == len(transactions), (
+            "every attempt must receive a new transaction object"
+        )
+        assert observed[-1] == "h1", (
+            f"the replayed attempt read {observed[-1]!r}: it must see the commit that caused the replay "
+            "(h1), not data from the abandoned attempt"
+        )
+        assert result == "h1" and t2_saw == "h0"
+        assert final[0] == "t1-from-h1"
+
+
+@FRESH_ATTEMPT
+def test_read_set_and_staged_keys_of_an_abandoned_attempt_do_not_carry_over(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # Attempt 1 reads k as present and stages a create of "note"; another instance then deletes k.
+    # A replay must be free to create k (now absent) and to stage "note" again.
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[None]] = []
+
+    def delete_k(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None
+        tx.delete(current)
+
+    def t1(tx: StorageTransaction) -> str:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        if number == 1:
+            competitor.append(compete(lambda: other_driver.transaction(delete_k)))
+        tx.create(leases.record("note", holder=f"note-{number}"))
+        if current is None:
+            tx.create(leases.record("k", holder="t1"))
+            return "absent"
+        return "present"
+
+    result = driver.transaction(t1)
+    competitor[0].settle()
+    final = lease_views(driver, leases, ["k", "note"])
+    assert final["note"] is not None and final["note"][0] == f"note-{attempts.count}"
+    if attempts.count == 1:
+        assert result == "present" and final["k"] is None
+    else:
+        assert result == "absent", "the replay must read k as absent after the other instance deleted it"
+        assert final["k"] is not None and final["k"][0] == "t1"
+
+
+# -- only the committed value escapes ----------------------------------------------------------
+
+
+@COMMITTED_VALUE
+def test_transaction_returns_the_value_of_the_attempt_that_committed(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    returned: list[tuple[int, str]] = []
+    competitor: list[Competitor[str | None]] = []
+
+    def t1(tx: StorageTransaction) -> tuple[int, str]:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        if number == 1:
+            competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
+        assert current is not None
+        written = f"t1-attempt{number}-from-{holder(current)}"
+        tx.replace(current, leases.record("k", holder=written))
+        returned.append((number, written))
+        return (number, written)
+
+    result = driver.transaction(t1)
+    competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None
+    assert result == returned[-1], (
+        f"transaction() returned {result!r} but the last (committing) attempt returned {returned[-1]!r}"
+    )
+    if attempts.count == 1:
+        assert final[0] == "h1", "the second instance replaced the first's commit afterwards"
+    else:
+        assert final[0] == result[1], "the returned value must come from the attempt whose writes are stored"
+
+
+@COMMITTED_VALUE
+def test_returned_value_matches_a_decision_written_elsewhere(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # The callback only reads k and records what it saw in another record; the value it returns must be
+    # the one whose record was committed.
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    returned: list[str | None] = []
+    competitor: list[Competitor[str | None]] = []
+
+    def t1(tx: StorageTransaction) -> str | None:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        if number == 1:
+            competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
+        tx.create(leases.record(f"log-{number}", holder=f"saw-{holder(current)}"))
+        returned.append(holder(current))
+        return holder(current)
+
+    result = driver.transaction(t1)
+    competitor[0].settle()
+    assert result == returned[-1]
+    log = lease_views(driver, leases, [f"log-{attempts.count}"])[f"log-{attempts.count}"]
+    assert log is not None and log[0] == f"saw-{result}"
+
+
+# -- abandoned attempts leave no trace ---------------------------------------------------------
+
+
+@NO_TRACE
+def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[tuple[str | None, str | None]]] = []
+
+    def t2(tx: StorageTransaction) -> tuple[str | None, str | None]:
+        scratch, current = tx.get([leases.key("scratch-1"), leases.key("k")])
+        assert current is not None
+        tx.replace(current, leases.record("k", holder="t2"))
+        return (None if scratch is None else holder(scratch), holder(current))
+
+    def t1(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None
+        tx.create(leases.record(f"scratch-{number}", holder=f"t1-{number}"))
+        tx.replace(current, leases.record("k", holder=f"t1-{number}"))
+        if number == 1:
+            # Attempt 1 has staged two writes; the other instance reads while they are pending.
+            competitor.append(compete(lambda: other_driver.transaction(t2)))
+        return number
+
+    committed = driver.transaction(t1)
+    t2_saw = competitor[0].settle()
+    names = [f"scratch-{n}" for n in range(1, attempts.count + 1)]
+    final = lease_views(driver, leases, [*names, "k"])
+    assert committed == attempts.count
+    if attempts.count == 1:
+        assert t2_saw == ("t1-1", "t1-1"), (
+            "an instance that waited for the first transaction must see all of its commit at once"
+        )
+        assert final["scratch-1"] is not None and final["k"] is not None and final["k"][0] == "t2"
+    else:
+        assert t2_saw == (None, "h0"), (
+            f"another instance saw {t2_saw!r}: writes staged by an uncommitted attempt leaked"
+        )
+        for name in names[:-1]:
+            assert final[name] is None, f"{name} was staged by an abandoned attempt and must not be stored"
+        last = final[names[-1]]
+        assert last is not None and last[0] == f"t1-{committed}"
+        assert final["k"] is not None and final["k"][0] == f"t1-{committed}"
+
+
+# -- attempts are bounded ----------------------------------------------------------------------
+
+
+@BOUNDED
+def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    competitors: list[Competitor[str | None]] = []
+
+    def t1(tx: StorageTransaction) -> str:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None
+        if number <= ATTEMPT_CEILING:
+            # Every attempt loses: another instance changes k after this attempt read it.
+            competitors.append(compete(lambda: _replace_holder(other_driver, leases, "k", f"t2-{number}")))
+        tx.create(leases.record("t1-scratch", holder=f"t1-{number}"))
+        tx.replace(current, leases.record("k", holder=f"t1-{number}"))
+        return f"t1-{number}"
+
+    try:
+        result: str | StorageConflictError = driver.transaction(t1)
+    except StorageConflictError as error:
+        result = error
+    for competitor in competitors:
+        competitor.settle()
+    assert attempts.count <= ATTEMPT_CEILING, (
+        f"the driver ran the callback {attempts.count} times without giving up: attempts are not bounded"
+    )
+    final = lease_views(driver, leases, ["k", "t1-scratch"])
+    if isinstance(result, StorageConflictError):
+        assert final["t1-scratch"] is None, "a transaction that gave up must have committed nothing"
+        assert final["k"] is not None and final["k"][0] == f"t2-{attempts.count}"
+    else:
+        # Only a driver that made the other instance wait can commit here (then there was no race).
+        assert final["t1-scratch"] is not None and final["t1-scratch"][0] == result, (
+            f"transaction() returned {result!r} without committing that attempt's writes"
+        )
+        assert attempts.count == 1 and final["k"] is not None and final["k"][0] == "t2-1"
+
+
+# -- errors raised by the callback -------------------------------------------------------------
+
+
+class CallbackFailure(Exception):
+    """Raised on purpose by a callback; a driver must hand this exact object back."""
+
+
+def _follow_up_commits(driver: StorageDriver, leases: Leases, name: str) -> None:
+    """A fresh transaction on ``driver`` commits within a bounded time (the store is not wedged)."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            write_leases(driver, leases.record(name, holder="after"))
+        except BaseException as error:
+            failure.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(FOLLOW_UP_TIMEOUT), f"a transaction after the callback error did not finish ({name})"
+    assert not failure, f"a transaction after the callback error failed: {failure[0]!r}"
+
+
+@CALLBACK_ERROR
+def test_an_error_raised_by_the_callback_reaches_the_caller_unchanged(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    before = driver.transaction(lambda tx: tx.get([leases.key("k")]))[0]
+    attempts = Attempts()
+    raised = CallbackFailure("the callback decided to fail")
+
+    def t1(tx: StorageTransaction) -> None:
+        attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None
+        tx.create(leases.record("scratch", holder="t1"))
+        tx.replace(current, leases.record("k", holder="t1"))
+        raise raised
+
+    with pytest.raises(CallbackFailure) as caught:
+        driver.transaction(t1)
+    assert caught.value is raised, "the caller must receive the callback's own exception object"
+    assert attempts.count == 1, "an error raised by the callback is not a conflict and must not be replayed"
+    after = driver.transaction(lambda tx: tx.get([leases.key("k"), leases.key("scratch")]))
+    assert after[1] is None, "a create staged before the callback raised was committed"
+    assert isinstance(after[0], StoredRecord) and before is not None
+    assert holder(after[0]) == "h0" and after[0].version == before.version, (
+        "a replace staged before the callback raised was committed"
+    )
+
+
+@CALLBACK_ERROR
+def test_the_store_stays_usable_after_a_callback_error(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+
+    def t1(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None
+        tx.replace(current, leases.record("k", holder="t1"))
+        raise CallbackFailure("fail after staging")
+
+    with pytest.raises(CallbackFailure):
+        driver.transaction(t1)
+    _follow_up_commits(other_driver, leases, "from-other-instance")
+    _follow_up_commits(driver, leases, "from-same-instance")
+    final = lease_views(other_driver, leases, ["k", "from-other-instance", "from-same-instance"])
+    assert final["k"] is not None and final["k"][0] == "h0"
+    assert final["from-other-instance"] is not None and final["from-same-instance"] is not None
+
+
+@CALLBACK_ERROR
+def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[str | None]] = []
+    raised = CallbackFailure("second attempt fails")
+
+    def t1(tx: StorageTransaction) -> str:
+        number = attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None
+        if number == 1:
+            competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
+        tx.create(leases.record(f"scratch-{number}", holder="t1"))
+        if number > 1:
+            raise raised
+        tx.replace(current, leases.record("k", holder="t1"))
+        return "committed"
+
+    try:
+        outcome: object = driver.transaction(t1)
+    except CallbackFailure as error:
+        outcome = error
+    competitor[0].settle()
+    final = lease_views(driver, leases, ["k", "scratch-1", "scratch-2"])
+    if attempts.count == 1:
+        assert outcome == "committed" and final["scratch-1"] is not None
+        assert final["k"] is not None and final["k"][0] == "h1"
+    else:
+        assert outcome is raised, "the error from the replayed attempt must reach the caller unchanged"
+        assert attempts.count == 2, "an error raised by the callback must not be replayed"
+        assert final["scratch-1"] is None and final["scratch-2"] is None
+        assert final["k"] is not None and final["k"][0] == "h1"

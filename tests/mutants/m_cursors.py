@@ -1,0 +1,326 @@
+"""Broken drivers for the cursors area.
+
+Each mutant lets the reference driver compute the correct, complete scan,
+then orders, filters or pages it wrongly in one specific way and hands out
+pages (with cursors from the public encoder) as a driver with that bug would.
+The paging is done here, so each mutant breaks exactly its own rule and
+keeps producing well-formed pages otherwise.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from runlane_conformance import (
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageCandidateMode,
+    StorageCursorError,
+    StorageIndexReference,
+    StorageQueryDirection,
+    StorageQueryRange,
+    StorageRangeBound,
+    decode_storage_query_cursor,
+    encode_storage_query_cursor,
+    parse_new_storage_record,
+)
+from runlane_conformance.contract.cursors import StorageCursorPosition, is_after_cursor
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+ASC, DESC = StorageQueryDirection.ASCENDING, StorageQueryDirection.DESCENDING
+Scan = Callable[[QueryRecordsCommand], QueryRecordsResult]
+
+
+def _intact(cursor: str) -> bool:
+    """Whether a cursor has the public format and a matching checksum (scope not considered)."""
+    if not cursor.startswith("rlc1."):
+        return False
+    token, dot, digest = cursor[5:].partition(".")
+    try:
+        body = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        return False
+    return bool(dot) and hashlib.sha256(body).hexdigest()[:16] == digest
+
+
+def _raw_position(cursor: str) -> StorageCursorPosition | None:
+    """The position inside a public cursor, ignoring its scope and checksum; None if undecodable."""
+    if not cursor.startswith("rlc1."):
+        return None
+    token, dot, _digest = cursor[5:].partition(".")
+    if not dot:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except ValueError:
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("s"), str):
+        return None
+    if not isinstance(payload.get("k"), str):
+        return None
+    return StorageCursorPosition(payload["s"], payload["k"])
+
+
+class RescanDriver(WrappedDriver):
+    """Pages a complete correct scan itself; subclasses override one hook to break one rule."""
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        """The range actually scanned."""
+        return command.range
+
+    def partitions(self, command: QueryRecordsCommand) -> list[str]:
+        """The partitions actually scanned."""
+        return [command.partition]
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        """The emission order, given the complete ascending scan."""
+        return ascending if command.direction is ASC else list(reversed(ascending))
+
+    def position(self, command: QueryRecordsCommand) -> StorageCursorPosition | None:
+        """Where a cursor says to continue (scope-checked by default)."""
+        return decode_storage_query_cursor(command)
+
+    def resume(self, emitted: list[StorageIndexReference], start: int) -> int:
+        """Index in ``emitted`` of the first item after the cursor."""
+        return start
+
+    # -- machinery -----------------------------------------------------------------------------
+
+    def rescan(self, scan: Scan, command: QueryRecordsCommand) -> QueryRecordsResult:
+        position = self.position(command)
+        limit = self.profile.limits.max_query_results
+        ascending: list[StorageIndexReference] = []
+        for partition in self.partitions(command):
+            base = QueryRecordsCommand(command.index, partition, limit, self.inner_range(command), ASC)
+            page = scan(base)
+            ascending.extend(page.items)
+            while page.cursor is not None:
+                page = scan(base.with_cursor(page.cursor))
+                ascending.extend(page.items)
+        ascending.sort(key=lambda item: (item.sort, item.key.encoded))
+        emitted = self.arrange(command, ascending)
+        start = 0
+        if position is not None:
+            start = len(emitted)
+            for index, item in enumerate(emitted):
+                if (item.sort, item.key.encoded) == (position.sort, position.key):
+                    start = index + 1
+                    break
+            else:
+                for index, item in enumerate(emitted):
+                    if is_after_cursor(item.sort, item.key.encoded, position, command.direction):
+                        start = index
+                        break
+            start = self.resume(emitted, start)
+        chosen = emitted[start : start + command.limit]
+        more = len(emitted) > start + command.limit
+        cursor = encode_storage_query_cursor(command, chosen[-1]) if more and chosen else None
+        return QueryRecordsResult(tuple(chosen), cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.rescan(self.inner.query, command)
+
+
+class RescanTransaction(WrappedTransaction):
+    driver: RescanDriver
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        mode = kwargs.get("mode", StorageCandidateMode.ADVISORY)
+        if mode is not StorageCandidateMode.ADVISORY:
+            return self.inner.query_candidates(command, **kwargs)
+        return self.driver.rescan(self.inner.query_candidates, command)
+
+
+class KeyMajorOrder(RescanDriver):
+    """Orders by record key first and sort second (an index keyed the wrong way round)."""
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        ordered = sorted(ascending, key=lambda item: (item.key.encoded, item.sort))
+        return ordered if command.direction is ASC else list(reversed(ordered))
+
+
+class ReversesEachPage(RescanDriver):
+    """Descending pages are the ascending pages, each reversed on its own."""
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        if command.direction is ASC:
+            return ascending
+        emitted: list[StorageIndexReference] = []
+        for start in range(0, len(ascending), command.limit):
+            emitted.extend(reversed(ascending[start : start + command.limit]))
+        return emitted
+
+
+class TiesByDescendingKey(RescanDriver):
+    """Breaks ties between equal sort values by descending record key."""
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        by_sort: dict[str, list[StorageIndexReference]] = {}
+        for item in ascending:
+            by_sort.setdefault(item.sort, []).append(item)
+        ordered = [
+            item
+            for sort in sorted(by_sort)
+            for item in sorted(by_sort[sort], key=lambda item: item.key.encoded, reverse=True)
+        ]
+        return ordered if command.direction is ASC else list(reversed(ordered))
+
+
+class ExclusiveLowerIsInclusive(RescanDriver):
+    """Treats an exclusive lower bound as inclusive (an off-by-one at the start of a range)."""
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        lower = command.range.lower
+        if lower is not None and not lower.inclusive:
+            return replace(command.range, lower=StorageRangeBound(lower.value, True))
+        return command.range
+
+
+class TruncatesPrefixBound(RescanDriver):
+    """Rounds a bound that is not a whole tuple encoding down to one (drops the prefix bound's last digit)."""
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        upper = command.range.upper
+        if upper is not None and len(upper.value.rpartition("/")[2]) % 2:
+            return replace(command.range, upper=StorageRangeBound(upper.value[:-1], upper.inclusive))
+        return command.range
+
+
+class CursorSkipsOne(RescanDriver):
+    """Continues one item too late after a cursor, so one entry between pages is lost."""
+
+    def resume(self, emitted: list[StorageIndexReference], start: int) -> int:
+        return start + 1
+
+
+class CursorCrossesScopes(RescanDriver):
+    """Applies a cursor's position to whatever scope it is used with."""
+
+    def position(self, command: QueryRecordsCommand) -> StorageCursorPosition | None:
+        if command.cursor is None:
+            return None
+        position = _raw_position(command.cursor)
+        if position is None:
+            return decode_storage_query_cursor(command)  # garbled cursors are still refused
+        try:
+            return decode_storage_query_cursor(command)
+        except StorageCursorError:
+            return position
+
+
+class GarbledCursorRestarts(RescanDriver):
+    """Reads a cursor it cannot decode (bad format or checksum) as 'start from the beginning'."""
+
+    def position(self, command: QueryRecordsCommand) -> StorageCursorPosition | None:
+        if command.cursor is not None and not _intact(command.cursor):
+            return None
+        return decode_storage_query_cursor(command)
+
+
+class _PartitionRegistry(RescanTransaction):
+    def create(self, record: Any) -> None:
+        self._register(record)
+        self.inner.create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self._register(record)
+        self.inner.replace(current, record)
+
+    def _register(self, record: Any) -> None:
+        known: set[tuple[str, str]] = self.driver.store.shared.setdefault("partitions", set())
+        for entry in parse_new_storage_record(record).indexes:
+            known.add((entry.index.value, entry.partition))
+
+
+class PartitionPrefixScan(RescanDriver):
+    """Scans every partition whose name starts with the requested one (a prefix scan over partitions)."""
+
+    def partitions(self, command: QueryRecordsCommand) -> list[str]:
+        known: set[tuple[str, str]] = self.store.shared.get("partitions", set())
+        return sorted(
+            {command.partition}
+            | {p for index, p in known if index == command.index.value and p.startswith(command.partition)}
+        )
+
+
+MUTANTS = [
+    Mutant(
+        "key-major-order",
+        "tests.mutants.m_cursors:key_major_order",
+        "cursors.ascending-order",
+        "orders index results by key, then sort",
+    ),
+    Mutant(
+        "descending-reverses-each-page",
+        "tests.mutants.m_cursors:reverses_each_page",
+        "cursors.descending-order",
+        "descending pages are ascending pages reversed one by one",
+    ),
+    Mutant(
+        "ties-by-descending-key",
+        "tests.mutants.m_cursors:ties_by_descending_key",
+        "cursors.ties-broken-by-key",
+        "equal sorts come in descending key order",
+    ),
+    Mutant(
+        "exclusive-lower-bound-inclusive",
+        "tests.mutants.m_cursors:exclusive_lower_inclusive",
+        "cursors.range-bounds",
+        "an exclusive lower bound also returns entries equal to it",
+    ),
+    Mutant(
+        "truncates-prefix-upper-bound",
+        "tests.mutants.m_cursors:truncates_prefix_bound",
+        "cursors.tuple-prefix-range",
+        "the prefix upper bound loses its last digit",
+    ),
+    Mutant(
+        "cursor-skips-one",
+        "tests.mutants.m_cursors:cursor_skips_one",
+        "cursors.pages-join-to-one-scan",
+        "continuing from a cursor skips the next entry",
+    ),
+    Mutant(
+        "cursor-crosses-scopes",
+        "tests.mutants.m_cursors:cursor_crosses_scopes",
+        "cursors.scope-bound",
+        "a cursor is applied under any index, partition, range or direction",
+    ),
+    Mutant(
+        "garbled-cursor-restarts",
+        "tests.mutants.m_cursors:garbled_cursor_restarts",
+        "cursors.garbled-cursor-rejected",
+        "an unreadable cursor restarts the scan",
+    ),
+    Mutant(
+        "partition-prefix-scan",
+        "tests.mutants.m_cursors:partition_prefix_scan",
+        "cursors.partitions-isolated",
+        "a scan also returns partitions whose names extend the requested one",
+    ),
+]
+
+
+def _harness(
+    driver_class: type[RescanDriver], transaction_class: type[RescanTransaction] = RescanTransaction
+) -> Any:
+    return mutant_harness(driver_class, transaction_class=transaction_class)
+
+
+key_major_order = _harness(KeyMajorOrder)
+reverses_each_page = _harness(ReversesEachPage)
+ties_by_descending_key = _harness(TiesByDescendingKey)
+exclusive_lower_inclusive = _harness(ExclusiveLowerIsInclusive)
+truncates_prefix_bound = _harness(TruncatesPrefixBound)
+cursor_skips_one = _harness(CursorSkipsOne)
+cursor_crosses_scopes = _harness(CursorCrossesScopes)
+garbled_cursor_restarts = _harness(GarbledCursorRestarts)
+partition_prefix_scan = _harness(PartitionPrefixScan, _PartitionRegistry)

@@ -1,0 +1,230 @@
+"""Broken drivers for the replay area: each wraps the reference driver and breaks one attempt rule."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from runlane_conformance import StorageConflictError, StorageDuplicateMutationError, StorageError
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+
+
+class _PerCallState(WrappedDriver):
+    """Gives each attempt of one ``transaction()`` call a shared ``memory`` dict (the bug's carrier)."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        memory: dict[str, Any] = {}
+
+        def attempt(tx: Any) -> T:
+            wrapped = self.transaction_class(tx, self)
+            wrapped.memory = memory  # type: ignore[attr-defined]
+            return callback(wrapped)
+
+        return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+
+
+class CachesReadsAcrossAttempts(WrappedTransaction):
+    """Serves a replay the records an earlier attempt of the same call read (stale data leaks in)."""
+
+    memory: dict[str, Any]
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        fresh = self.inner.get(keys)
+        cache = self.memory.setdefault("reads", {})
+        results = []
+        for key, record in zip(keys, fresh, strict=True):
+            results.append(cache.setdefault(key.encoded, record))
+        return results
+
+
+class RemembersReadSet(WrappedTransaction):
+    """Keeps the keys earlier attempts read as present and refuses to create them in a replay."""
+
+    memory: dict[str, Any]
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        results = self.inner.get(keys)
+        present = self.memory.setdefault("present", set())
+        present.update(key.encoded for key, record in zip(keys, results, strict=True) if record is not None)
+        return results  # type: ignore[no-any-return]
+
+    def create(self, record: Any) -> None:
+        if record.key.encoded in self.memory.get("present", set()):
+            raise StorageDuplicateMutationError("key was read as present (in an earlier attempt)")
+        self.inner.create(record)
+
+
+class ReturnsFirstAttemptValue(WrappedDriver):
+    """Returns what the first attempt returned, even when a later attempt is the one that committed."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        first: list[T] = []
+
+        def attempt(tx: Any) -> T:
+            value = callback(self.transaction_class(tx, self))
+            if not first:
+                first.append(value)
+            return value
+
+        self.inner.transaction(attempt)
+        return first[0]
+
+
+class CommitsAbandonedCreates(WrappedDriver):
+    """After the committing attempt, also stores the creates that abandoned attempts had staged."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        staged: list[list[Any]] = []
+        driver = self
+
+        class Recording(WrappedTransaction):
+            def create(self, record: Any) -> None:
+                staged[-1].append(record)
+                self.inner.create(record)
+
+        def attempt(tx: Any) -> T:
+            staged.append([])
+            return callback(Recording(tx, driver))
+
+        result = self.inner.transaction(attempt)
+        for creates in staged[:-1]:
+            for record in creates:
+                with contextlib.suppress(StorageError):
+                    self.inner.transaction(lambda tx, record=record: tx.create(record))
+        return result  # type: ignore[no-any-return]
+
+
+class ReplaysForever(WrappedDriver):
+    """Never gives up: when the inner driver runs out of attempts, it simply starts again."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        while True:
+            try:
+                return super().transaction(callback)
+            except StorageConflictError:
+                continue
+
+
+class SwallowsConflicts(WrappedDriver):
+    """Returns None instead of raising when the attempts run out, as if the work had committed."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        try:
+            return super().transaction(callback)
+        except StorageConflictError:
+            return None  # type: ignore[return-value]
+
+
+class SwallowsCallbackErrors(WrappedDriver):
+    """Rolls back on a callback error but returns None instead of raising it."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        try:
+            return super().transaction(callback)
+        except StorageError:
+            raise
+        except Exception:
+            return None  # type: ignore[return-value]
+
+
+class WrapsCallbackErrors(WrappedDriver):
+    """Raises a new StorageError in place of the callback's own exception."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        try:
+            return super().transaction(callback)
+        except StorageError:
+            raise
+        except Exception as error:
+            raise StorageError(f"transaction failed: {error}") from error
+
+
+class CommitsBeforeRaising(WrappedDriver):
+    """Commits what the callback staged before its error, then raises the error."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        failure: list[BaseException] = []
+
+        def attempt(tx: Any) -> Any:
+            try:
+                return callback(self.transaction_class(tx, self))
+            except Exception as error:
+                failure.append(error)
+                return None
+
+        result = self.inner.transaction(attempt)
+        if failure:
+            raise failure[-1]
+        return result  # type: ignore[no-any-return]
+
+
+MUTANTS = [
+    Mutant(
+        "caches-reads-across-attempts",
+        "tests.mutants.m_replay:caches_reads",
+        "replay.each-attempt-starts-fresh",
+        "a replay is served the records an abandoned attempt read",
+    ),
+    Mutant(
+        "remembers-read-set-across-attempts",
+        "tests.mutants.m_replay:remembers_read_set",
+        "replay.each-attempt-starts-fresh",
+        "keys read as present by an abandoned attempt cannot be created by the replay",
+    ),
+    Mutant(
+        "returns-first-attempt-value",
+        "tests.mutants.m_replay:first_value",
+        "replay.only-committed-value-escapes",
+        "transaction() returns the first attempt's value, not the committed one",
+    ),
+    Mutant(
+        "commits-abandoned-creates",
+        "tests.mutants.m_replay:commits_abandoned",
+        "replay.abandoned-attempts-leave-no-trace",
+        "creates staged by abandoned attempts are stored after the commit",
+    ),
+    Mutant(
+        "replays-forever",
+        "tests.mutants.m_replay:replays_forever",
+        "replay.attempts-are-bounded",
+        "never gives up after conflicts",
+    ),
+    Mutant(
+        "swallows-conflicts",
+        "tests.mutants.m_replay:swallows_conflicts",
+        "replay.attempts-are-bounded",
+        "returns None instead of raising StorageConflictError when attempts run out",
+    ),
+    Mutant(
+        "swallows-callback-errors",
+        "tests.mutants.m_replay:swallows_errors",
+        "replay.callback-error-rolls-back-and-propagates",
+        "a callback's exception is swallowed",
+    ),
+    Mutant(
+        "wraps-callback-errors",
+        "tests.mutants.m_replay:wraps_errors",
+        "replay.callback-error-rolls-back-and-propagates",
+        "a callback's exception is replaced by a new StorageError",
+    ),
+    Mutant(
+        "commits-before-raising",
+        "tests.mutants.m_replay:commits_before_raising",
+        "replay.callback-error-rolls-back-and-propagates",
+        "staged writes are committed before the callback's exception is raised",
+    ),
+]
+
+caches_reads = mutant_harness(_PerCallState, transaction_class=CachesReadsAcrossAttempts)
+remembers_read_set = mutant_harness(_PerCallState, transaction_class=RemembersReadSet)
+first_value = mutant_harness(ReturnsFirstAttemptValue)
+commits_abandoned = mutant_harness(CommitsAbandonedCreates)
+replays_forever = mutant_harness(ReplaysForever)
+swallows_conflicts = mutant_harness(SwallowsConflicts)
+swallows_errors = mutant_harness(SwallowsCallbackErrors)
+wraps_errors = mutant_harness(WrapsCallbackErrors)
+commits_before_raising = mutant_harness(CommitsBeforeRaising)

@@ -545,13 +545,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = command.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except Exception as error:
         # typer may vendor click, so its usage errors are recognised by shape: exit_code 2 and a message.
-        if type(error).__name__ == "NoArgsIsHelpError" and callable(getattr(error, "show", None)):
-            error.show()
+        show = getattr(error, "show", None)
+        format_message = getattr(error, "format_message", None)
+        if type(error).__name__ == "NoArgsIsHelpError" and callable(show):
+            show()
             sys.exit(int(ExitCode.USAGE))
-        if getattr(error, "exit_code", None) == 2 and callable(getattr(error, "format_message", None)):
+        if getattr(error, "exit_code", None) == 2 and callable(format_message):
             context = getattr(error, "ctx", None)
             path = str(getattr(context, "command_path", "") or "runlane-certify")
-            message = " ".join(str(error.format_message()).split())
+            message = " ".join(str(format_message()).split())
             typer.echo(f"runlane-certify: error: {message} (see: {path} --help)", err=True)
             sys.exit(int(ExitCode.USAGE))
         if isinstance(error, typer.Abort) or type(error).__name__ == "Abort":

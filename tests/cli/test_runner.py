@@ -1,0 +1,246 @@
+"""run_suites: the engine behind runlane-certify, exercised on a miniature fake suite.
+
+The fake suite (``fake_suite/``) tags its checks exactly like the real suites
+and fails a check when the fake driver is told to break its requirement, so
+each test here plants a failure and asserts the verdict the runner reaches.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hypothesis
+import pytest
+
+from runlane_conformance import runner
+from runlane_conformance.harness import DriverLoadError, DriverNotFoundError
+from runlane_conformance.requirements import Requirement, RequirementLevel
+from runlane_conformance.runner import (
+    CollectionFinished,
+    Outcome,
+    RequirementOutcome,
+    RunBrokenError,
+    RunEvent,
+    RunUsageError,
+    TestFinished,
+    run_suites,
+)
+
+
+def test_a_planted_failure_fails_exactly_its_requirement_and_denies_certification(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {"break": "limits.max-record-bytes-boundary"}, seed=1)
+    failed = [r.id for r in result.failed_requirements]
+    assert failed == ["limits.max-record-bytes-boundary"]
+    assert result.requirement("limits.max-record-bytes-boundary").reason == (
+        "AssertionError: the fake driver breaks limits.max-record-bytes-boundary on purpose"
+    )
+    assert not result.certified
+    assert result.level == "none"
+    assert result.pytest_exit_code == 1
+
+
+def test_a_clean_driver_is_certified_at_core_when_it_offers_no_optional_capability(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {}, seed=1)
+    assert result.certified
+    assert result.level == "core"
+    assert not result.failed_requirements
+
+
+def test_a_capability_not_offered_skips_with_its_profile_reason_and_does_not_count_against(
+    fake_suite: str,
+) -> None:
+    result = run_suites(fake_suite, {}, seed=1)
+    append = result.requirement("append.contiguous-positions")
+    assert append.outcome is RequirementOutcome.SKIPPED
+    assert append.reason == "profile: append not offered"
+    summary = {s.area: s for s in result.area_summaries()}["append"]
+    assert (summary.passed, summary.failed, summary.skipped) == (0, 0, 1)
+    assert summary.skip_reasons == (("profile: append not offered", 1),)
+
+
+@pytest.mark.parametrize(
+    ("options", "level"),
+    [
+        ({"append": "true"}, "core+append"),
+        ({"exclusive": "true"}, "core+exclusive"),
+        ({"append": "true", "exclusive": "true"}, "core+append+exclusive"),
+    ],
+)
+def test_offered_capabilities_that_pass_raise_the_certification_level(
+    fake_suite: str, options: dict[str, str], level: str
+) -> None:
+    assert run_suites(fake_suite, options, seed=1).level == level
+
+
+def test_an_offered_capability_that_fails_denies_certification(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {"append": "true", "break": "append.contiguous-positions"}, seed=1)
+    assert result.requirement("append.contiguous-positions").outcome is RequirementOutcome.FAILED
+    assert result.level == "none"
+
+
+def test_a_requirement_fails_when_any_of_its_checks_fails(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {"break": "conflicts.lost-update"}, seed=3, areas=["conflicts"])
+    lost_update = result.requirement("conflicts.lost-update")
+    assert len(lost_update.tests) == 2
+    assert lost_update.outcome is RequirementOutcome.FAILED
+    assert {t.outcome for t in lost_update.tests} == {Outcome.FAILED}
+
+
+def test_a_should_failure_is_reported_but_does_not_deny_certification(fake_suite: str) -> None:
+    should = Requirement("conflicts.write-skew-advice", RequirementLevel.SHOULD, "c", "s")
+    result = run_suites(
+        fake_suite,
+        {"break": "conflicts.write-skew-advice"},
+        seed=1,
+        catalog={should.id: should},
+    )
+    assert [r.id for r in result.failed_requirements] == ["conflicts.write-skew-advice"]
+    assert result.must_failures == ()
+    assert result.certified
+
+
+def test_areas_restrict_the_run_and_mark_it_partial(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {}, seed=1, areas=["limits", "profile"])
+    assert {t.area for t in result.tests} == {"limits", "profile"}
+    assert not result.complete
+
+
+def test_a_seed_is_chosen_when_none_is_given_and_kept_for_reproduction(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {}, areas=["limits"])
+    assert isinstance(result.seed, int) and result.seed >= 0
+    assert run_suites(fake_suite, {}, areas=["limits"], seed=4242).seed == 4242
+
+
+def test_each_failure_has_a_reproduce_line_with_driver_options_seed_and_area(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {"break": "limits.max-point-reads-boundary"}, seed=77)
+    (failure,) = result.requirement("limits.max-point-reads-boundary").failures
+    assert result.reproduce_command(failure) == (
+        f"runlane-certify run --driver {fake_suite} --option break=limits.max-point-reads-boundary "
+        "--area limits --profile quick --seed 77"
+    )
+    pytest_line = result.reproduce_pytest(failure)
+    assert "--hypothesis-seed=77" in pytest_line
+    assert "-k 'test_point_reads_accepted_at_limit_rejected_past_it[limits.max-point-reads-boundary]'" in (
+        pytest_line
+    )
+
+
+def test_secret_looking_options_can_be_redacted_from_reproduce_lines(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {"break": "limits.max-point-reads-boundary"}, seed=1, areas=["limits"])
+    result = type(result)(**{**result.__dict__, "options": {"password": "hunter2"}})
+    (failure,) = result.failed_requirements[0].failures
+    assert "hunter2" not in result.reproduce_command(failure, redact=True)
+    assert "password=***" in result.reproduce_command(failure, redact=True)
+    assert "hunter2" in result.reproduce_command(failure)
+
+
+def test_a_hypothesis_failure_carries_its_reproduce_blob(fake_suite: str) -> None:
+    result = run_suites(fake_suite, {"break": "conflicts.lost-update"}, seed=5, areas=["conflicts"])
+    prop = next(t for t in result.tests if "property" in t.nodeid)
+    assert prop.outcome is Outcome.FAILED
+    assert prop.hypothesis_blob is not None
+    assert prop.hypothesis_blob.startswith("@reproduce_failure(")
+
+
+def test_the_listener_hears_the_collection_then_every_check(fake_suite: str) -> None:
+    events: list[RunEvent] = []
+    result = run_suites(fake_suite, {}, seed=1, listener=events.append)
+    assert isinstance(events[0], CollectionFinished)
+    assert events[0].totals == {
+        "limits": 5,
+        "profile": 4,
+        "conflicts": 3,
+        "append": 1,
+        "exclusive_selection": 1,
+    }
+    finished = [e.test for e in events[1:] if isinstance(e, TestFinished)]
+    assert len(finished) == len(events) - 1 == len(result.tests) == 14
+
+
+def test_checks_spread_over_xdist_workers_reach_the_same_verdict(fake_suite: str) -> None:
+    pytest.importorskip("xdist")
+    options = {"break": "limits.max-query-results-boundary"}
+    serial = run_suites(fake_suite, options, seed=9)
+    parallel = run_suites(fake_suite, options, seed=9, workers=2)
+    assert {r.id: r.outcome for r in parallel.requirements} == {r.id: r.outcome for r in serial.requirements}
+    assert parallel.requirement("limits.max-query-results-boundary").tests[0].requirement_id == (
+        "limits.max-query-results-boundary"
+    )
+
+
+def test_the_callers_hypothesis_profile_is_restored_after_a_run(fake_suite: str) -> None:
+    before = hypothesis.settings.get_current_profile_name()
+    run_suites(fake_suite, {}, seed=1, areas=["conflicts"])
+    assert hypothesis.settings.get_current_profile_name() == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"areas": ["nope"]}, "unknown area 'nope'"),
+        ({"workers": 0}, "workers must be a positive integer"),
+        ({"hypothesis_profile": "forever"}, "unknown Hypothesis profile 'forever'"),
+        ({"seed": -1}, "seed must be a non-negative integer"),
+    ],
+)
+def test_impossible_requests_are_usage_errors(fake_suite: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(RunUsageError, match=message):
+        run_suites(fake_suite, {}, **kwargs)
+
+
+def test_workers_without_xdist_is_a_usage_error_naming_the_extra(
+    fake_suite: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = runner.importlib.util.find_spec
+    monkeypatch.setattr(
+        runner.importlib.util, "find_spec", lambda n, *a: None if n == "xdist" else real(n, *a)
+    )
+    with pytest.raises(RunUsageError, match=r"pip install 'runlane-conformance\[xdist\]'"):
+        run_suites(fake_suite, {}, workers=2)
+
+
+def test_a_driver_that_cannot_load_fails_before_pytest_starts(fake_suite: str) -> None:
+    with pytest.raises(DriverLoadError, match="cannot reach the fake database"):
+        run_suites(fake_suite, {"explode": "true"})
+    with pytest.raises(DriverNotFoundError):
+        run_suites("no-such-driver", {})
+
+
+def test_a_suite_that_cannot_be_collected_is_a_broken_run(
+    fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "test_limits.py").write_text("def test_x(:\n")
+    monkeypatch.setattr(runner, "SUITE_ARGS", (str(tmp_path),))
+    with pytest.raises(RunBrokenError, match="collecting the suites failed"):
+        run_suites(fake_suite, {})
+
+
+def test_an_empty_suite_is_a_broken_run(
+    fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "SUITE_ARGS", (str(tmp_path),))
+    with pytest.raises(RunBrokenError, match="no checks were collected"):
+        run_suites(fake_suite, {})
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "expected"),
+    [
+        ("a/test_x.py::test_y[conflicts.lost-update]", "conflicts.lost-update"),
+        (
+            "a/test_x.py::test_y[self-array-json_boundary.reference-cycles-refused]",
+            "json_boundary.reference-cycles-refused",
+        ),
+        ("a/test_x.py::test_y[1-2]", None),
+        ("a/test_x.py::test_y", None),
+    ],
+)
+def test_a_requirement_id_is_recovered_from_the_node_id(nodeid: str, expected: str | None) -> None:
+    assert runner._requirement_from_nodeid(nodeid) == expected
+
+
+def test_the_reference_driver_passes_its_point_reads_area() -> None:
+    result = run_suites("local", {}, seed=1, areas=["point_reads"])
+    assert result.tests, "the point_reads suite collected no checks"
+    assert result.certified, [(r.id, r.reason) for r in result.failed_requirements]
+    assert all(t.nodeid.startswith("runlane_conformance/suites/test_point_reads.py::") for t in result.tests)

@@ -1,0 +1,371 @@
+"""The JSON boundary at the driver: plain mappings handed to create/replace are parsed, never trusted.
+
+Core may hand a driver a plain, mutable mapping instead of a built
+``NewStorageRecord``. The driver must run it through the contract's parser:
+numbers that are not finite, reference cycles, any envelope other than
+``{"schemaVersion": 1, "value": {...}}``, and a key or index entries that do
+not match the document are refused, and nothing of the attempt commits.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.catalog import StorageTableName
+from runlane_conformance.contract.errors import StorageCorruptionError, StorageValidationError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEntry
+from runlane_conformance.fixtures.records import Leases, expiry
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._mutations_support import create_all, read_one
+
+CLAUSE = "Keep logical records in core"
+REFUSED = (StorageValidationError, StorageCorruptionError)
+
+VALID_MAPPING = requirement(
+    "json_boundary.valid-mapping-accepted",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A well-formed plain mapping given to create() or replace() commits exactly like the built record.",
+)
+NON_FINITE = requirement(
+    "json_boundary.non-finite-numbers-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "NaN, Infinity and -Infinity anywhere in a document are refused at the driver boundary; nothing commits.",
+)
+CYCLES = requirement(
+    "json_boundary.reference-cycles-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A document containing a reference cycle is refused at the driver boundary; nothing commits.",
+)
+SCHEMA_VERSION = requirement(
+    "json_boundary.schema-version-one-only",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Only the envelope {schemaVersion: 1, value: {...}} is accepted; any other version or envelope shape "
+    "is refused and nothing commits.",
+)
+MISMATCH = requirement(
+    "json_boundary.key-document-index-mismatch-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A write whose key or index entries disagree with its document is refused as invalid or corrupt; "
+    "nothing commits.",
+)
+
+
+def raw(record: NewStorageRecord) -> dict[str, Any]:
+    """The plain, mutable mapping form of a record, as a caller might pass it."""
+    return {
+        "key": {"table": record.key.table.value, "id": list(record.key.id)},
+        "document": record.document.to_json(),
+        "indexes": [
+            {"index": entry.index.value, "partition": entry.partition, "sort": entry.sort}
+            for entry in record.indexes
+        ],
+    }
+
+
+def message(environment: str, message_id: str, payload: object = None) -> NewStorageRecord:
+    """A valid outbox message whose ``payload`` is free-form JSON (so any JSON value can sit there)."""
+    return build_storage_record(
+        StorageTableName.OUTBOX_MESSAGES,
+        {
+            "environment": environment,
+            "runId": "run",
+            "messageId": message_id,
+            "topic": "topic",
+            "payload": {"ok": True} if payload is None else payload,
+            "attempts": "0",
+            "createdAt": expiry(0),
+            "availableAt": expiry(1),
+            "deliveredAt": None,
+        },
+    )
+
+
+def _expect_refused_create(
+    driver: StorageDriver, leases: Leases, bad: dict[str, Any], absent_key: NewStorageRecord
+) -> None:
+    """Creating ``bad`` (with a valid sibling write) is refused and neither write commits."""
+    sibling = leases.unique("sibling")
+
+    def create_both(tx: StorageTransaction) -> None:
+        tx.create(sibling)
+        tx.create(bad)  # type: ignore[arg-type]
+
+    with pytest.raises(REFUSED):
+        driver.transaction(create_both)
+    assert read_one(driver, absent_key.key) is None, "the refused record was committed"
+    assert read_one(driver, sibling.key) is None, "the attempt with a refused write committed another write"
+
+
+def _expect_refused_replace(
+    driver: StorageDriver, current_record: NewStorageRecord, bad: dict[str, Any]
+) -> None:
+    """Replacing the stored ``current_record`` with ``bad`` is refused and the record is unchanged."""
+    create_all(driver, [current_record])
+    before = read_one(driver, current_record.key)
+    assert before is not None
+
+    def replace(tx: StorageTransaction) -> None:
+        (current,) = tx.get([current_record.key])
+        assert current is not None
+        tx.replace(current, bad)  # type: ignore[arg-type]
+
+    with pytest.raises(REFUSED):
+        driver.transaction(replace)
+    assert read_one(driver, current_record.key) == before, "a refused replacement changed the stored record"
+
+
+# -- control: a good mapping goes through -----------------------------------------------------------
+
+
+@VALID_MAPPING
+def test_a_valid_mapping_create_commits(driver: StorageDriver, leases: Leases) -> None:
+    built = message(leases.environment, "good", {"nested": [1, 2.5, {"deep": None}], "text": "é"})
+    driver.transaction(lambda tx: tx.create(raw(built)))  # type: ignore[arg-type]
+    stored = read_one(driver, built.key)
+    assert stored is not None, "a well-formed mapping must be accepted"
+    assert stored.document == built.document
+    assert set(stored.indexes) == set(built.indexes)
+
+
+@VALID_MAPPING
+def test_a_valid_mapping_replace_commits(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("lease", at=1)])
+    replacement = leases.unique("lease", at=2)
+    driver.transaction(
+        lambda tx: tx.replace(tx.get([replacement.key])[0], raw(replacement))  # type: ignore[arg-type]
+    )
+    stored = read_one(driver, replacement.key)
+    assert stored is not None and stored.document == replacement.document
+    assert set(stored.indexes) == set(replacement.indexes)
+
+
+# -- non-finite numbers ------------------------------------------------------------------------------
+
+NON_FINITE_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+@NON_FINITE
+@pytest.mark.parametrize("number", list(NON_FINITE_VALUES), ids=list(NON_FINITE_VALUES))
+@pytest.mark.parametrize("where", ["top", "nested-object", "in-array"])
+def test_non_finite_numbers_are_refused_on_create(
+    driver: StorageDriver, leases: Leases, number: str, where: str
+) -> None:
+    built = message(leases.environment, "bad")
+    bad = raw(built)
+    value = NON_FINITE_VALUES[number]
+    payload = (
+        {"top": value} if where == "top" else {"a": {"b": value}} if where == "nested-object" else [1, value]
+    )
+    bad["document"]["value"]["payload"] = payload
+    _expect_refused_create(driver, leases, bad, built)
+
+
+@NON_FINITE
+@pytest.mark.parametrize("number", list(NON_FINITE_VALUES), ids=list(NON_FINITE_VALUES))
+def test_non_finite_numbers_are_refused_on_replace(
+    driver: StorageDriver, leases: Leases, number: str
+) -> None:
+    original = message(leases.environment, "target")
+    bad = raw(original)
+    bad["document"]["value"]["payload"] = {"n": NON_FINITE_VALUES[number]}
+    _expect_refused_replace(driver, original, bad)
+
+
+_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=5))
+
+
+@NON_FINITE
+@given(
+    payload=st.recursive(
+        _json_leaf,
+        lambda children: (
+            st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+        ),
+        max_leaves=10,
+    ),
+    number=st.sampled_from(sorted(NON_FINITE_VALUES)),
+    depth=st.integers(min_value=0, max_value=4),
+)
+def test_a_non_finite_number_anywhere_is_refused(
+    driver: StorageDriver, payload: object, number: str, depth: int
+) -> None:
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    poisoned: object = NON_FINITE_VALUES[number]
+    for level in range(depth):
+        poisoned = [payload, poisoned] if level % 2 else {"ok": payload, "bad": poisoned}
+    built = message(leases.environment, "bad")
+    bad = raw(built)
+    bad["document"]["value"]["payload"] = {"data": payload, "poisoned": poisoned}
+    _expect_refused_create(driver, leases, bad, built)
+
+
+# -- reference cycles ----------------------------------------------------------------------------------
+
+
+def _cyclic(shape: str) -> object:
+    if shape == "self-object":
+        node: dict[str, Any] = {"name": "loop"}
+        node["self"] = node
+        return node
+    if shape == "self-array":
+        items: list[Any] = [1]
+        items.append(items)
+        return {"items": items}
+    outer: dict[str, Any] = {"inner": {"list": []}}
+    outer["inner"]["list"].append({"back": outer})
+    return outer
+
+
+@CYCLES
+@pytest.mark.parametrize("shape", ["self-object", "self-array", "indirect"])
+def test_reference_cycles_are_refused_on_create(driver: StorageDriver, leases: Leases, shape: str) -> None:
+    built = message(leases.environment, "bad")
+    bad = raw(built)
+    bad["document"]["value"]["payload"] = _cyclic(shape)
+    _expect_refused_create(driver, leases, bad, built)
+
+
+@CYCLES
+def test_reference_cycles_are_refused_on_replace(driver: StorageDriver, leases: Leases) -> None:
+    original = message(leases.environment, "target")
+    bad = raw(original)
+    bad["document"]["value"]["payload"] = _cyclic("indirect")
+    _expect_refused_replace(driver, original, bad)
+
+
+@CYCLES
+def test_shared_but_acyclic_values_are_not_cycles(driver: StorageDriver, leases: Leases) -> None:
+    shared = {"same": [1, 2]}
+    built = message(leases.environment, "diamond", {"left": shared, "right": shared})
+    bad_looking = raw(built)
+    bad_looking["document"]["value"]["payload"] = {"left": shared, "right": shared}
+    driver.transaction(lambda tx: tx.create(bad_looking))  # type: ignore[arg-type]
+    stored = read_one(driver, built.key)
+    assert stored is not None and stored.document == built.document, (
+        "a value reachable twice without a cycle is valid JSON and must be accepted"
+    )
+
+
+# -- schema version and envelope ----------------------------------------------------------------------
+
+ENVELOPES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "version-2": lambda doc: doc.__setitem__("schemaVersion", 2),
+    "version-0": lambda doc: doc.__setitem__("schemaVersion", 0),
+    "version-negative": lambda doc: doc.__setitem__("schemaVersion", -1),
+    "version-string": lambda doc: doc.__setitem__("schemaVersion", "1"),
+    "version-true": lambda doc: doc.__setitem__("schemaVersion", True),
+    "version-null": lambda doc: doc.__setitem__("schemaVersion", None),
+    "version-missing": lambda doc: doc.pop("schemaVersion"),
+    "extra-member": lambda doc: doc.__setitem__("extra", 1),
+    "value-missing": lambda doc: doc.pop("value"),
+}
+
+
+@SCHEMA_VERSION
+@pytest.mark.parametrize("envelope", list(ENVELOPES))
+def test_only_schema_version_one_is_accepted_on_create(
+    driver: StorageDriver, leases: Leases, envelope: str
+) -> None:
+    built = leases.unique("versioned")
+    bad = raw(built)
+    ENVELOPES[envelope](bad["document"])
+    _expect_refused_create(driver, leases, bad, built)
+
+
+@SCHEMA_VERSION
+def test_schema_version_two_is_refused_on_replace(driver: StorageDriver, leases: Leases) -> None:
+    original = leases.unique("versioned", at=1)
+    bad = raw(leases.unique("versioned", at=2))
+    bad["document"]["schemaVersion"] = 2
+    _expect_refused_replace(driver, original, bad)
+
+
+@SCHEMA_VERSION
+def test_schema_version_two_is_refused_in_json_text(driver: StorageDriver, leases: Leases) -> None:
+    built = leases.unique("text")
+    bad = raw(built)
+    bad["document"] = built.document.text.replace('"schemaVersion":1', '"schemaVersion":2')
+    _expect_refused_create(driver, leases, bad, built)
+
+
+# -- key / document / index agreement ----------------------------------------------------------------
+
+
+def _mismatches(leases: Leases) -> dict[str, tuple[dict[str, Any], NewStorageRecord]]:
+    """Each bad mapping with the (valid) record whose key must stay absent."""
+    held = leases.unique("held", at=10)
+    cases: dict[str, tuple[dict[str, Any], NewStorageRecord]] = {}
+
+    wrong_key = raw(held)
+    wrong_key["key"]["id"] = [leases.environment, "someone-else"]
+    cases["key-names-another-record"] = (wrong_key, leases.record("someone-else"))
+
+    wrong_table = raw(held)
+    wrong_table["key"]["table"] = StorageTableName.RUNS.value
+    cases["key-names-another-table"] = (wrong_table, held)
+
+    missing_entry = raw(held)
+    missing_entry["indexes"] = []
+    cases["index-entry-missing"] = (missing_entry, held)
+
+    wrong_sort = raw(held)
+    wrong_sort["indexes"][0]["sort"] = leases.sort(11)
+    cases["index-sort-differs"] = (wrong_sort, held)
+
+    wrong_partition = raw(held)
+    wrong_partition["indexes"][0]["partition"] = f"{leases.environment}-other"
+    cases["index-partition-differs"] = (wrong_partition, held)
+
+    released = leases.record("released", holder=None)
+    extra_entry = raw(released)
+    extra_entry["indexes"] = [
+        {"index": entry.index.value, "partition": entry.partition, "sort": entry.sort}
+        for entry in leases.unique("released").indexes
+    ]
+    cases["index-entry-not-derived"] = (extra_entry, released)
+
+    foreign = raw(held)
+    outbox_entry: StorageIndexEntry = message(leases.environment, "m").indexes[0]
+    foreign["indexes"].append(
+        {"index": outbox_entry.index.value, "partition": outbox_entry.partition, "sort": outbox_entry.sort}
+    )
+    cases["index-of-another-table"] = (foreign, held)
+
+    bad_value = raw(held)
+    bad_value["document"]["value"]["expiresAt"] = "tomorrow"
+    cases["document-breaks-table-schema"] = (bad_value, held)
+    return cases
+
+
+MISMATCH_CASES = list(_mismatches(Leases()))
+
+
+@MISMATCH
+@pytest.mark.parametrize("case", MISMATCH_CASES)
+def test_disagreeing_key_document_or_indexes_are_refused_on_create(
+    driver: StorageDriver, leases: Leases, case: str
+) -> None:
+    bad, must_stay_absent = _mismatches(leases)[case]
+    _expect_refused_create(driver, leases, bad, must_stay_absent)
+    assert read_one(driver, leases.key("held")) is None, "the refused record was committed under its own key"
+
+
+@MISMATCH
+@pytest.mark.parametrize("case", ["index-entry-missing", "index-sort-differs", "index-of-another-table"])
+def test_disagreeing_indexes_are_refused_on_replace(driver: StorageDriver, leases: Leases, case: str) -> None:
+    bad, _ = _mismatches(leases)[case]
+    _expect_refused_replace(driver, leases.unique("held", at=1), bad)

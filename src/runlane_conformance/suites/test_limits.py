@@ -1,0 +1,440 @@
+"""Limits: every advertised limit holds exactly at its value and refuses one unit past it, atomically.
+
+Core splits combined work after a limit error, which is only safe if the
+driver (a) accepts everything up to what it advertises, (b) refuses the
+first unit past it with ``StorageLimitError`` naming that limit, and (c)
+commits nothing of a refused attempt. Work sizes are derived from the
+driver's advertised profile, never from the reference driver's defaults;
+the counting rules are those of ``runlane_conformance.contract.limits``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from runlane_conformance.contract.errors import StorageLimitError, StorageLimitName
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.values import NewStorageRecord, StorageLimits, StorageRecordKey
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._limits_support import (
+    PRACTICAL_BYTES,
+    PRACTICAL_COUNT,
+    KeyPlan,
+    lease_floor,
+    plan_distinct_keys,
+    sized_leases,
+    split_sizes,
+)
+from runlane_conformance.suites._mutations_support import create_all, query_candidates_pairs, read, read_one
+
+CLAUSE = "Report a profile that is true (limits); Add optional ordered append (oversized atomic work)"
+
+POINT_READS = requirement(
+    "limits.point-reads-boundary",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An attempt may point-read exactly max_point_reads key positions (duplicates count); one more is "
+    "refused with StorageLimitError(max_point_reads).",
+)
+QUERY_RESULTS = requirement(
+    "limits.query-results-boundary",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A query page of exactly max_query_results is served in full; a larger page limit is refused with "
+    "StorageLimitError(max_query_results), in and outside transactions.",
+)
+RECORD_BYTES = requirement(
+    "limits.record-bytes-boundary",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A document of exactly max_record_bytes commits; one byte more is refused with "
+    "StorageLimitError(max_record_bytes) and nothing commits.",
+)
+TRANSACTION_RECORDS = requirement(
+    "limits.transaction-records-boundary",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An attempt touching exactly max_transaction_records distinct keys commits; one more key is refused "
+    "with StorageLimitError(max_transaction_records) and nothing commits.",
+)
+TRANSACTION_BYTES = requirement(
+    "limits.transaction-bytes-boundary",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An attempt writing exactly max_transaction_bytes commits; one byte more is refused with "
+    "StorageLimitError(max_transaction_bytes) and nothing commits.",
+)
+ALL_OR_NOTHING = requirement(
+    "limits.oversized-work-never-split",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A transaction refused for size commits none of its writes, not even those staged before the limit "
+    "was crossed, and the store stays usable afterwards.",
+)
+
+
+def _limits(driver: StorageDriver) -> StorageLimits:
+    return driver.profile.limits
+
+
+def _practical(value: int, what: str, bound: int = PRACTICAL_COUNT) -> None:
+    if value > bound:
+        pytest.skip(f"advertised {what} = {value} is too large to exercise exactly (more than {bound})")
+
+
+def _refused(
+    limit: StorageLimitName, run: Callable[[], object], *also: StorageLimitName
+) -> StorageLimitError:
+    """Run ``run``; it must raise StorageLimitError naming ``limit`` (or one of ``also``)."""
+    with pytest.raises(StorageLimitError) as caught:
+        run()
+    names = {limit, *also}
+    assert caught.value.limit in names, (
+        f"the limit error names {caught.value.limit!r}; the exceeded limit is {' or '.join(sorted(names))}"
+    )
+    return caught.value
+
+
+def _all_absent(driver: StorageDriver, keys: Sequence[StorageRecordKey], what: str) -> None:
+    present = [key for key, record in zip(keys, read(driver, keys), strict=True) if record is not None]
+    assert not present, f"{what}: {len(present)} of {len(keys)} writes of the refused attempt were committed"
+
+
+def _create_callback(records: Sequence[NewStorageRecord]) -> Callable[[StorageTransaction], None]:
+    def create(tx: StorageTransaction) -> None:
+        for record in records:
+            tx.create(record)
+
+    return create
+
+
+# -- point reads -------------------------------------------------------------------------------------
+
+
+def _positions(leases: Leases, count: int, limits: StorageLimits) -> list[StorageRecordKey]:
+    """``count`` key positions over few enough distinct keys to stay inside the record limit."""
+    distinct = max(1, min(count, limits.max_transaction_records))
+    keys = [leases.key(f"p{i}") for i in range(distinct)]
+    return [keys[i % distinct] for i in range(count)]
+
+
+@POINT_READS
+def test_exactly_max_point_reads_positions_are_read(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    create_all(driver, [leases.unique("p0")])
+    positions = _positions(leases, limits.max_point_reads, limits)
+    results = driver.transaction(lambda tx: tx.get(positions))
+    assert len(results) == limits.max_point_reads, "every requested position must be answered"
+    assert results[0] is not None and results[0].key == leases.key("p0")
+
+
+@POINT_READS
+def test_one_point_read_past_the_limit_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    positions = _positions(leases, limits.max_point_reads + 1, limits)
+    _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(lambda tx: tx.get(positions)))
+
+
+@POINT_READS
+def test_point_reads_add_up_across_calls_of_one_attempt(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    total = limits.max_point_reads
+    first = _positions(leases, (total + 1) // 2, limits)
+    rest = _positions(leases, total - len(first), limits)
+
+    def exactly(tx: StorageTransaction) -> int:
+        return len(tx.get(first)) + (len(tx.get(rest)) if rest else 0)
+
+    assert driver.transaction(exactly) == total
+
+    def one_more(tx: StorageTransaction) -> None:
+        tx.get(first)
+        if rest:
+            tx.get(rest)
+        tx.get(_positions(leases, 1, limits))
+
+    _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(one_more))
+
+
+@POINT_READS
+def test_duplicate_positions_count_against_the_point_read_limit(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    same = [leases.key("dup")] * (limits.max_point_reads + 1)
+    _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(lambda tx: tx.get(same)))
+
+
+# -- query results -----------------------------------------------------------------------------------
+
+
+@QUERY_RESULTS
+def test_a_page_of_exactly_max_query_results_is_served_in_full(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    _practical(limits.max_query_results, "max_query_results")
+    count = limits.max_query_results
+    create_all(driver, [leases.record(f"q{i:07d}", at=i) for i in range(count + 1)])
+    command = leases.query(limit=count)
+    page = driver.query(command)
+    assert len(page.items) == count, f"driver.query served {len(page.items)} of a full page of {count}"
+    page = driver.transaction(lambda tx: tx.query_candidates(command))
+    assert len(page.items) == count, f"query_candidates served {len(page.items)} of a full page of {count}"
+    assert len(query_candidates_pairs(driver, command)) == count + 1
+
+
+@QUERY_RESULTS
+def test_a_page_limit_past_max_query_results_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    create_all(driver, [leases.unique("q")])
+    command = leases.query(limit=limits.max_query_results + 1)
+    _refused(StorageLimitName.QUERY_RESULTS, lambda: driver.query(command))
+    _refused(
+        StorageLimitName.QUERY_RESULTS, lambda: driver.transaction(lambda tx: tx.query_candidates(command))
+    )
+
+
+# -- record bytes ------------------------------------------------------------------------------------
+
+
+def _record_size_or_skip(leases: Leases, size: int) -> None:
+    floor = lease_floor(leases)
+    if size < floor:
+        pytest.skip(
+            f"advertised max_record_bytes = {size} is below the smallest test document ({floor} bytes)"
+        )
+    _practical(size, "max_record_bytes", PRACTICAL_BYTES)
+
+
+@RECORD_BYTES
+def test_a_record_of_exactly_max_record_bytes_commits(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    _record_size_or_skip(leases, limits.max_record_bytes)
+    (record,) = sized_leases(leases, [limits.max_record_bytes])
+    assert record.document.size == limits.max_record_bytes
+    driver.transaction(lambda tx: tx.create(record))
+    stored = read_one(driver, record.key)
+    assert stored is not None and stored.document == record.document
+
+
+@RECORD_BYTES
+def test_a_record_one_byte_past_max_record_bytes_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    _record_size_or_skip(leases, limits.max_record_bytes)
+    (record,) = sized_leases(leases, [limits.max_record_bytes + 1])
+    also = (
+        (StorageLimitName.TRANSACTION_BYTES,)
+        if limits.max_transaction_bytes == limits.max_record_bytes
+        else ()
+    )
+    _refused(StorageLimitName.RECORD_BYTES, lambda: driver.transaction(lambda tx: tx.create(record)), *also)
+    assert read_one(driver, record.key) is None, "an oversized record was committed"
+
+
+@RECORD_BYTES
+def test_a_replacement_one_byte_past_max_record_bytes_is_refused(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    limits = _limits(driver)
+    _record_size_or_skip(leases, limits.max_record_bytes)
+    (original,) = sized_leases(leases, [lease_floor(leases)])
+    create_all(driver, [original])
+    before = read_one(driver, original.key)
+    (bigger,) = sized_leases(leases, [limits.max_record_bytes + 1])
+    assert bigger.key == original.key
+    also = (
+        (StorageLimitName.TRANSACTION_BYTES,)
+        if limits.max_transaction_bytes == limits.max_record_bytes
+        else ()
+    )
+    _refused(
+        StorageLimitName.RECORD_BYTES,
+        lambda: driver.transaction(lambda tx: tx.replace(tx.get([original.key])[0], bigger)),  # type: ignore[arg-type]
+        *also,
+    )
+    assert read_one(driver, original.key) == before, "an oversized replacement was committed"
+
+
+# -- transaction records -----------------------------------------------------------------------------
+
+
+def _key_plan_or_skip(leases: Leases, count: int, limits: StorageLimits) -> KeyPlan:
+    _practical(limits.max_transaction_records, "max_transaction_records")
+    plan = plan_distinct_keys(leases, count, limits)
+    if plan is None:
+        pytest.skip(
+            f"{count} distinct keys cannot be touched within the advertised point-read and byte limits"
+        )
+    return plan
+
+
+def _run_plan(plan: KeyPlan) -> Callable[[StorageTransaction], None]:
+    def touch(tx: StorageTransaction) -> None:
+        if plan.reads:
+            tx.get(list(plan.reads))
+        for record in plan.creates:
+            tx.create(record)
+
+    return touch
+
+
+@TRANSACTION_RECORDS
+def test_exactly_max_transaction_records_keys_commit(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    plan = _key_plan_or_skip(leases, limits.max_transaction_records, limits)
+    assert plan.distinct_keys == limits.max_transaction_records
+    driver.transaction(_run_plan(plan))
+    stored = read(driver, [record.key for record in plan.creates])
+    assert all(record is not None for record in stored), "a transaction of exactly the limit did not commit"
+
+
+@TRANSACTION_RECORDS
+def test_one_key_past_max_transaction_records_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    plan = _key_plan_or_skip(leases, limits.max_transaction_records + 1, limits)
+    _refused(StorageLimitName.TRANSACTION_RECORDS, lambda: driver.transaction(_run_plan(plan)))
+    _all_absent(driver, [record.key for record in plan.creates], "max_transaction_records + 1")
+
+
+@TRANSACTION_RECORDS
+def test_reads_and_writes_of_one_key_count_once(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    plan = _key_plan_or_skip(leases, limits.max_transaction_records, limits)
+    if not plan.creates or limits.max_point_reads < len(plan.reads) + 1:
+        pytest.skip("the advertised limits leave no room to read a key that is also written")
+
+    def read_then_write(tx: StorageTransaction) -> None:
+        tx.get([*plan.reads, plan.creates[0].key])
+        for record in plan.creates:
+            tx.create(record)
+
+    driver.transaction(read_then_write)
+    assert read_one(driver, plan.creates[0].key) is not None
+
+
+# -- transaction bytes -------------------------------------------------------------------------------
+
+
+def _byte_plan_or_skip(leases: Leases, total: int, limits: StorageLimits) -> list[NewStorageRecord]:
+    _practical(limits.max_transaction_bytes, "max_transaction_bytes", PRACTICAL_BYTES)
+    sizes = split_sizes(total, lease_floor(leases), limits.max_record_bytes, limits.max_transaction_records)
+    if sizes is None:
+        pytest.skip(
+            f"{total} bytes cannot be written in at most {limits.max_transaction_records} test documents of "
+            f"at most {limits.max_record_bytes} bytes"
+        )
+    return sized_leases(leases, sizes)
+
+
+@TRANSACTION_BYTES
+def test_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+    assert sum(record.document.size for record in records) == limits.max_transaction_bytes
+    driver.transaction(_create_callback(records))
+    stored = read(driver, [record.key for record in records])
+    assert [s.document if s else None for s in stored] == [r.document for r in records], (
+        "a transaction of exactly max_transaction_bytes did not commit every record"
+    )
+
+
+@TRANSACTION_BYTES
+def test_one_byte_past_max_transaction_bytes_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    total = limits.max_transaction_bytes + 1
+    if total > limits.max_transaction_records * limits.max_record_bytes:
+        # The byte limit is exactly what the record limits allow: one byte more needs one record more.
+        records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+        records.append(leases.sized("zzzzzzzz", lease_floor(leases)))
+        also: tuple[StorageLimitName, ...] = (StorageLimitName.TRANSACTION_RECORDS,)
+    else:
+        records = _byte_plan_or_skip(leases, total, limits)
+        also = ()
+    _refused(StorageLimitName.TRANSACTION_BYTES, lambda: driver.transaction(_create_callback(records)), *also)
+    _all_absent(driver, [record.key for record in records], "max_transaction_bytes + 1")
+
+
+@TRANSACTION_BYTES
+def test_deletes_add_no_bytes(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+    if len(records) >= limits.max_transaction_records or len(records) + 1 > limits.max_point_reads:
+        pytest.skip("the advertised limits leave no room for a delete beside a full-byte transaction")
+    victim = leases.unique("victim")
+    create_all(driver, [victim])
+
+    def delete_and_fill(tx: StorageTransaction) -> None:
+        (current,) = tx.get([victim.key])
+        assert current is not None
+        tx.delete(current)
+        for record in records:
+            tx.create(record)
+
+    driver.transaction(delete_and_fill)
+    assert read_one(driver, victim.key) is None
+
+
+# -- all or nothing ----------------------------------------------------------------------------------
+
+
+@ALL_OR_NOTHING
+def test_writes_staged_before_the_record_limit_was_crossed_are_not_committed(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    limits = _limits(driver)
+    plan = _key_plan_or_skip(leases, limits.max_transaction_records + 1, limits)
+    with pytest.raises(StorageLimitError):
+        driver.transaction(_run_plan(plan))
+    _all_absent(driver, [record.key for record in plan.creates], "oversized by one record")
+    # Core's reaction to the error is to split the work; the halves must then commit.
+    half = len(plan.creates) // 2
+    for part in (plan.creates[:half], plan.creates[half:]):
+        if part:
+            create_all(driver, list(part))
+    assert all(read(driver, [record.key for record in plan.creates])), "split work did not commit"
+
+
+@ALL_OR_NOTHING
+def test_writes_staged_before_the_byte_limit_was_crossed_are_not_committed(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    limits = _limits(driver)
+    records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+    records.append(leases.sized("zzzzzzzz", lease_floor(leases)))
+    with pytest.raises(StorageLimitError):
+        driver.transaction(_create_callback(records))
+    _all_absent(driver, [record.key for record in records], "oversized by a few bytes")
+
+
+@ALL_OR_NOTHING
+def test_a_refused_attempt_leaves_earlier_commits_and_later_work_intact(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    limits = _limits(driver)
+    _record_size_or_skip(leases, limits.max_record_bytes)
+    kept = leases.unique("kept", at=1)
+    create_all(driver, [kept])
+    before = read_one(driver, kept.key)
+    (oversized,) = sized_leases(leases, [limits.max_record_bytes + 1], prefix="o")
+
+    def replace_then_oversize(tx: StorageTransaction) -> None:
+        (current,) = tx.get([kept.key])
+        assert current is not None
+        tx.replace(current, leases.unique("kept", at=2))
+        tx.create(oversized)
+
+    with pytest.raises(StorageLimitError):
+        driver.transaction(replace_then_oversize)
+    assert read_one(driver, kept.key) == before, (
+        "the replacement staged before the oversized record committed"
+    )
+    assert read_one(driver, oversized.key) is None
+    after = leases.unique("after")
+    driver.transaction(lambda tx: tx.create(after))
+    assert read_one(driver, after.key) is not None, "the store refused ordinary work after a limit error"

@@ -1,0 +1,495 @@
+"""Mutations: conditional create, exact replace and delete, one write per key, atomic index movement.
+
+A create is an insert that only succeeds while the key is absent; replace and
+delete act on exactly the record and version this attempt read; an attempt
+writes each key at most once and never moves a record to another key; index
+entries follow their record in the same commit; and an attempt whose
+callback raises leaves no trace at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.errors import (
+    StorageConflictError,
+    StorageDuplicateMutationError,
+    StorageKeyChangeError,
+)
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.values import StoredRecord
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._mutations_support import (
+    create_all,
+    query_candidates_pairs,
+    query_pairs,
+    read,
+    read_one,
+)
+
+CLAUSE = "Treat each transaction callback as a new attempt"
+
+CREATE_UNREAD = requirement(
+    "mutations.create-unread-key",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "create() of a key the attempt never read commits while the key is absent, and never overwrites "
+    "a record that exists at commit.",
+)
+CREATE_READ_ABSENT = requirement(
+    "mutations.create-read-absent-key",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "create() of a key this attempt read as absent commits.",
+)
+CREATE_READ_PRESENT = requirement(
+    "mutations.create-read-present-key-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "create() of a key this attempt read as present is refused with StorageDuplicateMutationError.",
+)
+EXACT_REPLACE = requirement(
+    "mutations.exact-replace",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "replace() commits for the record and version read in this attempt and is refused "
+    "(StorageKeyChangeError) for any record this attempt did not read at that version.",
+)
+EXACT_DELETE = requirement(
+    "mutations.exact-delete",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "delete() removes the record read in this attempt and is refused (StorageKeyChangeError) for any "
+    "record this attempt did not read at that version.",
+)
+ONE_PER_KEY = requirement(
+    "mutations.one-mutation-per-key",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A second mutation of one key in one attempt is refused with StorageDuplicateMutationError.",
+)
+NO_KEY_CHANGE = requirement(
+    "mutations.replace-keeps-key",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A replacement whose record has another key is refused with StorageKeyChangeError.",
+)
+INDEX_MOVED = requirement(
+    "mutations.replace-moves-index-entries",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Replacing a record replaces all its index entries in the same commit: queries right after the "
+    "commit show only the new entries.",
+)
+INDEX_REMOVED = requirement(
+    "mutations.delete-removes-index-entries",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Deleting a record removes all its index entries in the same commit.",
+)
+ROLLBACK = requirement(
+    "mutations.callback-error-rolls-back",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "When the callback raises, the error propagates and none of the attempt's staged writes is visible.",
+)
+
+
+class Boom(Exception):
+    """The error a check's callback raises on purpose."""
+
+
+def _only(driver: StorageDriver, leases: Leases, name: str, at: int) -> None:
+    """Assert the lease ``name`` is listed exactly once in the index, at ``at``, by both query paths."""
+    expected = [(leases.key(name), leases.sort(at))]
+    for label, pairs in (
+        ("driver.query", query_pairs(driver, leases.query())),
+        ("query_candidates", query_candidates_pairs(driver, leases.query())),
+    ):
+        mine = [pair for pair in pairs if pair[0] == leases.key(name)]
+        assert mine == expected, f"{label} right after the commit lists {mine}, expected {expected}"
+
+
+# -- conditional create ----------------------------------------------------------------------------
+
+
+@CREATE_UNREAD
+def test_create_of_an_unread_absent_key_commits(driver: StorageDriver, leases: Leases) -> None:
+    written = leases.unique("blind", at=5)
+    driver.transaction(lambda tx: tx.create(written))
+    stored = read_one(driver, written.key)
+    assert stored is not None, "a blind create of an absent key must commit"
+    assert stored.document == written.document
+
+
+@CREATE_UNREAD
+def test_create_of_an_unread_key_that_exists_never_overwrites(driver: StorageDriver, leases: Leases) -> None:
+    original = leases.unique("taken", at=1)
+    create_all(driver, [original])
+    before = read_one(driver, original.key)
+    intruder = leases.unique("taken", at=2)
+    bystander = leases.unique("bystander")
+
+    def create_both(tx: StorageTransaction) -> None:
+        tx.create(bystander)
+        tx.create(intruder)
+
+    with pytest.raises((StorageConflictError, StorageDuplicateMutationError)):
+        driver.transaction(create_both)
+    after = read_one(driver, original.key)
+    assert after == before, "a create of an existing key overwrote it"
+    assert read_one(driver, bystander.key) is None, "the failed attempt committed another of its writes"
+
+
+@CREATE_READ_ABSENT
+def test_create_of_a_key_read_as_absent_commits(driver: StorageDriver, leases: Leases) -> None:
+    written = leases.unique("fresh", at=3)
+
+    def create(tx: StorageTransaction) -> None:
+        assert tx.get([written.key]) == [None]
+        tx.create(written)
+
+    driver.transaction(create)
+    stored = read_one(driver, written.key)
+    assert stored is not None and stored.document == written.document
+
+
+@CREATE_READ_ABSENT
+def test_create_after_reading_a_deleted_key_as_absent_commits(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("reborn")])
+    driver.transaction(lambda tx: tx.delete(tx.get([leases.key("reborn")])[0]))  # type: ignore[arg-type]
+    again = leases.unique("reborn", at=9)
+
+    def create(tx: StorageTransaction) -> None:
+        assert tx.get([again.key]) == [None]
+        tx.create(again)
+
+    driver.transaction(create)
+    stored = read_one(driver, again.key)
+    assert stored is not None and stored.document == again.document
+
+
+@CREATE_READ_PRESENT
+def test_create_of_a_key_read_as_present_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    original = leases.unique("present")
+    create_all(driver, [original])
+    before = read_one(driver, original.key)
+    other = leases.unique("other")
+
+    def create(tx: StorageTransaction) -> None:
+        (current,) = tx.get([original.key])
+        assert current is not None
+        tx.create(other)
+        tx.create(leases.unique("present", at=4))
+
+    with pytest.raises(StorageDuplicateMutationError):
+        driver.transaction(create)
+    assert read_one(driver, original.key) == before, "the record read as present was overwritten"
+    assert read_one(driver, other.key) is None, "the refused attempt committed another of its writes"
+
+
+# -- exact replace and delete ------------------------------------------------------------------------
+
+
+@EXACT_REPLACE
+def test_replace_of_the_record_read_in_this_attempt_commits(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("subject", at=1)])
+    before = read_one(driver, leases.key("subject"))
+    assert before is not None
+    replacement = leases.unique("subject", at=2)
+    driver.transaction(lambda tx: tx.replace(tx.get([replacement.key])[0], replacement))  # type: ignore[arg-type]
+    after = read_one(driver, replacement.key)
+    assert after is not None and after.document == replacement.document, "the replacement did not commit"
+    assert after.version != before.version, "a committed replacement must carry a new version"
+
+
+@EXACT_REPLACE
+def test_replace_of_a_record_not_read_in_this_attempt_is_refused(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    create_all(driver, [leases.unique("fenced", at=1)])
+    earlier = read_one(driver, leases.key("fenced"))
+    assert earlier is not None
+    with pytest.raises(StorageKeyChangeError):
+        driver.transaction(lambda tx: tx.replace(earlier, leases.unique("fenced", at=2)))
+    assert read_one(driver, earlier.key) == earlier, "a replace of an unread record committed"
+
+
+@EXACT_REPLACE
+def test_replace_of_a_stale_version_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("stale", at=1)])
+    old = read_one(driver, leases.key("stale"))
+    assert old is not None
+    driver.transaction(lambda tx: tx.replace(tx.get([old.key])[0], leases.unique("stale", at=2)))  # type: ignore[arg-type]
+    current = read_one(driver, old.key)
+
+    def replace_stale(tx: StorageTransaction) -> None:
+        (fresh,) = tx.get([old.key])
+        assert fresh is not None and fresh.version != old.version
+        tx.replace(old, leases.unique("stale", at=3))
+
+    with pytest.raises(StorageKeyChangeError):
+        driver.transaction(replace_stale)
+    assert read_one(driver, old.key) == current, "a replace of a stale version committed"
+
+
+@EXACT_DELETE
+def test_delete_of_the_record_read_in_this_attempt_removes_it(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("doomed")])
+    driver.transaction(lambda tx: tx.delete(tx.get([leases.key("doomed")])[0]))  # type: ignore[arg-type]
+    assert read_one(driver, leases.key("doomed")) is None, "the delete did not commit"
+
+
+@EXACT_DELETE
+def test_delete_of_a_record_not_read_in_this_attempt_is_refused(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    create_all(driver, [leases.unique("kept")])
+    earlier = read_one(driver, leases.key("kept"))
+    assert earlier is not None
+    with pytest.raises(StorageKeyChangeError):
+        driver.transaction(lambda tx: tx.delete(earlier))
+    assert read_one(driver, earlier.key) == earlier, "a delete of an unread record committed"
+
+
+@EXACT_DELETE
+def test_delete_of_a_stale_version_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("moving", at=1)])
+    old = read_one(driver, leases.key("moving"))
+    assert old is not None
+    driver.transaction(lambda tx: tx.replace(tx.get([old.key])[0], leases.unique("moving", at=2)))  # type: ignore[arg-type]
+    current = read_one(driver, old.key)
+
+    def delete_stale(tx: StorageTransaction) -> None:
+        tx.get([old.key])
+        tx.delete(old)
+
+    with pytest.raises(StorageKeyChangeError):
+        driver.transaction(delete_stale)
+    assert read_one(driver, old.key) == current, "a delete of a stale version committed"
+
+
+# -- one mutation per key, no key change ---------------------------------------------------------------
+
+
+def _second_mutations(leases: Leases) -> dict[str, object]:
+    def replace_then_delete(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None
+        tx.replace(current, leases.unique("twice", at=2))
+        tx.delete(current)
+
+    def delete_then_replace(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None
+        tx.delete(current)
+        tx.replace(current, leases.unique("twice", at=3))
+
+    def replace_twice(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None
+        tx.replace(current, leases.unique("twice", at=4))
+        tx.replace(current, leases.unique("twice", at=5))
+
+    def create_twice(tx: StorageTransaction) -> None:
+        tx.create(leases.unique("new-twice", at=1))
+        tx.create(leases.unique("new-twice", at=2))
+
+    def read_absent_create_twice(tx: StorageTransaction) -> None:
+        assert tx.get([leases.key("new-twice")]) == [None]
+        tx.create(leases.unique("new-twice", at=1))
+        tx.create(leases.unique("new-twice", at=2))
+
+    return {
+        "replace-then-delete": replace_then_delete,
+        "delete-then-replace": delete_then_replace,
+        "replace-twice": replace_twice,
+        "create-twice": create_twice,
+        "read-absent-create-twice": read_absent_create_twice,
+    }
+
+
+@ONE_PER_KEY
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "replace-then-delete",
+        "delete-then-replace",
+        "replace-twice",
+        "create-twice",
+        "read-absent-create-twice",
+    ],
+)
+def test_a_second_mutation_of_one_key_is_refused(driver: StorageDriver, leases: Leases, shape: str) -> None:
+    create_all(driver, [leases.unique("twice", at=1)])
+    before = read_one(driver, leases.key("twice"))
+    callback = _second_mutations(leases)[shape]
+    with pytest.raises(StorageDuplicateMutationError):
+        driver.transaction(callback)  # type: ignore[arg-type]
+    assert read_one(driver, leases.key("twice")) == before, f"{shape}: the refused attempt changed the record"
+    assert read_one(driver, leases.key("new-twice")) is None, f"{shape}: the refused attempt created a record"
+
+
+@NO_KEY_CHANGE
+def test_a_replacement_cannot_change_the_key(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("home", at=1)])
+    before = read_one(driver, leases.key("home"))
+
+    def move(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("home")])
+        assert current is not None
+        tx.replace(current, leases.unique("elsewhere", at=1))
+
+    with pytest.raises(StorageKeyChangeError):
+        driver.transaction(move)
+    assert read_one(driver, leases.key("home")) == before, "the original record changed"
+    assert read_one(driver, leases.key("elsewhere")) is None, "a replacement created a record at another key"
+
+
+@NO_KEY_CHANGE
+def test_a_replacement_cannot_move_a_record_to_another_partition(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    create_all(driver, [leases.unique("home", at=1)])
+    before = read_one(driver, leases.key("home"))
+    elsewhere = f"{leases.environment}-other"
+
+    def move(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("home")])
+        assert current is not None
+        tx.replace(current, leases.record("home", at=1, environment=elsewhere))
+
+    with pytest.raises(StorageKeyChangeError):
+        driver.transaction(move)
+    assert read_one(driver, leases.key("home")) == before
+    assert read_one(driver, leases.key("home", environment=elsewhere)) is None
+
+
+# -- index movement ----------------------------------------------------------------------------------
+
+
+@INDEX_MOVED
+def test_replace_moves_the_index_entry_in_the_same_commit(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("mover", at=10), leases.unique("neighbour", at=15)])
+    _only(driver, leases, "mover", 10)
+    driver.transaction(lambda tx: tx.replace(tx.get([leases.key("mover")])[0], leases.unique("mover", at=20)))  # type: ignore[arg-type]
+    _only(driver, leases, "mover", 20)
+    _only(driver, leases, "neighbour", 15)
+    stored = read_one(driver, leases.key("mover"))
+    assert stored is not None and {entry.sort for entry in stored.indexes} == {leases.sort(20)}
+
+
+@INDEX_MOVED
+def test_replace_that_leaves_an_index_removes_the_entry(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("released", at=10)])
+    driver.transaction(
+        lambda tx: tx.replace(
+            tx.get([leases.key("released")])[0],  # type: ignore[arg-type]
+            leases.record("released", at=10, holder=None),
+        )
+    )
+    for label, pairs in (
+        ("driver.query", query_pairs(driver, leases.query())),
+        ("query_candidates", query_candidates_pairs(driver, leases.query())),
+    ):
+        assert pairs == [], f"{label} still lists a record whose replacement left the index: {pairs}"
+    driver.transaction(
+        lambda tx: tx.replace(tx.get([leases.key("released")])[0], leases.unique("released", at=30))  # type: ignore[arg-type]
+    )
+    _only(driver, leases, "released", 30)
+
+
+@INDEX_MOVED
+@given(moves=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=6))
+def test_index_follows_every_replacement(driver: StorageDriver, moves: list[int]) -> None:
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    create_all(driver, [leases.unique("walker", at=moves[0])])
+    _only(driver, leases, "walker", moves[0])
+    for at in moves[1:]:
+        driver.transaction(
+            lambda tx, at=at: tx.replace(tx.get([leases.key("walker")])[0], leases.unique("walker", at=at))  # type: ignore[misc]
+        )
+        _only(driver, leases, "walker", at)
+
+
+@INDEX_REMOVED
+def test_delete_removes_the_index_entry_in_the_same_commit(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("gone", at=10), leases.unique("stays", at=11)])
+    driver.transaction(lambda tx: tx.delete(tx.get([leases.key("gone")])[0]))  # type: ignore[arg-type]
+    expected = [(leases.key("stays"), leases.sort(11))]
+    assert query_pairs(driver, leases.query()) == expected, "driver.query still lists the deleted record"
+    assert query_candidates_pairs(driver, leases.query()) == expected, (
+        "query_candidates still lists the deleted record"
+    )
+
+
+# -- rollback ------------------------------------------------------------------------------------------
+
+
+@ROLLBACK
+def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("replaced", at=1), leases.unique("deleted", at=2)])
+    before = read(driver, [leases.key("replaced"), leases.key("deleted")])
+    index_before = query_pairs(driver, leases.query())
+    raised = Boom("callback failed after staging writes")
+
+    def stage_then_raise(tx: StorageTransaction) -> None:
+        replaced, deleted = tx.get([leases.key("replaced"), leases.key("deleted")])
+        assert replaced is not None and deleted is not None
+        tx.create(leases.unique("created-a", at=3))
+        tx.replace(replaced, leases.unique("replaced", at=4))
+        tx.delete(deleted)
+        tx.create(leases.unique("created-b", at=5))
+        raise raised
+
+    with pytest.raises(Boom) as caught:
+        driver.transaction(stage_then_raise)
+    assert caught.value is raised, "the callback's own exception must propagate unchanged"
+    after = read(driver, [leases.key(n) for n in ("replaced", "deleted", "created-a", "created-b")])
+    assert after[:2] == before, "a replace or delete of the raising attempt became visible"
+    assert after[2:] == [None, None], "a create of the raising attempt became visible"
+    assert query_pairs(driver, leases.query()) == index_before, "the raising attempt changed the index"
+
+
+@ROLLBACK
+@given(
+    plan=st.lists(st.sampled_from(["create", "replace", "delete"]), min_size=1, max_size=8),
+)
+def test_no_subset_of_staged_writes_survives_a_raising_callback(
+    driver: StorageDriver, plan: list[str]
+) -> None:
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    names = [f"r{i}" for i in range(len(plan))]
+    create_all(
+        driver,
+        [
+            leases.unique(name, at=i)
+            for i, (name, op) in enumerate(zip(names, plan, strict=True))
+            if op != "create"
+        ],
+    )
+    keys = [leases.key(name) for name in names]
+    before = read(driver, keys)
+
+    def stage_then_raise(tx: StorageTransaction) -> None:
+        current: list[StoredRecord | None] = tx.get(keys)
+        for i, (name, op) in enumerate(zip(names, plan, strict=True)):
+            record = current[i]
+            if op == "create":
+                tx.create(leases.unique(name, at=100 + i))
+            elif op == "replace":
+                assert record is not None
+                tx.replace(record, leases.unique(name, at=200 + i))
+            else:
+                assert record is not None
+                tx.delete(record)
+        raise Boom("after staging")
+
+    with pytest.raises(Boom):
+        driver.transaction(stage_then_raise)
+    assert read(driver, keys) == before, f"a staged write of the raising attempt became visible (plan {plan})"

@@ -1,0 +1,265 @@
+"""Profile: what a driver advertises about itself is coherent, and every checkable claim is true.
+
+Core plans around the profile: it sizes batches by the limits, trusts a
+strongly consistent index to show a commit at once, reads time from the
+clock it injected, and expects durable data to outlive the process. A
+profile that contradicts itself or overstates the driver makes core wrong
+without any error, so each claim is verified, not just read.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from runlane_conformance.contract.protocols import StorageDriver
+from runlane_conformance.contract.values import (
+    StorageClockAuthority,
+    StorageDurability,
+    StorageIndexConsistency,
+    StorageLimits,
+    StorageProfile,
+)
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._mutations_support import (
+    create_all,
+    query_candidates_pairs,
+    query_pairs,
+    read_one,
+)
+
+CLAUSE = "Report a profile that is true"
+
+COHERENT = requirement(
+    "profile.advertised-profile-coherent",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "The profile names a valid durability, clock authority and index consistency, and its limits are "
+    "positive integers that work together (a maximal record fits a transaction; the transaction byte "
+    "limit is reachable within the record limits).",
+)
+STABLE = requirement(
+    "profile.same-profile-on-every-instance",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Every instance on one store advertises the same profile, so core can size work on any of them.",
+)
+STRONG_INDEX = requirement(
+    "profile.strong-index-visible-across-instances",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "With strong index consistency, a committed create, move or delete is reflected at once by query() "
+    "and query_candidates() on another instance.",
+)
+CLIENT_CLOCK = requirement(
+    "profile.client-clock-follows-injected-clock",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "With client clock authority, each attempt's now() is a fresh reading of that instance's injected "
+    "clock: later attempts see later readings, and each instance keeps to its own clock.",
+    capability="client_clock",
+)
+DURABLE = requirement(
+    "profile.durable-survives-reconnect",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "With durable durability, committed records and index entries survive closing every instance and "
+    "connecting again to the same store.",
+    capability="durable",
+)
+
+
+# -- coherence ---------------------------------------------------------------------------------------
+
+
+def _coherence_problems(profile: object) -> list[str]:
+    """Every way ``profile`` breaks the profile rules, checked without trusting its own validation."""
+    problems: list[str] = []
+    if not isinstance(profile, StorageProfile):
+        return [f"profile is a {type(profile).__name__}, not a StorageProfile"]
+    for name, enum in (
+        ("durability", StorageDurability),
+        ("clock_authority", StorageClockAuthority),
+        ("index_consistency", StorageIndexConsistency),
+    ):
+        value = getattr(profile, name)
+        if not isinstance(value, enum):
+            problems.append(f"{name} = {value!r} is not one of {[member.value for member in enum]}")
+    for flag in ("append", "exclusive_candidates"):
+        if not isinstance(getattr(profile, flag), bool):
+            problems.append(f"{flag} = {getattr(profile, flag)!r} is not a boolean")
+    limits = profile.limits
+    if not isinstance(limits, StorageLimits):
+        return [*problems, f"limits is a {type(limits).__name__}, not StorageLimits"]
+    values = {item.name: getattr(limits, item.name) for item in fields(StorageLimits)}
+    bad = {name: value for name, value in values.items() if type(value) is not int or value < 1}
+    if bad:
+        return [*problems, f"limits must be positive integers: {bad}"]
+    if limits.max_transaction_bytes < limits.max_record_bytes:
+        problems.append(
+            f"max_transaction_bytes {limits.max_transaction_bytes} < max_record_bytes "
+            f"{limits.max_record_bytes}: a maximal record could never commit"
+        )
+    if limits.max_transaction_bytes > limits.max_transaction_records * limits.max_record_bytes:
+        problems.append(
+            f"max_transaction_bytes {limits.max_transaction_bytes} is unreachable with "
+            f"{limits.max_transaction_records} records of at most {limits.max_record_bytes} bytes"
+        )
+    return problems
+
+
+@COHERENT
+def test_the_advertised_profile_is_coherent(driver: StorageDriver) -> None:
+    problems = _coherence_problems(driver.profile)
+    assert not problems, "the advertised profile is incoherent: " + "; ".join(problems)
+
+
+@COHERENT
+def test_the_advertised_limits_are_valid_storage_limits(driver: StorageDriver) -> None:
+    limits = driver.profile.limits
+    values = {item.name: getattr(limits, item.name) for item in fields(StorageLimits)}
+    rebuilt = StorageLimits(**values)  # raises StorageProfileError when the values contradict each other
+    assert rebuilt == limits
+
+
+@STABLE
+def test_every_instance_advertises_the_same_profile(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    third = connect(clock=lambda: datetime(2030, 1, 1, tzinfo=UTC))
+    assert other_driver.profile == driver.profile, "two instances on one store advertise different profiles"
+    assert third.profile == driver.profile, "an instance with an injected clock advertises another profile"
+    assert driver.profile == driver.profile, "the profile changes between two readings"
+
+
+# -- strong index consistency ------------------------------------------------------------------------
+
+
+def _strong_or_skip(driver: StorageDriver) -> None:
+    if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
+        pytest.skip("profile: strong index consistency not offered")
+
+
+def _listed(driver: StorageDriver, leases: Leases) -> dict[str, list[tuple[object, str]]]:
+    return {
+        "query": list(query_pairs(driver, leases.query())),
+        "query_candidates": list(query_candidates_pairs(driver, leases.query())),
+    }
+
+
+@STRONG_INDEX
+def test_a_commit_is_immediately_queryable_on_another_instance(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    _strong_or_skip(driver)
+    record = leases.unique("seen", at=7)
+    driver.transaction(lambda tx: tx.create(record))
+    for path, pairs in _listed(other_driver, leases).items():
+        assert pairs == [(record.key, leases.sort(7))], (
+            f"another instance's {path} does not show a just-committed record: {pairs}"
+        )
+
+
+@STRONG_INDEX
+def test_moves_and_deletes_are_immediately_visible_on_another_instance(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    _strong_or_skip(driver)
+    create_all(driver, [leases.unique("mover", at=1), leases.unique("doomed", at=2)])
+    assert _listed(other_driver, leases)["query"] == [
+        (leases.key("mover"), leases.sort(1)),
+        (leases.key("doomed"), leases.sort(2)),
+    ]
+    driver.transaction(
+        lambda tx: tx.replace(tx.get([leases.key("mover")])[0], leases.unique("mover", at=3))  # type: ignore[arg-type]
+    )
+    driver.transaction(lambda tx: tx.delete(tx.get([leases.key("doomed")])[0]))  # type: ignore[arg-type]
+    for path, pairs in _listed(other_driver, leases).items():
+        assert pairs == [(leases.key("mover"), leases.sort(3))], (
+            f"another instance's {path} lags behind a committed move and delete: {pairs}"
+        )
+
+
+@STRONG_INDEX
+def test_every_commit_in_a_sequence_is_visible_before_the_next(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    _strong_or_skip(driver)
+    expected: list[tuple[object, str]] = []
+    for i in range(5):
+        writer, reader = (driver, other_driver) if i % 2 == 0 else (other_driver, driver)
+        record = leases.unique(f"n{i}", at=i)
+        writer.transaction(lambda tx, record=record: tx.create(record))  # type: ignore[misc]
+        expected.append((record.key, leases.sort(i)))
+        assert _listed(reader, leases)["query_candidates"] == expected, (
+            f"commit {i} is not visible to the other instance at once"
+        )
+
+
+# -- client clock ------------------------------------------------------------------------------------
+
+
+class ReadingsClock:
+    """A clock that advances one minute per reading and remembers every reading."""
+
+    def __init__(self, start: datetime) -> None:
+        self._ticks = itertools.count()
+        self.start = start
+        self.readings: list[datetime] = []
+
+    def __call__(self) -> datetime:
+        value = self.start + timedelta(minutes=next(self._ticks))
+        self.readings.append(value)
+        return value
+
+
+@CLIENT_CLOCK
+def test_each_attempt_reads_the_injected_clock_afresh(connect: Callable[..., StorageDriver]) -> None:
+    clock = ReadingsClock(datetime(2035, 3, 4, tzinfo=UTC))
+    driver = connect(clock=clock)
+    seen = [driver.transaction(lambda tx: tx.now()) for _ in range(4)]
+    assert all(value in clock.readings for value in seen), (
+        f"now() gave times the clock never returned: {seen}"
+    )
+    assert seen == sorted(seen) and len(set(seen)) == len(seen), (
+        f"successive attempts must see successive clock readings, got {seen}"
+    )
+
+
+@CLIENT_CLOCK
+def test_each_instance_keeps_to_its_own_clock(connect: Callable[..., StorageDriver]) -> None:
+    early = ReadingsClock(datetime(2001, 1, 1, tzinfo=UTC))
+    late = ReadingsClock(datetime(2090, 1, 1, tzinfo=UTC))
+    first, second = connect(clock=early), connect(clock=late)
+    for _ in range(2):
+        assert first.transaction(lambda tx: tx.now()) in early.readings
+        assert second.transaction(lambda tx: tx.now()) in late.readings
+
+
+# -- durability --------------------------------------------------------------------------------------
+
+
+@DURABLE
+def test_committed_data_survives_closing_every_instance(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    kept = leases.unique("kept", at=4)
+    create_all(driver, [kept, leases.unique("moved", at=5)])
+    other_driver.transaction(
+        lambda tx: tx.replace(tx.get([leases.key("moved")])[0], leases.unique("moved", at=6))  # type: ignore[arg-type]
+    )
+    before = [read_one(driver, kept.key), read_one(driver, leases.key("moved"))]
+    driver.close()
+    other_driver.close()
+    again = connect()
+    after = [read_one(again, kept.key), read_one(again, leases.key("moved"))]
+    assert after == before, "records committed before every instance closed are gone or changed"
+    assert query_pairs(again, leases.query()) == [
+        (kept.key, leases.sort(4)),
+        (leases.key("moved"), leases.sort(6)),
+    ], "index entries did not survive reconnecting"

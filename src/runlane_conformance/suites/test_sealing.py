@@ -1,0 +1,301 @@
+"""Sealing: one frozen time per attempt, no reads after the read set is sealed, no use after the attempt.
+
+The first ``now()`` or the first mutation closes the attempt's read phase, so
+every decision the callback makes rests on reads taken before its time was
+fixed. ``now()`` answers the same instant for the whole attempt, and a
+transaction object that outlives its attempt refuses every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.errors import StorageAttemptEndedError, StorageSealedError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.values import StorageRecordVersion, StoredRecord
+from runlane_conformance.fixtures.interleave import compete
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._mutations_support import create_all, read_one
+
+CLAUSE = "Treat each transaction callback as a new attempt"
+
+FROZEN_NOW = requirement(
+    "sealing.now-frozen-within-attempt",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Every now() call of one attempt returns the same instant, even when the clock moves in between.",
+)
+INJECTED_CLOCK = requirement(
+    "sealing.now-uses-injected-client-clock",
+    RequirementLevel.MUST,
+    "Report a profile that is true (clock authority); Use Local as the executable reference",
+    "A driver with client clock authority answers now() with the time of the clock given to connect().",
+    capability="client_clock",
+)
+SEALED_BY_NOW = requirement(
+    "sealing.reads-refused-after-now",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "get() and query_candidates() after now() in the same attempt raise StorageSealedError.",
+)
+SEALED_BY_MUTATION = requirement(
+    "sealing.reads-refused-after-first-mutation",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "get() and query_candidates() after a create, replace or delete in the same attempt raise "
+    "StorageSealedError.",
+)
+ENDED = requirement(
+    "sealing.attempt-ended-refused",
+    RequirementLevel.MUST,
+    "Treat each transaction callback as a new attempt; Add optional ordered append (use after the attempt)",
+    "Every call on a transaction object after its attempt committed, rolled back or was replayed raises "
+    "StorageAttemptEndedError.",
+)
+
+
+class SteppingClock:
+    """A clock that moves one second forward on every reading, and remembers what it returned."""
+
+    def __init__(self, start: datetime) -> None:
+        self._ticks = itertools.count()
+        self.start = start
+        self.returned: list[datetime] = []
+
+    def __call__(self) -> datetime:
+        value = self.start + timedelta(seconds=next(self._ticks))
+        self.returned.append(value)
+        return value
+
+
+# -- frozen time -----------------------------------------------------------------------------------
+
+
+@FROZEN_NOW
+def test_now_returns_one_instant_per_attempt(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("x")])
+
+    def sample(tx: StorageTransaction) -> list[datetime]:
+        tx.get([leases.key("x")])
+        first = tx.now()
+        second = tx.now()
+        tx.create(leases.unique("y"))
+        third = tx.now()
+        return [first, second, third]
+
+    times = driver.transaction(sample)
+    assert all(isinstance(t, datetime) and t.utcoffset() is not None for t in times), (
+        f"now() must return timezone-aware datetimes, got {times!r}"
+    )
+    assert times[0] == times[1] == times[2], f"now() moved within one attempt: {times}"
+
+
+@FROZEN_NOW
+def test_now_is_frozen_even_when_the_injected_clock_moves(connect: Callable[..., StorageDriver]) -> None:
+    clock = SteppingClock(datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC))
+    driver = connect(clock=clock)
+    times = driver.transaction(lambda tx: [tx.now() for _ in range(5)])
+    assert len(set(times)) == 1, f"now() moved within one attempt: {times}"
+
+
+@FROZEN_NOW
+@given(calls=st.integers(min_value=2, max_value=20))
+def test_any_number_of_now_calls_agree(driver: StorageDriver, calls: int) -> None:
+    times = driver.transaction(lambda tx: [tx.now() for _ in range(calls)])
+    assert len(set(times)) == 1, f"now() moved within one attempt: {times}"
+
+
+# -- injected clock --------------------------------------------------------------------------------
+
+
+@INJECTED_CLOCK
+@pytest.mark.parametrize(
+    "instant",
+    [datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC), datetime(2099, 12, 31, 23, 59, 59, tzinfo=UTC)],
+    ids=["past", "future"],
+)
+def test_now_is_the_injected_clock_time(connect: Callable[..., StorageDriver], instant: datetime) -> None:
+    driver = connect(clock=lambda: instant)
+    got = driver.transaction(lambda tx: tx.now())
+    assert got == instant, f"now() returned {got!r}; the injected clock says {instant!r}"
+
+
+@INJECTED_CLOCK
+def test_now_comes_from_a_value_the_injected_clock_returned(connect: Callable[..., StorageDriver]) -> None:
+    clock = SteppingClock(datetime(2040, 1, 1, tzinfo=UTC))
+    driver = connect(clock=clock)
+    got = driver.transaction(lambda tx: tx.now())
+    assert got in clock.returned, f"now() returned {got!r}, which the injected clock never returned"
+
+
+# -- sealed read set -------------------------------------------------------------------------------
+
+ReadCall = Callable[[StorageTransaction, Leases], object]
+READS: dict[str, ReadCall] = {
+    "get": lambda tx, leases: tx.get([leases.key("x")]),
+    "query_candidates": lambda tx, leases: tx.query_candidates(leases.query(limit=10)),
+}
+
+
+@SEALED_BY_NOW
+@pytest.mark.parametrize("read_call", list(READS), ids=list(READS))
+def test_a_read_after_now_is_refused(driver: StorageDriver, leases: Leases, read_call: str) -> None:
+    create_all(driver, [leases.unique("x")])
+
+    def read_after_now(tx: StorageTransaction) -> None:
+        tx.get([leases.key("x")])
+        tx.now()
+        READS[read_call](tx, leases)
+
+    with pytest.raises(StorageSealedError):
+        driver.transaction(read_after_now)
+
+
+@SEALED_BY_NOW
+def test_a_read_after_now_is_refused_even_as_the_first_read(driver: StorageDriver, leases: Leases) -> None:
+    with pytest.raises(StorageSealedError):
+        driver.transaction(lambda tx: (tx.now(), tx.get([leases.key("x")])))
+
+
+def _mutate(tx: StorageTransaction, leases: Leases, mutation: str) -> None:
+    if mutation == "create":
+        tx.create(leases.unique("new"))
+        return
+    (current,) = tx.get([leases.key("x")])
+    assert current is not None
+    if mutation == "replace":
+        tx.replace(current, leases.unique("x", at=5))
+    else:
+        tx.delete(current)
+
+
+@SEALED_BY_MUTATION
+@pytest.mark.parametrize("mutation", ["create", "replace", "delete"])
+@pytest.mark.parametrize("read_call", list(READS), ids=list(READS))
+def test_a_read_after_the_first_mutation_is_refused(
+    driver: StorageDriver, leases: Leases, mutation: str, read_call: str
+) -> None:
+    create_all(driver, [leases.unique("x")])
+    before = read_one(driver, leases.key("x"))
+
+    def read_after_mutation(tx: StorageTransaction) -> None:
+        _mutate(tx, leases, mutation)
+        READS[read_call](tx, leases)
+
+    with pytest.raises(StorageSealedError):
+        driver.transaction(read_after_mutation)
+    assert read_one(driver, leases.key("x")) == before, "the refused attempt changed what is stored"
+    assert read_one(driver, leases.key("new")) is None, "the refused attempt committed its create"
+
+
+# -- use after the attempt -------------------------------------------------------------------------
+
+
+def _every_call(
+    tx: StorageTransaction, leases: Leases, record: StoredRecord
+) -> dict[str, Callable[[], object]]:
+    return {
+        "get": lambda: tx.get([leases.key("x")]),
+        "query_candidates": lambda: tx.query_candidates(leases.query(limit=10)),
+        "now": lambda: tx.now(),
+        "create": lambda: tx.create(leases.unique("late")),
+        "replace": lambda: tx.replace(record, leases.unique("x", at=9)),
+        "delete": lambda: tx.delete(record),
+    }
+
+
+def _assert_all_refused(tx: StorageTransaction, leases: Leases, record: StoredRecord, when: str) -> None:
+    for name, call in _every_call(tx, leases, record).items():
+        with pytest.raises(StorageAttemptEndedError):
+            call()
+            pytest.fail(f"{name}() on a transaction {when} was accepted")
+
+
+@ENDED
+def test_a_committed_attempt_refuses_every_call(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("x")])
+    kept: list[StorageTransaction] = []
+
+    def keep(tx: StorageTransaction) -> StoredRecord | None:
+        kept.append(tx)
+        return tx.get([leases.key("x")])[0]
+
+    record = driver.transaction(keep)
+    assert record is not None
+    _assert_all_refused(kept[0], leases, record, "whose attempt committed")
+    assert read_one(driver, leases.key("late")) is None
+    assert read_one(driver, leases.key("x")) == record
+
+
+@ENDED
+def test_a_read_only_attempt_refuses_every_call_after_it_ends(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("x")])
+    kept: list[StorageTransaction] = []
+    driver.transaction(lambda tx: kept.append(tx))
+    record = read_one(driver, leases.key("x"))
+    assert record is not None
+    _assert_all_refused(kept[0], leases, record, "whose (empty) attempt ended")
+
+
+@ENDED
+def test_a_rolled_back_attempt_refuses_every_call(driver: StorageDriver, leases: Leases) -> None:
+    create_all(driver, [leases.unique("x")])
+    kept: list[StorageTransaction] = []
+
+    def fail(tx: StorageTransaction) -> None:
+        kept.append(tx)
+        tx.get([leases.key("x")])
+        raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError):
+        driver.transaction(fail)
+    record = read_one(driver, leases.key("x"))
+    assert record is not None
+    _assert_all_refused(kept[0], leases, record, "whose attempt rolled back")
+    assert read_one(driver, leases.key("late")) is None
+
+
+@ENDED
+def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    create_all(driver, [leases.unique("x", at=1)])
+    stand_in = StoredRecord.committed(leases.unique("x"), StorageRecordVersion("1"))
+    attempts: list[StorageTransaction] = []
+    accepted: list[str] = []
+    competitors = []
+
+    def bump(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("x")])
+        assert current is not None
+        tx.replace(current, leases.unique("x", at=2))
+
+    def callback(tx: StorageTransaction) -> None:
+        attempts.append(tx)
+        if len(attempts) > 1:
+            # Replayed: the first attempt's object must refuse everything, even while a new attempt runs.
+            for name, call in _every_call(attempts[0], leases, stand_in).items():
+                try:
+                    call()
+                except StorageAttemptEndedError:
+                    continue
+                accepted.append(name)
+        (current,) = tx.get([leases.key("x")])
+        assert current is not None
+        if len(attempts) == 1:
+            competitors.append(compete(lambda: other_driver.transaction(bump)))
+        tx.replace(current, leases.unique("x", at=3))
+
+    driver.transaction(callback)
+    competitors[0].settle()
+    assert not accepted, f"a replayed attempt's transaction object was still usable for {accepted}"
+    # Whether or not the driver replayed (a locking driver makes the competitor wait instead),
+    # the first attempt's object has ended by now.
+    _assert_all_refused(attempts[0], leases, stand_in, "whose attempt was replayed or committed")

@@ -1,0 +1,884 @@
+"""Conflicts: two instances racing on the same data end as if their transactions ran one after another.
+
+Every check here sets up one interleaving. The first transaction (T1, on
+``driver``) reads, and at the marked point a second instance (T2, on
+``other_driver``) runs a whole transaction on another thread; then T1 decides
+and writes from what it read. An optimistic driver lets T2 commit at once and
+must then make T1 conflict and replay; a locking driver may make T2 wait
+until T1 has committed. Both are correct. Each check lists the outcomes of
+the two serial orders (T1 then T2, T2 then T1) and accepts exactly those:
+anything else means a dependency was not protected.
+
+The transactions are built so that the anomaly each check hunts for shows in
+the final state or in the values the transactions returned, never in timing.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.values import (
+    StorageIndexConsistency,
+    StorageQueryRange,
+    StorageRangeBound,
+    StorageRecordVersion,
+)
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._conflicts_support import (
+    CONFLICT,
+    Attempts,
+    Plan,
+    PlanRead,
+    PlanWrite,
+    conflict_or,
+    holder,
+    lease_views,
+    require_strong_index,
+    run_plan,
+    serial_outcomes,
+    write_leases,
+)
+
+CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist: conflict detection"
+
+ABSENT_READ = requirement(
+    "conflicts.absent-read-then-create-elsewhere",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A key read as absent is a dependency: if another instance creates it before commit, the attempt "
+    "conflicts (and replays) instead of committing a decision based on the absence.",
+)
+PRESENT_READ = requirement(
+    "conflicts.present-read-then-replace-elsewhere",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A record read at a version is a dependency: a replace or delete staged from that read never commits "
+    "after another instance changed the record.",
+)
+READ_ONLY_DEPENDENCY = requirement(
+    "conflicts.read-only-dependency",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Records an attempt only read (and did not write) are dependencies too, so write skew is impossible.",
+)
+LOST_UPDATE = requirement(
+    "conflicts.lost-update",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Concurrent read-modify-write transactions on one record never lose an update: every committed "
+    "increment survives.",
+)
+VERSIONS_NEVER_REUSED = requirement(
+    "conflicts.versions-never-reused",
+    RequirementLevel.MUST,
+    "Keep logical records in core; Use Local as the executable reference (non-repeating versions)",
+    "A version is never assigned twice to a key, even after delete and re-create with identical content, "
+    "so a replace from a version read before the delete always conflicts.",
+)
+BLIND_CREATE = requirement(
+    "conflicts.blind-create-single-winner",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Two creates of one key that neither transaction read have exactly one winner; the loser conflicts "
+    "and never overwrites the winner's record.",
+)
+READ_SKEW = requirement(
+    "conflicts.read-skew-in-read-only-attempt",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A read-only attempt never returns a mix of states from before and after another instance's commit.",
+)
+INDEX_PHANTOM = requirement(
+    "conflicts.index-phantom",
+    RequirementLevel.MUST,
+    "Treat each transaction callback as a new attempt (queryCandidates); Use the closed index catalog",
+    "A scanned index range, including an empty page, is a dependency: a record that appears in it before "
+    "commit makes the attempt conflict.",
+)
+INDEX_MOVE = requirement(
+    "conflicts.row-leaves-index-between-query-and-read",
+    RequirementLevel.MUST,
+    "Treat each transaction callback as a new attempt (queryCandidates, get); Report a profile that is true",
+    "Within one attempt, index candidates and point reads agree on one committed state (for a strongly "
+    "consistent index), and a decision about a candidate that left the index never commits.",
+)
+SERIALIZABLE = requirement(
+    "conflicts.serializable-interleavings",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Any two small read/write transactions on two instances, interleaved at any point, end in a state "
+    "and return values that some serial order of them produces.",
+)
+
+
+def _t2(fn: Callable[[], object]) -> Competitor[object]:
+    """Start T2 (a whole transaction on the other instance) at this point of T1."""
+    return compete(fn)
+
+
+def _read_modify_write(
+    driver: StorageDriver, leases: Leases, name: str, change: Callable[[str | None], str | None]
+) -> str | None:
+    """Replace lease ``name`` with ``change(holder)``; return the holder read."""
+
+    def swap(tx: StorageTransaction) -> str | None:
+        (current,) = tx.get([leases.key(name)])
+        assert current is not None
+        tx.replace(current, leases.record(name, holder=change(holder(current))))
+        return holder(current)
+
+    return driver.transaction(swap)
+
+
+# -- absent reads ------------------------------------------------------------------------------
+
+
+@ABSENT_READ
+def test_decisions_based_on_absence_cannot_both_commit(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # T1: "if a is absent, create b". T2: "if b is absent, create a". In any serial order exactly one of
+    # a and b ends up existing; both existing means T1 committed on an absence that no longer held.
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> str:
+        (b,) = tx.get([leases.key("b")])
+        if b is None:
+            tx.create(leases.record("a", holder="t2"))
+            return "created-a"
+        return "saw-b"
+
+    def t1(tx: StorageTransaction) -> str:
+        number = attempts.begin(tx)
+        (a,) = tx.get([leases.key("a")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+        if a is None:
+            tx.create(leases.record("b", holder="t1"))
+            return "created-b"
+        return "saw-a"
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["a", "b"])
+    t1_first = (r1, r2, final["a"] is None, final["b"] is None) == ("created-b", "saw-b", True, False)
+    t2_first = (r1, r2, final["a"] is None, final["b"] is None) == ("saw-a", "created-a", False, True)
+    assert t1_first or t2_first, (
+        f"T1 returned {r1!r}, T2 returned {r2!r}, a exists: {final['a'] is not None}, b exists: "
+        f"{final['b'] is not None}: no serial order gives this (an absent read was not protected)"
+    )
+
+
+@ABSENT_READ
+def test_create_after_reading_absent_commits_only_while_the_key_stays_absent(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def claim(label: str) -> Callable[[StorageTransaction], str]:
+        def run(tx: StorageTransaction) -> str:
+            (k,) = tx.get([leases.key("k")])
+            if label == "t1" and attempts.begin(tx) == 1:
+                competitor.append(_t2(lambda: other_driver.transaction(claim("t2"))))
+            if k is None:
+                tx.create(leases.record("k", holder=label))
+                return "created"
+            return f"saw-{holder(k)}"
+
+        return run
+
+    r1 = driver.transaction(claim("t1"))
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None
+    outcomes = {("created", "saw-t1", "t1"), ("saw-t2", "created", "t2")}
+    assert (r1, r2, final[0]) in outcomes, (
+        f"T1 returned {r1!r}, T2 returned {r2!r}, k is held by {final[0]!r}: exactly one claim may win "
+        "and the other must see the winner"
+    )
+
+
+# -- present reads -----------------------------------------------------------------------------
+
+
+@PRESENT_READ
+def test_replace_from_a_stale_read_never_commits(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t1(tx: StorageTransaction) -> str | None:
+        number = attempts.begin(tx)
+        (k,) = tx.get([leases.key("k")])
+        if number == 1:
+            competitor.append(_t2(lambda: _read_modify_write(other_driver, leases, "k", lambda _: "t2")))
+        assert k is not None
+        tx.replace(k, leases.record("k", holder=f"t1<-{holder(k)}"))
+        return holder(k)
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None
+    outcomes = {("h0", "t1<-h0", "t2"), ("t2", "h0", "t1<-t2")}
+    assert (r1, r2, final[0]) in outcomes, (
+        f"T1 read {r1!r}, T2 read {r2!r}, k is now {final[0]!r}: a replace staged from a stale read "
+        "committed over another instance's change"
+    )
+
+
+@PRESENT_READ
+def test_delete_from_a_stale_read_never_commits(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> str | None:
+        (k,) = tx.get([leases.key("k")])
+        if k is None:
+            return None
+        tx.replace(k, leases.record("k", holder="t2"))
+        return holder(k)
+
+    def t1(tx: StorageTransaction) -> str | None:
+        number = attempts.begin(tx)
+        (k,) = tx.get([leases.key("k")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+        assert k is not None
+        tx.delete(k)
+        return holder(k)
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    # T1 first: T1 deleted h0 and T2 found nothing. T2 first: T2 replaced h0, T1 deleted t2.
+    assert (r1, r2, final) in {("h0", None, None), ("t2", "h0", None)}, (
+        f"T1 deleted the version holding {r1!r}, T2 replaced {r2!r}, k is now {final!r}: both acted on "
+        "the same version, so a delete from a stale read committed"
+    )
+
+
+# -- read-only dependencies (write skew) -------------------------------------------------------
+
+
+@READ_ONLY_DEPENDENCY
+def test_write_skew_between_two_instances_is_prevented(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # T1 reads a and b, writes b from a; T2 reads a and b, writes a from b. Each only reads what the
+    # other writes. Serially, one of them sees the other's write; write skew has both see the originals.
+    write_leases(driver, leases.record("a", holder="a0"), leases.record("b", holder="b0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> None:
+        a, b = tx.get([leases.key("a"), leases.key("b")])
+        assert a is not None and b is not None
+        tx.replace(a, leases.record("a", holder=f"t2:{holder(b)}"))
+
+    def t1(tx: StorageTransaction) -> None:
+        number = attempts.begin(tx)
+        a, b = tx.get([leases.key("a"), leases.key("b")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+        assert a is not None and b is not None
+        tx.replace(b, leases.record("b", holder=f"t1:{holder(a)}"))
+
+    driver.transaction(t1)
+    competitor[0].settle()
+    final = lease_views(driver, leases, ["a", "b"])
+    assert final["a"] is not None and final["b"] is not None
+    state = (final["a"][0], final["b"][0])
+    serial = {("t2:t1:a0", "t1:a0"), ("t2:b0", "t1:t2:b0")}
+    assert state in serial, (
+        f"a={state[0]!r}, b={state[1]!r}: both transactions acted on the original values (write skew); "
+        "a record an attempt only read must be validated at commit"
+    )
+
+
+@READ_ONLY_DEPENDENCY
+def test_a_decision_recorded_elsewhere_depends_on_every_record_read(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # T1 copies a into a new record "copy"; T2 changes a and then checks whether "copy" exists. If T1
+    # commits a copy of the old a after T2 committed (and T2 saw no copy), no serial order explains it.
+    write_leases(driver, leases.record("a", holder="a0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> str:
+        a, copy = tx.get([leases.key("a"), leases.key("copy")])
+        assert a is not None
+        tx.replace(a, leases.record("a", holder="a1"))
+        return "saw-copy" if copy is not None else "no-copy"
+
+    def t1(tx: StorageTransaction) -> str | None:
+        number = attempts.begin(tx)
+        (a,) = tx.get([leases.key("a")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+        tx.create(leases.record("copy", holder=f"copy-of-{holder(a)}"))
+        return holder(a)
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["copy"])["copy"]
+    assert final is not None
+    assert (r1, r2, final[0]) in {("a0", "saw-copy", "copy-of-a0"), ("a1", "no-copy", "copy-of-a1")}, (
+        f"T1 copied {r1!r}, T2 reported {r2!r}: T1 committed a copy of a value another instance had "
+        "already replaced"
+    )
+
+
+# -- lost update -------------------------------------------------------------------------------
+
+
+@LOST_UPDATE
+def test_two_increments_of_one_record_both_survive(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("counter", holder="0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def increment(tx: StorageTransaction) -> int:
+        (counter,) = tx.get([leases.key("counter")])
+        value = int(holder(counter) or "0") + 1
+        assert counter is not None
+        tx.replace(counter, leases.record("counter", holder=str(value)))
+        return value
+
+    def t1(tx: StorageTransaction) -> int:
+        if attempts.begin(tx) == 1:
+            (counter,) = tx.get([leases.key("counter")])
+            competitor.append(_t2(lambda: other_driver.transaction(increment)))
+            value = int(holder(counter) or "0") + 1
+            assert counter is not None
+            tx.replace(counter, leases.record("counter", holder=str(value)))
+            return value
+        return increment(tx)
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["counter"])["counter"]
+    assert final is not None
+    assert final[0] == "2", f"two committed increments left the counter at {final[0]}: an update was lost"
+    assert {r1, r2} == {1, 2}, f"the increments returned {r1} and {r2}; they must have seen 0 and 1"
+
+
+@LOST_UPDATE
+def test_concurrent_increments_from_several_instances_all_survive(
+    connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    instances = [connect() for _ in range(4)]
+    write_leases(instances[0], leases.record("counter", holder="0"))
+    rounds = 5
+    start = threading.Barrier(len(instances))
+    committed: list[int] = []
+    gave_up: list[int] = []
+    failures: list[BaseException] = []
+    guard = threading.Lock()
+
+    def increment(tx: StorageTransaction) -> int:
+        (counter,) = tx.get([leases.key("counter")])
+        assert counter is not None
+        value = int(holder(counter) or "0") + 1
+        tx.replace(counter, leases.record("counter", holder=str(value)))
+        return value
+
+    def worker(instance: StorageDriver) -> None:
+        try:
+            start.wait(timeout=10)
+            for _ in range(rounds):
+                try:
+                    value = instance.transaction(increment)
+                except StorageConflictError:
+                    with guard:
+                        gave_up.append(1)
+                    continue
+                with guard:
+                    committed.append(value)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=worker, args=(instance,), daemon=True) for instance in instances]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "concurrent increments did not finish in 60s"
+    assert not failures, f"an increment failed with {failures[0]!r}"
+    final = lease_views(instances[0], leases, ["counter"])["counter"]
+    assert final is not None
+    assert int(final[0] or "0") == len(committed), (
+        f"{len(committed)} increments committed but the counter is {final[0]}: updates were lost"
+    )
+    assert sorted(committed) == list(range(1, len(committed) + 1)), (
+        f"committed increments returned {sorted(committed)}: two of them read the same value"
+    )
+    assert committed, "no increment committed at all"
+
+
+# -- versions are never reused -----------------------------------------------------------------
+
+
+@VERSIONS_NEVER_REUSED
+def test_versions_of_a_key_never_repeat_across_delete_and_recreate(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    original = leases.record("k", holder="same")
+    seen: list[StorageRecordVersion] = []
+
+    def version() -> StorageRecordVersion:
+        (record,) = driver.transaction(lambda tx: tx.get([leases.key("k")]))
+        assert record is not None
+        return record.version
+
+    def delete(tx: StorageTransaction) -> None:
+        (record,) = tx.get([leases.key("k")])
+        assert record is not None
+        tx.delete(record)
+
+    def replace_same(tx: StorageTransaction) -> None:
+        (record,) = tx.get([leases.key("k")])
+        assert record is not None
+        tx.replace(record, original)
+
+    for _ in range(3):
+        write_leases(driver, original)
+        seen.append(version())
+        driver.transaction(replace_same)
+        seen.append(version())
+        driver.transaction(delete)
+    assert len(set(seen)) == len(seen), (
+        f"versions {[v.value for v in seen]} repeat: identical content re-written or re-created must "
+        "still get a new version"
+    )
+
+
+@VERSIONS_NEVER_REUSED
+def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    original = leases.record("k", holder="same")
+    write_leases(driver, original)
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def delete_then_recreate() -> None:
+        def delete(tx: StorageTransaction) -> None:
+            (record,) = tx.get([leases.key("k")])
+            assert record is not None
+            tx.delete(record)
+
+        other_driver.transaction(delete)
+        write_leases(other_driver, original)
+
+    def t1(tx: StorageTransaction) -> StorageRecordVersion:
+        number = attempts.begin(tx)
+        (k,) = tx.get([leases.key("k")])
+        assert k is not None
+        if number == 1:
+            competitor.append(_t2(delete_then_recreate))
+        tx.replace(k, leases.record("k", holder="t1"))
+        return k.version
+
+    first_version = driver.transaction(lambda tx: tx.get([leases.key("k")]))[0]
+    assert first_version is not None
+    read_version = driver.transaction(t1)
+    competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None
+    if final[0] == "t1":
+        # T1 committed after the re-create, so its committing attempt must have read the new record.
+        assert read_version != first_version.version, (
+            "T1 replaced k from the version it read before another instance deleted and re-created k "
+            "with the same content: the re-created record reused that version"
+        )
+    else:
+        assert final[0] == "same" and read_version == first_version.version
+
+
+# -- blind creates -----------------------------------------------------------------------------
+
+
+@BLIND_CREATE
+@pytest.mark.parametrize("staged_first", [True, False], ids=["staged-before-t2", "staged-after-t2"])
+def test_blind_creates_of_one_key_have_exactly_one_winner(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, staged_first: bool
+) -> None:
+    # Neither transaction reads k before creating it. If an attempt is replayed, the replay reads k first
+    # (as core would after a conflict) and reports what it found.
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def claim(label: str, counter: Attempts) -> Callable[[StorageTransaction], str]:
+        def run(tx: StorageTransaction) -> str:
+            number = counter.begin(tx)
+            if number > 1:
+                (k,) = tx.get([leases.key("k")])
+                if k is not None:
+                    return f"saw-{holder(k)}"
+            start_t2 = label == "t1" and number == 1
+            if start_t2 and not staged_first:
+                competitor.append(_t2(lambda: conflict_or(lambda: other_driver.transaction(claim("t2", t2)))))
+            tx.create(leases.record("k", holder=label))
+            if start_t2 and staged_first:
+                competitor.append(_t2(lambda: conflict_or(lambda: other_driver.transaction(claim("t2", t2)))))
+            return "created"
+
+        return run
+
+    t2 = Attempts()
+    r1 = conflict_or(lambda: driver.transaction(claim("t1", attempts)))
+    r2 = (
+        competitor[0].settle()
+        if competitor
+        else conflict_or(lambda: other_driver.transaction(claim("t2", t2)))
+    )
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None, "one of the two creates must have committed"
+    winners = [label for label, result in (("t1", r1), ("t2", r2)) if result == "created"]
+    assert len(winners) == 1, f"T1 returned {r1!r} and T2 {r2!r}: exactly one blind create may win"
+    assert final[0] == winners[0], (
+        f"{winners[0]} won but k is held by {final[0]!r}: the losing create overwrote the record"
+    )
+    loser = r2 if winners[0] == "t1" else r1
+    assert loser in (CONFLICT, f"saw-{winners[0]}"), (
+        f"the losing create returned {loser!r}; it must conflict or (replayed) see the winner's record"
+    )
+
+
+# -- read skew ---------------------------------------------------------------------------------
+
+
+@READ_SKEW
+def test_a_read_only_attempt_sees_both_records_before_or_both_after(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("a", holder="a0"), leases.record("b", holder="b0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> None:
+        a, b = tx.get([leases.key("a"), leases.key("b")])
+        assert a is not None and b is not None
+        tx.replace(a, leases.record("a", holder="a1"))
+        tx.replace(b, leases.record("b", holder="b1"))
+
+    def t1(tx: StorageTransaction) -> tuple[str | None, str | None]:
+        number = attempts.begin(tx)
+        (a,) = tx.get([leases.key("a")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+        (b,) = tx.get([leases.key("b")])
+        return (holder(a), holder(b))
+
+    seen = driver.transaction(t1)
+    competitor[0].settle()
+    assert seen in {("a0", "b0"), ("a1", "b1")}, (
+        f"a read-only attempt returned a={seen[0]!r}, b={seen[1]!r}: half of another instance's commit"
+    )
+
+
+@READ_SKEW
+def test_a_read_only_attempt_never_sees_a_deleted_record_beside_its_replacement(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # T2 moves a lease from "old" to "new" atomically (delete one, create the other). T1 reads old, then
+    # new: it may find exactly one of them, never both and never neither.
+    write_leases(driver, leases.record("old", holder="h"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def move(tx: StorageTransaction) -> None:
+        (old,) = tx.get([leases.key("old")])
+        assert old is not None
+        tx.delete(old)
+        tx.create(leases.record("new", holder="h"))
+
+    def t1(tx: StorageTransaction) -> tuple[bool, bool]:
+        number = attempts.begin(tx)
+        (old,) = tx.get([leases.key("old")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(move)))
+        (new,) = tx.get([leases.key("new")])
+        return (old is not None, new is not None)
+
+    seen = driver.transaction(t1)
+    competitor[0].settle()
+    assert seen in {(True, False), (False, True)}, (
+        f"a read-only attempt found old={seen[0]}, new={seen[1]}: it saw a mix of before and after a move"
+    )
+
+
+# -- index phantoms ----------------------------------------------------------------------------
+
+
+def _window(leases: Leases) -> StorageQueryRange:
+    """The index range the phantom checks scan: leases expiring 0..100 seconds after the base time."""
+    return StorageQueryRange(StorageRangeBound(leases.sort(0)), StorageRangeBound(leases.sort(100)))
+
+
+@INDEX_PHANTOM
+def test_an_empty_candidate_page_is_a_dependency(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # Rule both transactions keep: "take a lease in the window only if the window is empty".
+    require_strong_index(driver)
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def take(label: str, at: int) -> Callable[[StorageTransaction], str]:
+        def run(tx: StorageTransaction) -> str:
+            page = tx.query_candidates(leases.query(range=_window(leases)))
+            if label == "t1" and attempts.begin(tx) == 1:
+                competitor.append(_t2(lambda: other_driver.transaction(take("t2", 60))))
+            if page.items:
+                return f"saw-{page.items[0].key.id[1]}"
+            tx.create(leases.record(label, at=at, holder=label))
+            return "took"
+
+        return run
+
+    r1 = driver.transaction(take("t1", 50))
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["t1", "t2"])
+    taken = tuple(sorted(name for name, lease in final.items() if lease is not None))
+    assert (r1, r2, taken) in {("took", "saw-t1", ("t1",)), ("saw-t2", "took", ("t2",))}, (
+        f"T1 returned {r1!r}, T2 {r2!r}, leases in the window: {taken}: a record appeared in a range "
+        "T1 had scanned as empty, and T1 still committed"
+    )
+
+
+@INDEX_PHANTOM
+def test_a_partial_candidate_page_protects_the_rest_of_the_range(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    # Capacity two: a lease may be taken while fewer than two are held in the window.
+    require_strong_index(driver)
+    write_leases(driver, leases.record("existing", at=10, holder="someone"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def take(label: str, at: int) -> Callable[[StorageTransaction], str]:
+        def run(tx: StorageTransaction) -> str:
+            page = tx.query_candidates(leases.query(range=_window(leases)))
+            if label == "t1" and attempts.begin(tx) == 1:
+                competitor.append(_t2(lambda: other_driver.transaction(take("t2", 70))))
+            if len(page.items) >= 2:
+                return "full"
+            tx.create(leases.record(label, at=at, holder=label))
+            return "took"
+
+        return run
+
+    r1 = driver.transaction(take("t1", 40))
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["t1", "t2"])
+    taken = tuple(sorted(name for name, lease in final.items() if lease is not None))
+    assert (r1, r2, taken) in {("took", "full", ("t1",)), ("full", "took", ("t2",))}, (
+        f"T1 returned {r1!r}, T2 {r2!r}, new leases in the window: {taken}: capacity two was exceeded "
+        "because a scanned range gained an entry before commit"
+    )
+
+
+# -- a row leaving the index -------------------------------------------------------------------
+
+
+def _release(tx: StorageTransaction, leases: Leases) -> str | None:
+    """Release lease k (it leaves the index); return the holder released."""
+    (k,) = tx.get([leases.key("k")])
+    assert k is not None
+    tx.replace(k, leases.record("k", at=10, holder=None))
+    return holder(k)
+
+
+@INDEX_MOVE
+def test_a_candidate_and_its_point_read_agree(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", at=10, holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t1(tx: StorageTransaction) -> tuple[str, ...]:
+        number = attempts.begin(tx)
+        page = tx.query_candidates(leases.query())
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(lambda t: _release(t, leases))))
+        if not page.items:
+            return ("no-candidate",)
+        (k,) = tx.get([page.items[0].key])
+        return ("candidate", str(holder(k)))
+
+    seen = driver.transaction(t1)
+    competitor[0].settle()
+    allowed = {("candidate", "h0"), ("no-candidate",)}
+    if driver.profile.index_consistency is StorageIndexConsistency.EVENTUAL:
+        allowed.add(("candidate", "None"))  # an eventual index may hand out a stale candidate
+    assert seen in allowed, (
+        f"T1 got k as a candidate but its point read found it released ({seen!r}): the index scan and "
+        "the point read of one attempt saw different committed states"
+    )
+
+
+@INDEX_MOVE
+def test_a_record_read_before_the_query_is_still_a_candidate(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    require_strong_index(driver)
+    write_leases(driver, leases.record("k", at=10, holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t1(tx: StorageTransaction) -> tuple[str | None, bool]:
+        number = attempts.begin(tx)
+        (k,) = tx.get([leases.key("k")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(lambda t: _release(t, leases))))
+        page = tx.query_candidates(leases.query())
+        return (holder(k), any(ref.key == leases.key("k") for ref in page.items))
+
+    seen = driver.transaction(t1)
+    competitor[0].settle()
+    assert seen in {("h0", True), (None, False)}, (
+        f"T1 point-read k as held by {seen[0]!r} but its index scan {'did' if seen[1] else 'did not'} "
+        "list it: one attempt saw two different committed states"
+    )
+
+
+@INDEX_MOVE
+def test_taking_over_a_candidate_that_left_the_index_never_commits(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    write_leases(driver, leases.record("k", at=10, holder="h0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t1(tx: StorageTransaction) -> str:
+        number = attempts.begin(tx)
+        page = tx.query_candidates(leases.query())
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(lambda t: _release(t, leases))))
+        if not page.items:
+            return "nothing"
+        (k,) = tx.get([page.items[0].key])
+        assert k is not None
+        if holder(k) is None:
+            return "skipped-released"
+        tx.replace(k, leases.record("k", at=20, holder="t1"))
+        return "took"
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    final = lease_views(driver, leases, ["k"])["k"]
+    assert final is not None
+    serial = {("took", "t1", None), ("nothing", "h0", None), ("skipped-released", "h0", None)}
+    assert (r1, r2, final[0]) in serial, (
+        f"T1 returned {r1!r}, T2 released {r2!r}, k is held by {final[0]!r}: T1 took over a lease that "
+        "another instance had released after T1's query"
+    )
+
+
+# -- random interleavings ----------------------------------------------------------------------
+
+NAMES = ("a", "b", "c")
+#: Shorter than the default grace: a locking driver makes each example wait this long.
+PLAN_GRACE = 0.2
+
+
+@st.composite
+def plans(draw: st.DrawFn, label: str, queries: bool) -> Plan:
+    """A small transaction: up to three read steps over a, b, c (each key read at most once), then writes."""
+    order = draw(st.permutations(NAMES))
+    read_count = draw(st.integers(0, 3))
+    to_read = list(order[:read_count])
+    reads: list[PlanRead] = []
+    while to_read:
+        take = draw(st.integers(1, len(to_read)))
+        reads.append(PlanRead(tuple(to_read[:take])))
+        to_read = to_read[take:]
+    if queries:
+        for _ in range(draw(st.integers(0, 1))):
+            reads.insert(draw(st.integers(0, len(reads))), PlanRead())
+    writes = draw(
+        st.lists(
+            st.builds(
+                PlanWrite,
+                st.sampled_from(NAMES),
+                st.sampled_from(["hold", "release", "delete"]),
+                st.integers(0, 2),
+            ),
+            max_size=3,
+            unique_by=lambda write: write.name,
+        )
+    )
+    return Plan(label, tuple(reads), tuple(writes))
+
+
+@SERIALIZABLE
+@given(data=st.data())
+def test_random_interleaved_transactions_are_serializable(
+    driver: StorageDriver, other_driver: StorageDriver, data: st.DataObject
+) -> None:
+    queries = driver.profile.index_consistency is StorageIndexConsistency.STRONG
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    initial = [
+        leases.record(name, at=at, holder=None if released else f"init-{name}")
+        for name, (present, at, released) in zip(
+            NAMES,
+            data.draw(
+                st.tuples(*[st.tuples(st.booleans(), st.integers(0, 2), st.booleans()) for _ in NAMES]),
+                label="initial",
+            ),
+            strict=True,
+        )
+        if present
+    ]
+    plan1 = data.draw(plans("t1", queries), label="T1")
+    plan2 = data.draw(plans("t2", queries), label="T2")
+    point = data.draw(st.integers(0, len(plan1.reads) + 1), label="T2 starts before T1 step")
+    if initial:
+        write_leases(driver, *initial)
+
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def run_t2() -> object:
+        return conflict_or(lambda: other_driver.transaction(lambda tx: run_plan(tx, leases, plan2)))
+
+    def t1(tx: StorageTransaction) -> object:
+        first = attempts.begin(tx) == 1
+
+        def hook(step: int) -> None:
+            if first and step == point:
+                competitor.append(compete(run_t2, grace=PLAN_GRACE))
+
+        return run_plan(tx, leases, plan1, hook)
+
+    r1 = conflict_or(lambda: driver.transaction(t1))
+    r2 = competitor[0].settle() if competitor else run_t2()
+    final = tuple(lease_views(driver, leases, NAMES).items())
+    allowed = serial_outcomes(leases, NAMES, initial, [plan1, plan2])
+    assert (final, (r1, r2)) in allowed, (
+        f"no serial order of T1 and T2 produces this outcome\n  final state: {final}\n  T1 returned: {r1}\n"
+        f"  T2 returned: {r2}\n  serial outcomes: {sorted(map(repr, allowed))}"
+    )

@@ -1,0 +1,299 @@
+"""Broken drivers for the mutations area."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from runlane_conformance import (
+    NewStorageRecord,
+    QueryRecordsResult,
+    StorageDuplicateMutationError,
+    StorageIndexReference,
+    StorageKeyChangeError,
+    StorageQueryDirection,
+)
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+
+
+def _key_of(record: Any) -> Any:
+    return record.key if isinstance(record, NewStorageRecord) else None
+
+
+class BlindCreateOverwrites(WrappedTransaction):
+    """A create of an unread key first deletes whatever is there (in a side transaction): an upsert."""
+
+    def create(self, record: Any) -> None:
+        key = _key_of(record)
+        if key is not None:
+
+            def wipe(tx: Any) -> None:
+                (current,) = tx.get([key])
+                if current is not None:
+                    tx.delete(current)
+
+            self.driver.inner.transaction(wipe)
+        self.inner.create(record)
+
+
+class TracksReads(WrappedTransaction):
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.read: dict[Any, Any] = {}
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        results = self.inner.get(keys)
+        for key, record in zip(keys, results, strict=True):
+            self.read[key] = record
+        return results  # type: ignore[no-any-return]
+
+
+class RefusesCreateAfterAbsentRead(TracksReads):
+    """Treats a key read as absent like one read as present: its create is refused."""
+
+    def create(self, record: Any) -> None:
+        key = _key_of(record)
+        if key in self.read and self.read[key] is None:
+            raise StorageDuplicateMutationError(f"{key} was read in this attempt")
+        self.inner.create(record)
+
+
+class CreatesOverPresentRead(TracksReads):
+    """A create of a key read as present quietly becomes a replacement."""
+
+    def create(self, record: Any) -> None:
+        key = _key_of(record)
+        current = self.read.get(key)
+        if current is not None:
+            self.inner.replace(current, record)
+            return
+        self.inner.create(record)
+
+
+def _side_replace(driver: WrappedDriver, key: Any, record: Any) -> None:
+    driver.inner.transaction(lambda tx: tx.replace(tx.get([key])[0], record))
+
+
+def _side_delete(driver: WrappedDriver, key: Any) -> None:
+    driver.inner.transaction(lambda tx: tx.delete(tx.get([key])[0]))
+
+
+class ReplaceIgnoresVersion(WrappedTransaction):
+    """A replace of a record this attempt did not read (or read at another version) still goes through."""
+
+    def replace(self, current: Any, record: Any) -> None:
+        try:
+            self.inner.replace(current, record)
+        except StorageKeyChangeError:
+            if _key_of(record) != current.key:
+                raise
+            _side_replace(self.driver, current.key, record)
+
+
+class DeleteIgnoresVersion(WrappedTransaction):
+    """A delete of a record this attempt did not read (or read at another version) still goes through."""
+
+    def delete(self, current: Any) -> None:
+        try:
+            self.inner.delete(current)
+        except StorageKeyChangeError:
+            _side_delete(self.driver, current.key)
+
+
+class IgnoresSecondMutation(WrappedTransaction):
+    """A second mutation of a key is silently dropped instead of refused."""
+
+    def _quietly(self, action: Callable[[], None]) -> None:
+        with contextlib.suppress(StorageDuplicateMutationError):
+            action()
+
+    def create(self, record: Any) -> None:
+        self._quietly(lambda: self.inner.create(record))
+
+    def replace(self, current: Any, record: Any) -> None:
+        self._quietly(lambda: self.inner.replace(current, record))
+
+    def delete(self, current: Any) -> None:
+        self._quietly(lambda: self.inner.delete(current))
+
+
+class ReplaceMovesKey(WrappedTransaction):
+    """A replacement with another key deletes the old record and creates the new one."""
+
+    def replace(self, current: Any, record: Any) -> None:
+        key = _key_of(record)
+        if key is not None and key != current.key:
+            self.inner.delete(current)
+            self.inner.create(record)
+            return
+        self.inner.replace(current, record)
+
+
+class RemembersOldRecords(WrappedTransaction):
+    """Notes the records this attempt replaced or deleted (for the lazy-index mutants)."""
+
+    track: tuple[str, ...] = ()
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.old: list[Any] = []
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.inner.replace(current, record)
+        if "replace" in self.track:
+            self.old.append(current)
+
+    def delete(self, current: Any) -> None:
+        self.inner.delete(current)
+        if "delete" in self.track:
+            self.old.append(current)
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return with_stale(self.driver, command, self.inner.query_candidates(command, **kwargs))
+
+
+def with_stale(driver: WrappedDriver, command: Any, page: QueryRecordsResult) -> QueryRecordsResult:
+    """``page`` plus the entries the last commit should have removed, as a lazy index keeps them."""
+    stale = driver.store.shared.get("stale", [])
+    items = list(page.items)
+    present = {(item.key, item.sort) for item in items}
+    for key, entry in stale:
+        if (
+            entry.index == command.index
+            and entry.partition == command.partition
+            and command.range.contains(entry.sort)
+            and (key, entry.sort) not in present
+        ):
+            items.append(StorageIndexReference(key, entry.sort))
+    items.sort(
+        key=lambda item: (item.sort, item.key.encoded),
+        reverse=command.direction is StorageQueryDirection.DESCENDING,
+    )
+    return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+
+class LazyIndexDriver(WrappedDriver):
+    """Index entries of replaced or deleted records linger until the next commit."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[RemembersOldRecords] = []
+
+        def run(tx: Any) -> T:
+            wrapped = self.transaction_class(tx, self)
+            attempts.append(wrapped)  # type: ignore[arg-type]
+            return callback(wrapped)
+
+        result = self.inner.transaction(run)
+        old = attempts[-1].old if attempts else []
+        self.store.shared["stale"] = [(record.key, entry) for record in old for entry in record.indexes]
+        return result  # type: ignore[no-any-return]
+
+    def query(self, command: Any) -> Any:
+        return with_stale(self, command, self.inner.query(command))
+
+
+class LazyOnReplace(RemembersOldRecords):
+    track = ("replace",)
+
+
+class LazyOnDelete(RemembersOldRecords):
+    track = ("delete",)
+
+
+class CommitsOnRaise(WrappedDriver):
+    """When the callback raises, the writes it staged are committed anyway before the error is re-raised."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        raised: list[BaseException] = []
+
+        def run(tx: Any) -> T | None:
+            raised.clear()
+            try:
+                return callback(self.transaction_class(tx, self))
+            except Exception as error:
+                raised.append(error)
+                return None
+
+        result = self.inner.transaction(run)
+        if raised:
+            raise raised[0]
+        return result  # type: ignore[no-any-return]
+
+
+MUTANTS = [
+    Mutant(
+        "blind-create-overwrites",
+        "tests.mutants.m_mutations:blind_create_overwrites",
+        "mutations.create-unread-key",
+        "a create of an unread existing key replaces it",
+    ),
+    Mutant(
+        "refuses-create-after-absent-read",
+        "tests.mutants.m_mutations:refuses_create_after_absent_read",
+        "mutations.create-read-absent-key",
+        "a key read as absent cannot be created",
+    ),
+    Mutant(
+        "creates-over-present-read",
+        "tests.mutants.m_mutations:creates_over_present_read",
+        "mutations.create-read-present-key-refused",
+        "a create of a key read as present becomes a replace",
+    ),
+    Mutant(
+        "replace-ignores-version",
+        "tests.mutants.m_mutations:replace_ignores_version",
+        "mutations.exact-replace",
+        "replaces records this attempt did not read at that version",
+    ),
+    Mutant(
+        "delete-ignores-version",
+        "tests.mutants.m_mutations:delete_ignores_version",
+        "mutations.exact-delete",
+        "deletes records this attempt did not read at that version",
+    ),
+    Mutant(
+        "ignores-second-mutation",
+        "tests.mutants.m_mutations:ignores_second_mutation",
+        "mutations.one-mutation-per-key",
+        "silently drops a second mutation of a key",
+    ),
+    Mutant(
+        "replace-moves-key",
+        "tests.mutants.m_mutations:replace_moves_key",
+        "mutations.replace-keeps-key",
+        "a replacement with another key moves the record",
+    ),
+    Mutant(
+        "lazy-index-on-replace",
+        "tests.mutants.m_mutations:lazy_on_replace",
+        "mutations.replace-moves-index-entries",
+        "old index entries of a replaced record linger until the next commit",
+    ),
+    Mutant(
+        "lazy-index-on-delete",
+        "tests.mutants.m_mutations:lazy_on_delete",
+        "mutations.delete-removes-index-entries",
+        "index entries of a deleted record linger until the next commit",
+    ),
+    Mutant(
+        "commits-on-raise",
+        "tests.mutants.m_mutations:commits_on_raise",
+        "mutations.callback-error-rolls-back",
+        "commits the staged writes of a callback that raised",
+    ),
+]
+
+blind_create_overwrites = mutant_harness(transaction_class=BlindCreateOverwrites)
+refuses_create_after_absent_read = mutant_harness(transaction_class=RefusesCreateAfterAbsentRead)
+creates_over_present_read = mutant_harness(transaction_class=CreatesOverPresentRead)
+replace_ignores_version = mutant_harness(transaction_class=ReplaceIgnoresVersion)
+delete_ignores_version = mutant_harness(transaction_class=DeleteIgnoresVersion)
+ignores_second_mutation = mutant_harness(transaction_class=IgnoresSecondMutation)
+replace_moves_key = mutant_harness(transaction_class=ReplaceMovesKey)
+lazy_on_replace = mutant_harness(LazyIndexDriver, transaction_class=LazyOnReplace)
+lazy_on_delete = mutant_harness(LazyIndexDriver, transaction_class=LazyOnDelete)
+commits_on_raise = mutant_harness(CommitsOnRaise)

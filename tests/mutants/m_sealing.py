@@ -1,0 +1,168 @@
+"""Broken drivers for the sealing area."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from runlane_conformance import StorageAttemptEndedError
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+
+
+class MovingNow(WrappedTransaction):
+    """Every now() call returns a slightly later time than the one before, within one attempt."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.calls = 0
+
+    def now(self) -> datetime:
+        self.calls += 1
+        return self.inner.now() + timedelta(microseconds=self.calls)  # type: ignore[no-any-return]
+
+
+class IgnoresInjectedClock(WrappedTransaction):
+    """Seals like the real driver but answers now() from the wall clock, not the injected clock."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.frozen: datetime | None = None
+
+    def now(self) -> datetime:
+        self.inner.now()
+        if self.frozen is None:
+            self.frozen = datetime.now(UTC)
+        return self.frozen
+
+
+class ReadsAfterNow(WrappedTransaction):
+    """Samples now() in a side transaction, so this attempt's read set is never sealed by it."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.frozen: datetime | None = None
+
+    def now(self) -> datetime:
+        if self.frozen is None:
+            self.frozen = self.driver.inner.transaction(lambda tx: tx.now())
+        return self.frozen
+
+
+class DefersMutations(WrappedTransaction):
+    """Buffers mutations until the callback returns, so reads after a mutation still work."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.pending: list[Callable[[], None]] = []
+
+    def create(self, record: Any) -> None:
+        self.pending.append(lambda: self.inner.create(record))
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.pending.append(lambda: self.inner.replace(current, record))
+
+    def delete(self, current: Any) -> None:
+        self.pending.append(lambda: self.inner.delete(current))
+
+    def flush(self) -> None:
+        for action in self.pending:
+            action()
+
+
+class DeferringDriver(WrappedDriver):
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def run(tx: Any) -> T:
+            wrapped = DefersMutations(tx, self)
+            result = callback(wrapped)
+            wrapped.flush()
+            return result
+
+        return self.inner.transaction(run)  # type: ignore[no-any-return]
+
+
+class UsableAfterAttempt(WrappedTransaction):
+    """Once its attempt has ended, the transaction object quietly runs each call in a new transaction."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.last_now: datetime | None = None
+
+    def _or_later(self, call: Callable[[Any], Any]) -> Any:
+        try:
+            return call(self.inner)
+        except StorageAttemptEndedError:
+            return self.driver.inner.transaction(call)
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        return self._or_later(lambda tx: tx.get(keys))  # type: ignore[no-any-return]
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self._or_later(lambda tx: tx.query_candidates(command, **kwargs))
+
+    def now(self) -> datetime:
+        try:
+            self.last_now = self.inner.now()
+        except StorageAttemptEndedError:
+            if self.last_now is None:
+                self.last_now = datetime.now(UTC)
+        assert self.last_now is not None
+        return self.last_now
+
+    def create(self, record: Any) -> None:
+        self._or_later(lambda tx: tx.create(record))
+
+    def replace(self, current: Any, record: Any) -> None:
+        try:
+            self.inner.replace(current, record)
+        except StorageAttemptEndedError:
+            self.driver.inner.transaction(lambda tx: tx.replace(tx.get([current.key])[0], record))
+
+    def delete(self, current: Any) -> None:
+        try:
+            self.inner.delete(current)
+        except StorageAttemptEndedError:
+            self.driver.inner.transaction(lambda tx: tx.delete(tx.get([current.key])[0]))
+
+
+MUTANTS = [
+    Mutant(
+        "moving-now",
+        "tests.mutants.m_sealing:moving_now",
+        "sealing.now-frozen-within-attempt",
+        "now() advances between calls of one attempt",
+    ),
+    Mutant(
+        "ignores-injected-clock",
+        "tests.mutants.m_sealing:ignores_injected_clock",
+        "sealing.now-uses-injected-client-clock",
+        "now() comes from the wall clock although a client clock was injected",
+    ),
+    Mutant(
+        "reads-after-now",
+        "tests.mutants.m_sealing:reads_after_now",
+        "sealing.reads-refused-after-now",
+        "now() does not seal the read set",
+    ),
+    Mutant(
+        "reads-after-mutation",
+        "tests.mutants.m_sealing:reads_after_mutation",
+        "sealing.reads-refused-after-first-mutation",
+        "mutations are deferred, so reads after them are served",
+    ),
+    Mutant(
+        "usable-after-attempt",
+        "tests.mutants.m_sealing:usable_after_attempt",
+        "sealing.attempt-ended-refused",
+        "a transaction object keeps working after its attempt ended",
+    ),
+]
+
+moving_now = mutant_harness(transaction_class=MovingNow)
+ignores_injected_clock = mutant_harness(transaction_class=IgnoresInjectedClock)
+reads_after_now = mutant_harness(transaction_class=ReadsAfterNow)
+reads_after_mutation = mutant_harness(DeferringDriver)
+usable_after_attempt = mutant_harness(transaction_class=UsableAfterAttempt)

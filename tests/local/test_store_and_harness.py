@@ -135,6 +135,7 @@ def test_without_live_attempts_only_current_versions_are_kept(driver: LocalStora
         "records": 2,
         "versions": 2,
         "index_entries": 2,
+        "index_events": 0,
         "log_entries": 0,
         "live_snapshots": 0,
         "holds": 0,
@@ -161,6 +162,7 @@ def test_a_live_snapshot_pins_old_versions_until_it_ends(
     assert pinned["versions"] > 1 and pinned["log_entries"] == 5  # type: ignore[index]
     after = driver.store.stats()
     assert after["versions"] == 1 and after["log_entries"] == 0 and after["index_entries"] == 1
+    assert after["index_events"] == 0
 
 
 def test_deleted_records_leave_nothing_behind(driver: LocalStorageDriver) -> None:

@@ -31,11 +31,13 @@ from ..contract.errors import (
     StorageDuplicateMutationError,
     StorageKeyChangeError,
     StorageLimitError,
+    StorageLimitName,
     StorageSealedError,
     StorageUsageError,
     StorageValidationError,
+    create_storage_limit_error,
 )
-from ..contract.limits import StorageTransactionMeter
+from ..contract.limits import StorageTransactionMeter, check_storage_record_size
 from ..contract.protocols import Clock, StorageTransaction
 from ..contract.records import parse_new_storage_record
 from ..contract.streams import AppendRecordsCommand, measure_storage_append, parse_append_records_command
@@ -75,6 +77,22 @@ def local_profile(limits: StorageLimits | None = None) -> StorageProfile:
     )
 
 
+class _AttemptMeter(StorageTransactionMeter):
+    """The shared meter, fed keys this driver has already encoded (the counting rules are the base's)."""
+
+    def add_encoded_point_reads(self, ekeys: Sequence[str]) -> None:
+        total = self.point_reads + len(ekeys)
+        if total > self.limits.max_point_reads:
+            raise create_storage_limit_error(StorageLimitName.POINT_READS, self.limits.max_point_reads, total)
+        self.point_reads = total
+        self._touch(ekeys)
+
+    def add_encoded_write(self, ekey: str, record: NewStorageRecord | None) -> None:
+        size = 0 if record is None else check_storage_record_size(record, self.limits)
+        self._touch((ekey,))
+        self._add_bytes(size)
+
+
 class LocalTransaction:
     """One attempt of a transaction callback against a ``LocalStore``.
 
@@ -87,7 +105,7 @@ class LocalTransaction:
     def __init__(self, store: LocalStore, limits: StorageLimits, clock: Clock) -> None:
         self._store = store
         self._clock = clock
-        self._meter = StorageTransactionMeter(limits)
+        self._meter = _AttemptMeter(limits)
         self._use = threading.Lock()
         self._token = store.new_token()
         self._ended = False
@@ -95,6 +113,7 @@ class LocalTransaction:
         self._snapshot: int | None = None
         self._now: datetime | None = None
         self._reads: dict[str, StoredRecord | None] = {}
+        self._handed: dict[int, str] = {}  # id of each record get() returned -> its encoded key
         self._ranges: list[RangeDependency] = []
         self._creates: list[tuple[str, NewStorageRecord]] = []
         self._replaces: list[tuple[str, NewStorageRecord]] = []
@@ -150,12 +169,15 @@ class LocalTransaction:
                 if not isinstance(key, StorageRecordKey):
                     raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
             self._require_unsealed("get")
-            self._metered(lambda: self._meter.add_point_reads(keys))
             ekeys = [key.encoded for key in keys]
+            self._metered(lambda: self._meter.add_encoded_point_reads(ekeys))
             records = self._store.read(self._ensure_snapshot(), ekeys)
             reads = self._reads
+            handed = self._handed
             for ekey, record in zip(ekeys, records, strict=True):
                 reads[ekey] = record
+                if record is not None:
+                    handed[id(record)] = ekey
             return records
         finally:
             self._leave()
@@ -191,7 +213,7 @@ class LocalTransaction:
                 self._token if exclusive else None,
             )
             if exclusive:
-                self._held.update(ekey for ekey, _record, _sort in page.items)
+                self._held.update(ekey for ekey, _reference in page.items)
             self._ranges.append(page.dependency)
             return _page_result(command, page.items)
         finally:
@@ -224,7 +246,7 @@ class LocalTransaction:
                 raise StorageDuplicateMutationError(
                     f"{parsed.key} was read as present in this attempt, so it cannot be created"
                 )
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._metered(lambda: self._meter.add_encoded_write(ekey, parsed))
             self._creates.append((ekey, parsed))
             self._mutated.add(ekey)
             self._sealed = True
@@ -246,7 +268,9 @@ class LocalTransaction:
     def _check_current(self, current: StoredRecord, operation: str) -> str:
         if not isinstance(current, StoredRecord):
             raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
-        ekey = current.key.encoded
+        ekey = self._handed.get(id(current))
+        if ekey is None or self._reads.get(ekey) is not current:
+            ekey = current.key.encoded
         read = self._reads.get(ekey)
         if read is None or read.version != current.version:
             raise StorageKeyChangeError(
@@ -266,7 +290,7 @@ class LocalTransaction:
                     f"a replacement cannot change the key {current.key} to {parsed.key}"
                 )
             ekey = self._check_current(current, "replace")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._metered(lambda: self._meter.add_encoded_write(ekey, parsed))
             self._replaces.append((ekey, parsed))
             self._mutated.add(ekey)
             self._sealed = True
@@ -278,7 +302,7 @@ class LocalTransaction:
         self._enter()
         try:
             ekey = self._check_current(current, "delete")
-            self._metered(lambda: self._meter.add_write(current.key, None))
+            self._metered(lambda: self._meter.add_encoded_write(ekey, None))
             self._deletes.append(ekey)
             self._mutated.add(ekey)
             self._sealed = True
@@ -359,9 +383,9 @@ class LocalTransaction:
 
 
 def _page_result(
-    command: QueryRecordsCommand, items: Sequence[tuple[str, StoredRecord, str]]
+    command: QueryRecordsCommand, items: Sequence[tuple[str, StorageIndexReference]]
 ) -> QueryRecordsResult:
-    references = tuple(StorageIndexReference(record.key, sort) for _ekey, record, sort in items)
+    references = tuple(reference for _ekey, reference in items)
     cursor = None
     if references and len(references) == command.limit:
         cursor = encode_storage_query_cursor(command, references[-1])

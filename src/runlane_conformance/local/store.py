@@ -19,18 +19,26 @@ The pieces
   ``(commit sequence, StoredRecord | None)`` in commit order (``None`` marks a
   delete). An attempt whose snapshot is sequence ``s`` sees, for each key, the
   newest entry with sequence <= ``s``.
-* ``_index``: one ``SortedList`` of ``(index, partition, encoded sort, encoded
-  key)`` tuples, a superset of the entries of every version still retained.
-  Tuple order *is* the contract's order (encoded sort, then encoded key), and
-  an entry is visible to a snapshot only if the version that snapshot sees
-  still carries it, so old snapshots never see newer entries and vice versa.
-  ``_index_refs`` counts how many retained versions carry each entry; the
-  entry leaves the list when the count reaches zero.
+* ``_index``: one ``SortedList`` of flat strings
+  ``index NUL hex(partition) NUL encoded sort NUL encoded key``, a superset of
+  the entries of every version some live snapshot may still see. Encoded
+  sorts and keys only use ``0-9a-f/``, all above NUL, so plain string order
+  of the flat form *is* the contract order (partition, then encoded sort, then
+  encoded key), and one string comparison replaces a tuple comparison that
+  would chase four objects: at a million entries the difference is mostly
+  CPU cache misses. ``_references`` maps each flat entry to the immutable
+  ``StorageIndexReference`` queries hand out for it, built once.
+* ``_recent``: flat entry -> its add/remove events ``(commit sequence,
+  present)`` that some live snapshot may still need to see past. An entry
+  without events is visible to every snapshot. Events of one entry alternate
+  strictly (a key's versions gain and lose it in turn), so the state before
+  the first retained event is the opposite of that event.
 * ``_log``: one entry per commit (keys written, index entries added or
   removed), kept only while some live snapshot is older than it. Range
   dependencies are validated against these entries; when the oldest live
-  snapshot moves past an entry, the entry is dropped and the versions it made
-  obsolete are trimmed from their chains.
+  snapshot moves past an entry, the entry is dropped, the versions it made
+  obsolete are trimmed from their chains and the index events it recorded
+  are folded away (removing entries nobody can see any more).
 * ``_holds``: encoded key -> token of the attempt that selected it in
   exclusive mode. Every driver instance over this store shares it, which is
   what makes exclusive selection work across instances.
@@ -52,6 +60,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
@@ -61,38 +70,77 @@ from ..contract.errors import StorageCorruptionError, StorageUsageError
 from ..contract.streams import AppendRecordsCommand, materialize_storage_append, read_storage_stream_position
 from ..contract.values import (
     NewStorageRecord,
+    StorageIndexReference,
     StorageQueryRange,
+    StorageRecordKey,
     StorageRecordVersion,
     StoredRecord,
 )
 
 __all__ = ["CommitPlan", "IndexKey", "LocalStore", "RangeDependency", "ScanPage"]
 
-#: ``(index name, partition, encoded sort, encoded record key)``; tuple order is contract order.
+#: ``(index name, partition, encoded sort, encoded record key)``: an index entry as dependencies see it.
 IndexKey = tuple[str, str, str, str]
-_Chain = list[tuple[int, StoredRecord | None]]
+#: The index entries of one stored version: flat form -> tuple form.
+_Entries = dict[str, IndexKey]
+#: One version of a key: (commit sequence, record or None for a delete, its index entries).
+_Version = tuple[int, StoredRecord | None, _Entries]
+_Chain = list[_Version]
+_NO_ENTRIES: _Entries = {}
 
 
-def _entries(record: StoredRecord | NewStorageRecord | None, ekey: str) -> frozenset[IndexKey]:
+@lru_cache(maxsize=4096)
+def _partition_prefix(index: str, partition: str) -> str:
+    """The flat prefix of one index partition; the partition is hex-encoded so it cannot contain NUL."""
+    return f"{index}\x00{partition.encode('utf-8', 'surrogatepass').hex()}\x00"
+
+
+def _reference(key: StorageRecordKey, sort: str) -> StorageIndexReference:
+    """A query result for an already validated key and sort (built once per index entry)."""
+    reference = object.__new__(StorageIndexReference)
+    reference.__dict__.update(key=key, sort=sort)
+    return reference
+
+
+def _version(number: int) -> StorageRecordVersion:
+    """A version from the store counter; a positive decimal by construction."""
+    version = object.__new__(StorageRecordVersion)
+    version.__dict__["value"] = str(number)
+    return version
+
+
+def _stored(seq: int, record: StoredRecord | None, ekey: str) -> _Version:
     if record is None:
-        return frozenset()
-    return frozenset((entry.index.value, entry.partition, entry.sort, ekey) for entry in record.indexes)
+        return (seq, None, _NO_ENTRIES)
+    entries: _Entries = {}
+    for entry in record.indexes:
+        index = entry.index.value
+        entries[f"{_partition_prefix(index, entry.partition)}{entry.sort}\x00{ekey}"] = (
+            index,
+            entry.partition,
+            entry.sort,
+            ekey,
+        )
+    return (seq, record, entries)
 
 
-def _visible(chain: _Chain | None, snapshot: int) -> StoredRecord | None:
+def _visible(chain: _Chain | None, snapshot: int) -> _Version | None:
     if chain is None:
         return None
-    for seq, record in reversed(chain):
-        if seq <= snapshot:
-            return record
+    for version in reversed(chain):
+        if version[0] <= snapshot:
+            return version
     return None
 
 
-def _carries(record: StoredRecord, index: str, partition: str, sort: str) -> bool:
-    for entry in record.indexes:
-        if entry.index.value == index:
-            return entry.partition == partition and entry.sort == sort
-    return False
+def _present(events: list[tuple[int, bool]], snapshot: int) -> bool:
+    """Whether an index entry with these (alternating) events is visible at ``snapshot``."""
+    state = not events[0][1]
+    for seq, present in events:
+        if seq > snapshot:
+            break
+        state = present
+    return state
 
 
 @dataclass(frozen=True)
@@ -134,7 +182,7 @@ class RangeDependency:
 class ScanPage:
     """What one index scan found: the visible records in order, and where it stopped."""
 
-    items: tuple[tuple[str, StoredRecord, str], ...]  # (encoded key, record, sort)
+    items: tuple[tuple[str, StorageIndexReference], ...]  # (encoded key, reference)
     dependency: RangeDependency
 
 
@@ -161,7 +209,23 @@ class StoreConflict(Exception):
 class _LogEntry:
     seq: int
     keys: tuple[str, ...]
-    changes: tuple[IndexKey, ...] = field(default=())
+    changes: tuple[tuple[str, IndexKey], ...] = field(default=())
+
+
+def _in_scope(
+    sort: str,
+    ekey: str,
+    query_range: StorageQueryRange,
+    position: tuple[str, str] | None,
+    direction: StorageQueryDirection,
+) -> bool:
+    if not query_range.contains(sort):
+        return False
+    if position is None:
+        return True
+    if direction is StorageQueryDirection.ASCENDING:
+        return (sort, ekey) > position
+    return (sort, ekey) < position
 
 
 class LocalStore:
@@ -173,7 +237,8 @@ class LocalStore:
         self._version = 0
         self._chains: dict[str, _Chain] = {}
         self._index: SortedList = SortedList()
-        self._index_refs: dict[IndexKey, int] = {}
+        self._references: dict[str, tuple[StorageIndexReference, str]] = {}
+        self._recent: dict[str, list[tuple[int, bool]]] = {}
         self._log: deque[_LogEntry] = deque()
         self._live: SortedList = SortedList()
         self._holds: dict[str, int] = {}
@@ -192,7 +257,8 @@ class LocalStore:
             self._closed = True
             self._chains.clear()
             self._index.clear()
-            self._index_refs.clear()
+            self._references.clear()
+            self._recent.clear()
             self._log.clear()
             self._holds.clear()
 
@@ -217,7 +283,11 @@ class LocalStore:
         with self._lock:
             self._check_open()
             chains = self._chains
-            return [_visible(chains.get(ekey), snapshot) for ekey in ekeys]
+            found: list[StoredRecord | None] = []
+            for ekey in ekeys:
+                version = _visible(chains.get(ekey), snapshot)
+                found.append(None if version is None else version[1])
+            return found
 
     def latest_seq(self) -> int:
         with self._lock:
@@ -242,42 +312,55 @@ class LocalStore:
         Only returned rows are held; the scan stops at the last one it returns.
         """
         descending = direction is StorageQueryDirection.DESCENDING
+        prefix = _partition_prefix(index, partition)
         lower, upper = query_range.lower, query_range.upper
+        # Flat bounds: NUL ends a sort inside an entry, so "sort + \x01" is just past every
+        # entry with that exact sort and below every longer sort (whose next char is >= "/").
         if lower is None:
-            lo: tuple[str, ...] = (index, partition)
+            lo = prefix
         elif lower.inclusive:
-            lo = (index, partition, lower.value)
+            lo = prefix + lower.value
         else:
-            lo = (index, partition, lower.value + "\x00")
+            lo = prefix + lower.value + "\x01"
         if upper is None:
-            hi: tuple[str, ...] = (index, partition + "\x00")
+            hi = prefix[:-1] + "\x01"
         elif upper.inclusive:
-            hi = (index, partition, upper.value + "\x00")
+            hi = prefix + upper.value + "\x01"
         else:
-            hi = (index, partition, upper.value)
+            hi = prefix + upper.value
         lo_inclusive = True
-        hi_inclusive = False
         position = None if after is None else (after.sort, after.key)
         if position is not None:
-            bound = (index, partition, *position)
+            bound = f"{prefix}{position[0]}\x00{position[1]}"
             if descending:
-                if bound < hi:
-                    hi, hi_inclusive = bound, False
+                hi = min(hi, bound)
             elif bound >= lo:
                 lo, lo_inclusive = bound, False
-        items: list[tuple[str, StoredRecord, str]] = []
+        # Bounds holding NUL (never produced by the codecs) could compare differently in flat
+        # form, so such scans re-check every entry against the range and cursor in tuple form.
+        exotic = any(
+            "\x00" in text
+            for text in (
+                "" if lower is None else lower.value,
+                "" if upper is None else upper.value,
+                *(position or ()),
+            )
+        )
+        items: list[tuple[str, StorageIndexReference]] = []
         skipped: set[str] = set()
         stop: tuple[str, str] | None = None
         with self._lock:
             self._check_open()
-            chains = self._chains
+            recent = self._recent
+            references = self._references
             holds = self._holds
-            for entry in self._index.irange(lo, hi, (lo_inclusive, hi_inclusive), reverse=descending):
-                sort, ekey = entry[2], entry[3]
-                if not query_range.contains(sort):
-                    continue
-                record = _visible(chains.get(ekey), snapshot)
-                if record is None or not _carries(record, index, partition, sort):
+            for flat in self._index.irange(lo, hi, (lo_inclusive, False), reverse=descending):
+                if recent:
+                    events = recent.get(flat)
+                    if events is not None and not _present(events, snapshot):
+                        continue
+                reference, ekey = references[flat]
+                if exotic and not _in_scope(reference.sort, ekey, query_range, position, direction):
                     continue
                 if exclusive_token is not None:
                     holder = holds.get(ekey)
@@ -285,9 +368,9 @@ class LocalStore:
                         skipped.add(ekey)
                         continue
                     holds[ekey] = exclusive_token
-                items.append((ekey, record, sort))
+                items.append((ekey, reference))
                 if len(items) == limit:
-                    stop = (sort, ekey)
+                    stop = (reference.sort, ekey)
                     break
         dependency = RangeDependency(
             index, partition, query_range, direction, position, stop, frozenset(skipped)
@@ -333,7 +416,7 @@ class LocalStore:
                 for logged in self._log:
                     if logged.seq <= snapshot:
                         continue
-                    for change in logged.changes:
+                    for _flat, change in logged.changes:
                         for dependency in plan.ranges:
                             if dependency.covers(change):
                                 raise StoreConflict(
@@ -381,40 +464,43 @@ class LocalStore:
         self._seq += 1
         seq = self._seq
         chains = self._chains
-        changes: list[IndexKey] = []
+        changes: list[tuple[str, IndexKey]] = []
         keys: list[str] = []
         for ekey, new in writes:
             chain = chains.get(ekey)
-            old = None if chain is None else chain[-1][1]
+            before = _NO_ENTRIES if chain is None else chain[-1][2]
             stored: StoredRecord | None = None
             if new is not None:
                 self._version += 1
-                stored = StoredRecord.committed(new, StorageRecordVersion(str(self._version)))
+                stored = StoredRecord.committed(new, _version(self._version))
+            version = _stored(seq, stored, ekey)
             if chain is None:
-                chains[ekey] = [(seq, stored)]
+                chains[ekey] = [version]
             else:
-                chain.append((seq, stored))
-            before = _entries(old, ekey)
-            after = _entries(stored, ekey)
-            for entry in after:
-                self._ref(entry)
-            changes.extend(before ^ after)
+                chain.append(version)
+            after = version[2]
+            for flat, entry in after.items():
+                if flat not in before:
+                    self._event(flat, entry, seq, True, stored)
+                    changes.append((flat, entry))
+            for flat, entry in before.items():
+                if flat not in after:
+                    self._event(flat, entry, seq, False, None)
+                    changes.append((flat, entry))
             keys.append(ekey)
         self._log.append(_LogEntry(seq, tuple(keys), tuple(changes)))
 
-    def _ref(self, entry: IndexKey) -> None:
-        count = self._index_refs.get(entry, 0)
-        if count == 0:
-            self._index.add(entry)
-        self._index_refs[entry] = count + 1
-
-    def _unref(self, entry: IndexKey) -> None:
-        count = self._index_refs[entry] - 1
-        if count == 0:
-            del self._index_refs[entry]
-            self._index.remove(entry)
+    def _event(
+        self, flat: str, entry: IndexKey, seq: int, present: bool, record: StoredRecord | None
+    ) -> None:
+        if record is not None and flat not in self._references:
+            self._index.add(flat)
+            self._references[flat] = (_reference(record.key, entry[2]), entry[3])
+        events = self._recent.get(flat)
+        if events is None:
+            self._recent[flat] = [(seq, present)]
         else:
-            self._index_refs[entry] = count
+            events.append((seq, present))
 
     def _finish(self, token: int, snapshot: int | None, held: Iterable[str]) -> None:
         holds = self._holds
@@ -426,28 +512,43 @@ class LocalStore:
         self._collect()
 
     def _collect(self) -> None:
-        """Drop log entries no live snapshot needs and trim the versions they made obsolete."""
+        """Drop log entries no live snapshot needs; trim the versions and index events they made obsolete."""
         horizon = self._live[0] if self._live else self._seq
         log = self._log
         while log and log[0].seq <= horizon:
-            for ekey in log.popleft().keys:
+            logged = log.popleft()
+            for ekey in logged.keys:
                 self._trim(ekey, horizon)
+            for flat, _entry in logged.changes:
+                self._fold(flat, horizon)
 
     def _trim(self, ekey: str, horizon: int) -> None:
         chain = self._chains.get(ekey)
         if chain is None:
             return
         keep = 0
-        for position, (seq, _record) in enumerate(chain):
-            if seq <= horizon:
+        for position, version in enumerate(chain):
+            if version[0] <= horizon:
                 keep = position
-        for _seq, record in chain[:keep]:
-            for entry in _entries(record, ekey):
-                self._unref(entry)
         if keep:
             del chain[:keep]
         if len(chain) == 1 and chain[0][1] is None and chain[0][0] <= horizon:
             del self._chains[ekey]
+
+    def _fold(self, flat: str, horizon: int) -> None:
+        events = self._recent.get(flat)
+        if events is None:
+            return
+        settled = 0
+        while settled < len(events) and events[settled][0] <= horizon:
+            settled += 1
+        if settled < len(events):
+            del events[:settled]
+            return
+        del self._recent[flat]
+        if not events[-1][1]:
+            self._index.remove(flat)
+            del self._references[flat]
 
     # -- bulk loading and introspection ----------------------------------------------------------
 
@@ -465,7 +566,7 @@ class LocalStore:
             self._seq += 1
             seq = self._seq
             chains = self._chains
-            fresh: list[IndexKey] = []
+            fresh: list[str] = []
             count = 0
             for record in records:
                 ekey = record.key.encoded
@@ -473,11 +574,11 @@ class LocalStore:
                 if existing is not None and existing[-1][1] is not None:
                     raise StorageUsageError(f"bulk_load: record {ekey} already exists")
                 self._version += 1
-                stored = StoredRecord.committed(record, StorageRecordVersion(str(self._version)))
-                chains[ekey] = [(seq, stored)]
-                for entry in _entries(stored, ekey):
-                    self._index_refs[entry] = 1
-                    fresh.append(entry)
+                version = _stored(seq, StoredRecord.committed(record, _version(self._version)), ekey)
+                chains[ekey] = [version]
+                for flat, entry in version[2].items():
+                    self._references[flat] = (_reference(record.key, entry[2]), ekey)
+                    fresh.append(flat)
                 count += 1
             self._index.update(fresh)
             return count
@@ -489,6 +590,7 @@ class LocalStore:
                 "records": sum(1 for chain in self._chains.values() if chain[-1][1] is not None),
                 "versions": sum(len(chain) for chain in self._chains.values()),
                 "index_entries": len(self._index),
+                "index_events": sum(len(events) for events in self._recent.values()),
                 "log_entries": len(self._log),
                 "live_snapshots": len(self._live),
                 "holds": len(self._holds),

@@ -1,0 +1,130 @@
+"""Broken drivers for the json_boundary area: each "repairs" bad caller input instead of refusing it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from runlane_conformance import (
+    NewStorageRecord,
+    StorageValidationError,
+    build_storage_record,
+    parse_storage_document,
+)
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedTransaction, mutant_harness
+
+
+class Repairs(WrappedTransaction):
+    """Passes mapping input through ``repair`` before the real driver sees it."""
+
+    def repair(self, record: Any) -> Any:
+        return record
+
+    def create(self, record: Any) -> None:
+        self.inner.create(self.repair(record) if isinstance(record, Mapping) else record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.inner.replace(current, self.repair(record) if isinstance(record, Mapping) else record)
+
+
+def _rebuild(value: Any, leaf: Callable[[Any], Any], active: frozenset[int] = frozenset()) -> Any:
+    """A copy of ``value`` with ``leaf`` applied to scalars and reference cycles cut (to None)."""
+    if isinstance(value, (Mapping, list, tuple)):
+        if id(value) in active:
+            return None
+        inner = active | {id(value)}
+        if isinstance(value, Mapping):
+            return {key: _rebuild(item, leaf, inner) for key, item in value.items()}
+        return [_rebuild(item, leaf, inner) for item in value]
+    return leaf(value)
+
+
+class RefusesMappings(WrappedTransaction):
+    """Refuses every plain mapping, even a perfectly valid one."""
+
+    def create(self, record: Any) -> None:
+        if not isinstance(record, NewStorageRecord):
+            raise StorageValidationError("only built NewStorageRecord values are accepted")
+        self.inner.create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        if not isinstance(record, NewStorageRecord):
+            raise StorageValidationError("only built NewStorageRecord values are accepted")
+        self.inner.replace(current, record)
+
+
+class AcceptsNonFinite(Repairs):
+    """Turns NaN and infinities into null instead of refusing them."""
+
+    def repair(self, record: Any) -> Any:
+        return _rebuild(record, lambda v: None if isinstance(v, float) and not math.isfinite(v) else v)
+
+
+class AcceptsCycles(Repairs):
+    """Cuts reference cycles (to null) instead of refusing them."""
+
+    def repair(self, record: Any) -> Any:
+        return _rebuild(record, lambda v: v)
+
+
+class AcceptsAnySchemaVersion(Repairs):
+    """Reads any envelope as schema version 1."""
+
+    def repair(self, record: Any) -> Any:
+        document = record.get("document")
+        if isinstance(document, (str, bytes)):
+            document = json.loads(document)
+        if isinstance(document, Mapping):
+            document = {"schemaVersion": 1, "value": document.get("value")}
+        return {**record, "document": document}
+
+
+class DerivesKeyAndIndexes(Repairs):
+    """Ignores the given key and index entries and derives both from the document."""
+
+    def repair(self, record: Any) -> Any:
+        document = parse_storage_document(record["document"])
+        return build_storage_record(record["key"]["table"], document.value)
+
+
+MUTANTS = [
+    Mutant(
+        "refuses-mappings",
+        "tests.mutants.m_json_boundary:refuses_mappings",
+        "json_boundary.valid-mapping-accepted",
+        "refuses valid plain-mapping input",
+    ),
+    Mutant(
+        "accepts-non-finite",
+        "tests.mutants.m_json_boundary:accepts_non_finite",
+        "json_boundary.non-finite-numbers-refused",
+        "stores NaN/Infinity as null",
+    ),
+    Mutant(
+        "accepts-cycles",
+        "tests.mutants.m_json_boundary:accepts_cycles",
+        "json_boundary.reference-cycles-refused",
+        "cuts reference cycles instead of refusing them",
+    ),
+    Mutant(
+        "accepts-any-schema-version",
+        "tests.mutants.m_json_boundary:accepts_any_schema_version",
+        "json_boundary.schema-version-one-only",
+        "reads schemaVersion 2 (or none) as 1",
+    ),
+    Mutant(
+        "derives-key-and-indexes",
+        "tests.mutants.m_json_boundary:derives_key_and_indexes",
+        "json_boundary.key-document-index-mismatch-refused",
+        "overrides a disagreeing key and index entries instead of refusing them",
+    ),
+]
+
+refuses_mappings = mutant_harness(transaction_class=RefusesMappings)
+accepts_non_finite = mutant_harness(transaction_class=AcceptsNonFinite)
+accepts_cycles = mutant_harness(transaction_class=AcceptsCycles)
+accepts_any_schema_version = mutant_harness(transaction_class=AcceptsAnySchemaVersion)
+derives_key_and_indexes = mutant_harness(transaction_class=DerivesKeyAndIndexes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .driver import LocalStorageDriver, LocalTransaction, create_local_storage_driver, local_profile
 from .harness import LocalHarness, LocalStoreHandle, local_harness
+from .operator import OperatorPage
 from .store import LocalStore
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "LocalStore",
     "LocalStoreHandle",
     "LocalTransaction",
+    "OperatorPage",
     "create_local_storage_driver",
     "local_harness",
     "local_profile",

@@ -54,6 +54,7 @@ from ..contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
+from . import operator
 from .store import CommitPlan, LocalStore, RangeDependency, StoreConflict
 
 __all__ = ["LocalStorageDriver", "LocalTransaction", "create_local_storage_driver", "local_profile"]
@@ -480,6 +481,27 @@ class LocalStorageDriver:
         finally:
             store.rollback(0, snapshot, ())
         return _page_result(command, page.items)
+
+    # -- OperatorReadDriver ----------------------------------------------------------------------
+
+    def get_run(self, environment: str, run_id: str) -> StoredRecord | None:
+        """The visible run record, or ``None`` if it is absent or tombstoned."""
+        self._check_open()
+        return operator.get_run(self._store, environment, run_id)
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> operator.OperatorPage:
+        """Visible runs of an environment, newest first, one consistent snapshot per page."""
+        self._check_open()
+        return operator.list_runs(self._store, self._profile.limits, environment, limit=limit, cursor=cursor)
+
+    def list_run_events(
+        self, environment: str, run_id: str, *, limit: int, cursor: str | None = None
+    ) -> operator.OperatorPage:
+        """A visible run's events in sequence order; empty once the run is tombstoned."""
+        self._check_open()
+        return operator.list_run_events(
+            self._store, self._profile.limits, environment, run_id, limit=limit, cursor=cursor
+        )
 
     def close(self) -> None:
         """Close this instance; the store and other instances are unaffected."""

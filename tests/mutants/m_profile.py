@@ -1,0 +1,233 @@
+"""Broken drivers for the profile area: profiles that contradict themselves or overstate the driver."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import fields, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from runlane_conformance import (
+    NewStorageRecord,
+    QueryRecordsResult,
+    StorageDurability,
+    StorageLimits,
+    StorageProfile,
+)
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+
+
+def _unchecked(cls: type[T], **values: Any) -> T:
+    """A frozen dataclass instance built without running its validation (mutants lie on purpose)."""
+    made = object.__new__(cls)
+    for name, value in values.items():
+        object.__setattr__(made, name, value)
+    return made
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return {item.name: getattr(value, item.name) for item in fields(value)}
+
+
+class IncoherentLimits(WrappedDriver):
+    """Advertises a transaction byte limit smaller than its record byte limit."""
+
+    @property
+    def profile(self) -> Any:
+        real = self.inner.profile
+        limits = _as_dict(real.limits)
+        limits["max_transaction_bytes"] = limits["max_record_bytes"] - 1
+        return _unchecked(StorageProfile, **{**_as_dict(real), "limits": _unchecked(StorageLimits, **limits)})
+
+
+class UnknownDurability(WrappedDriver):
+    """Advertises a durability that is not in the contract."""
+
+    @property
+    def profile(self) -> Any:
+        return _unchecked(StorageProfile, **{**_as_dict(self.inner.profile), "durability": "forever"})
+
+
+_instances = itertools.count()
+
+
+class DiffersPerInstance(WrappedDriver):
+    """Every second instance advertises one point read fewer than the first."""
+
+    def __init__(self, inner: Any, store: WrappedStore) -> None:
+        super().__init__(inner, store)
+        self.number = next(_instances)
+
+    @property
+    def profile(self) -> Any:
+        real = self.inner.profile
+        if self.number % 2 == 0:
+            return real
+        return replace(real, limits=replace(real.limits, max_point_reads=real.limits.max_point_reads - 1))
+
+
+def _hide_fresh(driver: WrappedDriver, page: QueryRecordsResult) -> QueryRecordsResult:
+    """Drop references committed by another instance that this instance has not been shown yet."""
+    fresh: dict[str, int] = driver.store.shared.setdefault("fresh", {})
+    kept = []
+    for item in page.items:
+        owner = fresh.get(item.key.encoded)
+        if owner is not None and owner != id(driver):
+            del fresh[item.key.encoded]  # it shows up next time: an eventually consistent index
+            continue
+        kept.append(item)
+    return QueryRecordsResult(tuple(kept), page.cursor)
+
+
+class RecordsWrites(WrappedTransaction):
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.written: list[str] = []
+
+    def create(self, record: Any) -> None:
+        self.inner.create(record)
+        if isinstance(record, NewStorageRecord):
+            self.written.append(record.key.encoded)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.inner.replace(current, record)
+        self.written.append(current.key.encoded)
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.filter_page(self.inner.query_candidates(command, **kwargs))  # type: ignore[attr-defined]
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        return self.driver.filter_records(keys, self.inner.get(keys))  # type: ignore[attr-defined, no-any-return]
+
+
+class RecordingDriver(WrappedDriver):
+    """Knows which keys each committed attempt wrote (for the visibility and durability mutants)."""
+
+    transaction_class = RecordsWrites
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[RecordsWrites] = []
+
+        def run(tx: Any) -> T:
+            wrapped = RecordsWrites(tx, self)
+            attempts.append(wrapped)
+            return callback(wrapped)
+
+        result = self.inner.transaction(run)
+        if attempts:
+            self.committed(attempts[-1].written)
+        return result  # type: ignore[no-any-return]
+
+    def committed(self, keys: list[str]) -> None:
+        pass
+
+    def filter_page(self, page: QueryRecordsResult) -> QueryRecordsResult:
+        return page
+
+    def filter_records(self, keys: Sequence[Any], records: list[Any]) -> list[Any]:
+        return records
+
+    def query(self, command: Any) -> Any:
+        return self.filter_page(self.inner.query(command))
+
+
+class HidesOtherInstancesCommits(RecordingDriver):
+    """Claims strong index consistency, but an instance sees another's new entries only on a second look."""
+
+    def committed(self, keys: list[str]) -> None:
+        fresh = self.store.shared.setdefault("fresh", {})
+        for key in keys:
+            fresh[key] = id(self)
+
+    def filter_page(self, page: QueryRecordsResult) -> QueryRecordsResult:
+        return _hide_fresh(self, page)
+
+
+class ClaimsDurableLosesData(RecordingDriver):
+    """Claims durable storage, but everything committed is gone once every instance has closed."""
+
+    def __init__(self, inner: Any, store: WrappedStore) -> None:
+        super().__init__(inner, store)
+        self.store.shared.setdefault("open", set()).add(id(self))
+
+    @property
+    def profile(self) -> Any:
+        return replace(self.inner.profile, durability=StorageDurability.DURABLE)
+
+    def committed(self, keys: list[str]) -> None:
+        self.store.shared.setdefault("written", set()).update(keys)
+
+    def close(self) -> None:
+        opened: set[int] = self.store.shared.setdefault("open", set())
+        opened.discard(id(self))
+        if not opened:
+            self.store.shared["lost"] = set(self.store.shared.get("written", set()))
+        super().close()
+
+    def filter_page(self, page: QueryRecordsResult) -> QueryRecordsResult:
+        lost = self.store.shared.get("lost", set())
+        return QueryRecordsResult(tuple(i for i in page.items if i.key.encoded not in lost), page.cursor)
+
+    def filter_records(self, keys: Sequence[Any], records: list[Any]) -> list[Any]:
+        lost = self.store.shared.get("lost", set())
+        return [None if key.encoded in lost else record for key, record in zip(keys, records, strict=True)]
+
+
+class CachesFirstClockReading(WrappedTransaction):
+    """Seals like the real driver, but every attempt of an instance reuses the instance's first reading."""
+
+    def now(self) -> datetime:
+        sampled = self.inner.now()
+        first: datetime = self.driver.__dict__.setdefault("first_now", sampled)
+        return first
+
+
+MUTANTS = [
+    Mutant(
+        "incoherent-limits",
+        "tests.mutants.m_profile:incoherent_limits",
+        "profile.advertised-profile-coherent",
+        "advertises max_transaction_bytes below max_record_bytes",
+    ),
+    Mutant(
+        "unknown-durability",
+        "tests.mutants.m_profile:unknown_durability",
+        "profile.advertised-profile-coherent",
+        "advertises a durability outside the contract",
+    ),
+    Mutant(
+        "profile-differs-per-instance",
+        "tests.mutants.m_profile:differs_per_instance",
+        "profile.same-profile-on-every-instance",
+        "instances on one store advertise different limits",
+    ),
+    Mutant(
+        "hides-other-instances-commits",
+        "tests.mutants.m_profile:hides_other_instances_commits",
+        "profile.strong-index-visible-across-instances",
+        "claims strong index consistency but lags on other instances",
+    ),
+    Mutant(
+        "caches-first-clock-reading",
+        "tests.mutants.m_profile:caches_first_clock_reading",
+        "profile.client-clock-follows-injected-clock",
+        "claims a client clock but reads it once per instance",
+    ),
+    Mutant(
+        "claims-durable-loses-data",
+        "tests.mutants.m_profile:claims_durable_loses_data",
+        "profile.durable-survives-reconnect",
+        "claims durability but loses data once every instance closed",
+    ),
+]
+
+incoherent_limits = mutant_harness(IncoherentLimits)
+unknown_durability = mutant_harness(UnknownDurability)
+differs_per_instance = mutant_harness(DiffersPerInstance)
+hides_other_instances_commits = mutant_harness(HidesOtherInstancesCommits)
+caches_first_clock_reading = mutant_harness(transaction_class=CachesFirstClockReading)
+claims_durable_loses_data = mutant_harness(ClaimsDurableLosesData)

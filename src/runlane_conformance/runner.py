@@ -494,7 +494,13 @@ def run_suites(
         )
 
     tests = tuple(collector.tests)
-    known = dict(catalog) if catalog is not None else all_requirements()
+    if catalog is not None:
+        known = dict(catalog)
+    elif workers == 1:
+        # Each real check carries its Requirement as a parameter; no need to import every suite again.
+        known = collector.declared
+    else:
+        known = all_requirements()
     return RunResult(
         driver=driver,
         options=options,
@@ -631,6 +637,7 @@ class _Collector:
         self._announced = False
         self.tests: list[TestResult] = []
         self.collection_errors: list[str] = []
+        self.declared: dict[str, Requirement] = {}
 
     def _announce(self, nodeids: Iterable[str]) -> None:
         if self._announced:
@@ -646,6 +653,11 @@ class _Collector:
             self.collection_errors.append(f"{report.nodeid or 'suite'}: {_short_message(report)}")
 
     def pytest_collection_finish(self, session: Any) -> None:
+        for item in session.items:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            declared = params.get(_REQUIREMENT_PROPERTY)
+            if isinstance(declared, Requirement):
+                self.declared[declared.id] = declared
         if session.items:
             self._announce(item.nodeid for item in session.items)
 

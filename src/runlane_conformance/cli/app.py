@@ -11,6 +11,7 @@ Exit codes are part of the interface, so CI can branch on them:
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 from collections.abc import Callable, Sequence
@@ -74,6 +75,8 @@ def _begin() -> None:
     # Bind the console to the stdout of *this* invocation (a test runner may have swapped it), and keep
     # it bound while pytest's own output is diverted during the run.
     console.file = sys.stdout
+    # Logs (CI, pipes) have no terminal width; rich's default of 80 columns would fold the tables.
+    console.width = 140 if not console.is_terminal and "COLUMNS" not in os.environ else console.size.width
 
 
 def _stop(code: ExitCode, message: str) -> NoReturn:

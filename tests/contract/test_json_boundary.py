@@ -372,3 +372,15 @@ def test_read_only_views_and_tuples_are_walked_because_looking_frozen_proves_not
 def test_freezing_returns_an_already_frozen_object_unchanged() -> None:
     value = parsed().value
     assert freeze_json(value) is value
+
+
+def test_string_subclasses_are_frozen_to_their_plain_text() -> None:
+    from enum import Enum
+
+    class Colour(str, Enum):  # noqa: UP042 - the plain (str, Enum) mix-in is the case under test
+        RED = "red"
+
+    frozen = freeze_json({Colour.RED: [Colour.RED]})
+    assert canonical_json(frozen) == '{"red":["red"]}'
+    assert type(next(iter(frozen))) is str  # type: ignore[arg-type]
+    assert type(frozen["red"][0]) is str  # type: ignore[index]

@@ -110,7 +110,7 @@ def _freeze(value: object, where: str, active: set[int]) -> FrozenJson:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
-        return _check_text(str(value), where)
+        return _check_text(str.__str__(value), where)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
@@ -130,7 +130,7 @@ def _freeze(value: object, where: str, active: set[int]) -> FrozenJson:
                 for key, item in value.items():
                     if not isinstance(key, str):
                         raise StorageValidationError(f"{where}: object key {key!r} is not a string")
-                    items[_check_text(str(key), where)] = _freeze(item, f"{where}.{key}", active)
+                    items[_check_text(str.__str__(key), where)] = _freeze(item, f"{where}.{key}", active)
                 return FrozenJsonObject._adopt(items)
             return tuple(_freeze(item, f"{where}[{i}]", active) for i, item in enumerate(value))
         finally:

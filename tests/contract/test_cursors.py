@@ -318,3 +318,15 @@ def test_an_item_after_the_cursor_is_accepted() -> None:
 def test_a_result_of_the_wrong_type_is_corruption() -> None:
     with pytest.raises(StorageCorruptionError):
         parse_query_records_result(BASE, {"items": [], "cursor": None})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("v", True), ("v", 1.0), ("r", [[sort("b"), 1], [sort("y"), 0]])],
+    ids=["schema-version-true", "schema-version-float", "inclusivity-as-numbers"],
+)
+def test_scope_values_that_only_look_equal_in_python_are_a_different_scope(field: str, value: object) -> None:
+    payload = cursor_body(encode_storage_query_cursor(BASE, LAST))
+    payload[field] = value
+    with pytest.raises(StorageCursorError):
+        decode_storage_query_cursor(BASE.with_cursor(forge(payload)))

@@ -111,7 +111,8 @@ def decode_storage_query_cursor(command: QueryRecordsCommand) -> StorageCursorPo
         ("r", "range"),
         ("d", "direction"),
     ):
-        if payload.get(part) != expected[part]:
+        # Compared as JSON text so that 1, 1.0 and true (equal in Python) stay different scopes.
+        if json.dumps(payload.get(part)) != json.dumps(expected[part]):
             raise StorageCursorError(f"cursor was issued for another {name}")
     sort, key = payload.get("s"), payload.get("k")
     if not isinstance(sort, str) or not isinstance(key, str):

@@ -10,9 +10,12 @@ the counting rules are those of ``runlane_conformance.contract.limits``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runlane_conformance.contract.errors import StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
@@ -172,6 +175,32 @@ def test_duplicate_positions_count_against_the_point_read_limit(
     _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(lambda tx: tx.get(same)))
 
 
+@POINT_READS
+@given(data=st.data())
+def test_any_split_of_the_point_read_budget_is_accepted_and_one_more_refused(
+    driver: StorageDriver, data: st.DataObject
+) -> None:
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    total = limits.max_point_reads
+    cuts = sorted(data.draw(st.lists(st.integers(0, total), max_size=6), label="cuts"))
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, total], strict=True) if b > a]
+    calls = [_positions(leases, size, limits) for size in sizes]
+
+    def exactly(tx: StorageTransaction) -> int:
+        return sum(len(tx.get(call)) for call in calls)
+
+    assert driver.transaction(exactly) == total, f"reads split as {sizes} were not all answered"
+
+    def one_more(tx: StorageTransaction) -> None:
+        for call in calls:
+            tx.get(call)
+        tx.get(_positions(leases, 1, limits))
+
+    _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(one_more))
+
+
 # -- query results -----------------------------------------------------------------------------------
 
 
@@ -259,6 +288,32 @@ def test_a_replacement_one_byte_past_max_record_bytes_is_refused(
         *also,
     )
     assert read_one(driver, original.key) == before, "an oversized replacement was committed"
+
+
+@RECORD_BYTES
+@given(data=st.data())
+def test_record_size_is_accepted_exactly_up_to_the_limit(driver: StorageDriver, data: st.DataObject) -> None:
+    limits = _limits(driver)
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    _record_size_or_skip(leases, limits.max_record_bytes)
+    floor, top = lease_floor(leases), limits.max_record_bytes
+    size = data.draw(
+        st.one_of(st.integers(floor, top + 2), st.sampled_from([floor, top - 1, top, top + 1])).filter(
+            lambda n: n >= floor
+        ),
+        label="size",
+    )
+    (record,) = sized_leases(leases, [size])
+    if size <= top:
+        driver.transaction(lambda tx: tx.create(record))
+        stored = read_one(driver, record.key)
+        assert stored is not None and stored.document.size == size, f"a {size}-byte record did not commit"
+    else:
+        also = (StorageLimitName.TRANSACTION_BYTES,) if limits.max_transaction_bytes == top else ()
+        _refused(
+            StorageLimitName.RECORD_BYTES, lambda: driver.transaction(lambda tx: tx.create(record)), *also
+        )
+        assert read_one(driver, record.key) is None, f"a {size}-byte record was committed"
 
 
 # -- transaction records -----------------------------------------------------------------------------

@@ -10,11 +10,14 @@ without any error, so each claim is verified, not just read.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runlane_conformance.contract.protocols import StorageDriver
 from runlane_conformance.contract.values import (
@@ -199,6 +202,47 @@ def test_every_commit_in_a_sequence_is_visible_before_the_next(
         assert _listed(reader, leases)["query_candidates"] == expected, (
             f"commit {i} is not visible to the other instance at once"
         )
+
+
+@STRONG_INDEX
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["create", "move", "release", "delete"]), st.integers(0, 3), st.integers(0, 9)
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_the_other_instance_always_sees_the_latest_index(
+    driver: StorageDriver, other_driver: StorageDriver, steps: list[tuple[str, int, int]]
+) -> None:
+    _strong_or_skip(driver)
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    model: dict[str, int | None] = {}  # name -> indexed expiry (None: stored but out of the index)
+    for number, (action, which, at) in enumerate(steps):
+        name = f"n{which}"
+        writer, reader = (driver, other_driver) if number % 2 == 0 else (other_driver, driver)
+        if name not in model:
+            writer.transaction(lambda tx, name=name, at=at: tx.create(leases.unique(name, at=at)))  # type: ignore[misc]
+            model[name] = at
+        elif action == "delete":
+            writer.transaction(lambda tx, name=name: tx.delete(tx.get([leases.key(name)])[0]))  # type: ignore[misc]
+            del model[name]
+        else:
+            new = (
+                leases.unique(name, at=at) if action != "release" else leases.record(name, at=at, holder=None)
+            )
+            writer.transaction(lambda tx, name=name, new=new: tx.replace(tx.get([leases.key(name)])[0], new))  # type: ignore[misc]
+            model[name] = at if action != "release" else None
+        expected = sorted(
+            ((leases.key(n), leases.sort(a)) for n, a in model.items() if a is not None),
+            key=lambda pair: (pair[1], pair[0].encoded),
+        )
+        for path, pairs in _listed(reader, leases).items():
+            assert pairs == expected, (
+                f"after step {number} ({action} {name}) the other instance's {path} lags"
+            )
 
 
 # -- client clock ------------------------------------------------------------------------------------

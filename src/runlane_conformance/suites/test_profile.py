@@ -134,9 +134,12 @@ def test_the_advertised_limits_are_valid_storage_limits(driver: StorageDriver) -
 def test_every_instance_advertises_the_same_profile(
     driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver]
 ) -> None:
-    third = connect(clock=lambda: datetime(2030, 1, 1, tzinfo=UTC))
     assert other_driver.profile == driver.profile, "two instances on one store advertise different profiles"
-    assert third.profile == driver.profile, "an instance with an injected clock advertises another profile"
+    if driver.profile.clock_authority is StorageClockAuthority.CLIENT:
+        third = connect(clock=lambda: datetime(2030, 1, 1, tzinfo=UTC))
+        assert third.profile == driver.profile, (
+            "an instance with an injected clock advertises another profile"
+        )
     assert driver.profile == driver.profile, "the profile changes between two readings"
 
 

@@ -109,7 +109,8 @@ DriverOption = Annotated[
     typer.Option(
         "--driver",
         "-d",
-        help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory.",
+        help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory "
+        "(importable from the current directory).",
         show_default=False,
     ),
 ]
@@ -271,6 +272,9 @@ def _execute(
     listener: Callable[[RunEvent], None] | None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
+    if ":" in driver and os.getcwd() not in sys.path:
+        # Like ``python -m``, let ``module:factory`` name a module in the current directory.
+        sys.path.insert(0, os.getcwd())
     try:
         options = parse_driver_options(option or [])
         return run_suites(

@@ -71,6 +71,8 @@ _LIMIT_EVIDENCE: dict[str, tuple[str, ...]] = {
     "max_record_bytes": ("record-byte", "record-size"),
     "max_transaction_bytes": ("transaction-byte", "transaction-size"),
 }
+# Requirements that prove, for every limit at once, that refused work committed nothing.
+_ALL_LIMITS_EVIDENCE: tuple[str, ...] = ("never-split", "nothing-committed")
 # Which ``profile.*`` requirement ids back which profile check.
 _CHECK_EVIDENCE: dict[str, tuple[str, ...]] = {
     "limit_coherence": ("coheren",),
@@ -382,6 +384,8 @@ def _limits_section(result: RunResult) -> list[dict[str, Any]]:
     for name in _LIMIT_FIELDS:
         advertised = int(getattr(limits, name))
         evidence = [r for r in in_area if _rule_matches(r.id, _LIMIT_EVIDENCE[name])]
+        if evidence:
+            evidence += [r for r in in_area if _rule_matches(r.id, _ALL_LIMITS_EVIDENCE)]
         status, reason = _aggregate(evidence)
         verified = status == "passed"
         section.append(

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from .catalog import StorageIndexName, StorageQueryDirection, StorageTableName
 from .encodings import storage_record_key_codec, storage_tuple_codec
@@ -56,9 +57,9 @@ class StorageRecordKey:
         storage_tuple_codec.encode(ident)  # validates every component
         object.__setattr__(self, "id", ident)
 
-    @property
+    @cached_property
     def encoded(self) -> str:
-        """The canonical encoding; its string order is the contract's key order."""
+        """The canonical encoding; its string order is the contract's key order (computed once)."""
         return storage_record_key_codec.encode(self)
 
     def __str__(self) -> str:

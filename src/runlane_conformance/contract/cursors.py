@@ -62,6 +62,19 @@ def _scope(command: QueryRecordsCommand) -> dict[str, object]:
     }
 
 
+_SCOPE_PARTS = (
+    ("v", "schema version"),
+    ("i", "index"),
+    ("p", "partition"),
+    ("r", "range"),
+    ("d", "direction"),
+)
+
+
+def _text(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
 def _digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:16]
 
@@ -70,7 +83,7 @@ def encode_storage_query_cursor(command: QueryRecordsCommand, last: StorageIndex
     """A continuation after ``last`` that is bound to ``command``'s whole scope."""
     payload = dict(_scope(command))
     payload["s"] = last.sort
-    payload["k"] = storage_record_key_codec.encode(last.key)
+    payload["k"] = last.key.encoded
     body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
     token = base64.urlsafe_b64encode(body).decode("ascii").rstrip("=")
     return f"{_PREFIX}{token}.{_digest(body)}"
@@ -104,16 +117,11 @@ def decode_storage_query_cursor(command: QueryRecordsCommand) -> StorageCursorPo
     if not isinstance(payload, dict):
         raise StorageCursorError("garbled cursor")
     expected = _scope(command)
-    for part, name in (
-        ("v", "schema version"),
-        ("i", "index"),
-        ("p", "partition"),
-        ("r", "range"),
-        ("d", "direction"),
-    ):
-        # Compared as JSON text so that 1, 1.0 and true (equal in Python) stay different scopes.
-        if json.dumps(payload.get(part)) != json.dumps(expected[part]):
-            raise StorageCursorError(f"cursor was issued for another {name}")
+    # Compared as JSON text so that 1, 1.0 and true (equal in Python) stay different scopes.
+    if _text({part: payload.get(part) for part in expected}) != _text(expected):
+        for part, name in _SCOPE_PARTS:
+            if _text(payload.get(part)) != _text(expected[part]):
+                raise StorageCursorError(f"cursor was issued for another {name}")
     sort, key = payload.get("s"), payload.get("k")
     if not isinstance(sort, str) or not isinstance(key, str):
         raise StorageCursorError("garbled cursor")

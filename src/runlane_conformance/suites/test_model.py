@@ -1,0 +1,447 @@
+"""Random transaction histories checked against a model: the driver must behave like a serial store.
+
+A Hypothesis state machine runs random transaction plans (point reads, an
+index query, conditional creates, replacements, deletes, blind creates, a
+callback that raises, and a competing transaction committed by a second
+instance from inside the first attempt) on a fresh store, and runs the same
+plans on a dictionary. Every written value is unique, so a lost update, a
+stale read or an index entry left behind cannot hide behind an equal value.
+
+After every step the driver's whole key universe (6 names in 2
+environments) and every index scan must equal the model's state after
+*some* serial order of the step's committed transactions: competitor first
+or main transaction first, whichever the driver chose (an optimistic driver
+replays the main transaction, a locking driver makes the competitor wait).
+Anything no serial order explains fails the run, and Hypothesis shrinks it to
+a short history.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from runlane_conformance.contract.catalog import StorageIndexName, StorageQueryDirection, StorageTableName
+from runlane_conformance.contract.cursors import parse_query_records_result
+from runlane_conformance.contract.encodings import iso_date_codec
+from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageRecordKey,
+    StoredRecord,
+)
+from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.records import BASE_TIME
+from runlane_conformance.harness import DriverHarness
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._cursors_support import ScanItem, expected_scan
+
+SERIALIZABLE = requirement(
+    "model.serial-equivalent-histories",
+    RequirementLevel.MUST,
+    "Treat each transaction callback as a new attempt; Use the closed index catalog",
+    "Random histories of reads, queries, creates, replaces, deletes, raising callbacks and competing "
+    "commits leave every record, every index scan and every returned read equal to some serial order.",
+)
+
+ENVIRONMENTS = ("east", "west")
+NAMES = ("a", "b", "c", "d", "e", "f")
+DIRECTIONS = tuple(StorageQueryDirection)
+#: How long the main attempt waits for its competitor's callback to start (a locking driver may block it).
+COMPETITOR_START_GRACE = 0.02
+#: How long it then waits for the started competitor to finish (it may block on a row lock).
+COMPETITOR_FINISH_GRACE = 1.0
+
+Slot = tuple[str, str]  # (environment, name)
+State = Mapping[Slot, NewStorageRecord]
+
+
+class Boom(Exception):
+    """Raised by a callback on purpose: the attempt must roll back and nothing of it may remain."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """One planned write. ``put`` replaces what it read or creates what it read as absent;
+    ``delete`` removes what it read (if present); ``blind`` creates without reading first."""
+
+    slot: Slot
+    kind: str
+    at: int
+    indexed: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One transaction: its reads, an optional index page, its writes, and whether it raises at the end.
+
+    The main plan may carry a ``competitor``: another plan that a second
+    instance commits from inside the main plan's first attempt, right after
+    its reads.
+    """
+
+    instance: int
+    reads: tuple[Slot, ...]
+    query: tuple[str, StorageQueryDirection, int] | None
+    writes: tuple[Write, ...]
+    raises: bool = False
+    competitor: Plan | None = None
+
+    @property
+    def read_slots(self) -> tuple[Slot, ...]:
+        """Every slot the callback point-reads, in order (duplicates kept)."""
+        return self.reads + tuple(w.slot for w in self.writes if w.kind != "blind")
+
+
+def _key(slot: Slot) -> StorageRecordKey:
+    return StorageRecordKey(StorageTableName.LEASES, slot)
+
+
+def _record(write: Write, serial: int) -> NewStorageRecord:
+    """A lease whose content is unique to ``serial``: a unique holder, or a unique expiry when unindexed."""
+    environment, name = write.slot
+    at = write.at if write.indexed else 1000 + serial
+    return build_storage_record(
+        StorageTableName.LEASES,
+        {
+            "environment": environment,
+            "name": name,
+            "holder": f"v{serial}" if write.indexed else None,
+            "expiresAt": iso_date_codec.encode(BASE_TIME + timedelta(seconds=at)),
+        },
+    )
+
+
+def _scan(state: State, environment: str, direction: StorageQueryDirection) -> list[ScanItem]:
+    entries = [
+        (entry.sort, record.key.encoded)
+        for record in state.values()
+        for entry in record.indexes
+        if entry.index is StorageIndexName.LEASES_BY_EXPIRY and entry.partition == environment
+    ]
+    return expected_scan(entries, direction=direction)
+
+
+def _content(record: NewStorageRecord | StoredRecord | None) -> tuple[str, frozenset[Any]] | None:
+    return None if record is None else (record.document.text, frozenset(record.indexes))
+
+
+def _holders(state: Mapping[Slot, NewStorageRecord | StoredRecord]) -> str:
+    """A short picture of a state for failure messages: each slot's unique value."""
+    return str(
+        {
+            f"{environment}/{name}": record.document.value.get("holder") or record.document.value["expiresAt"]
+            for (environment, name), record in sorted(state.items())
+        }
+    )
+
+
+@dataclass
+class Outcome:
+    """What the model says one transaction does when it runs on ``before``."""
+
+    state: dict[Slot, NewStorageRecord]
+    observed: tuple[Any, ...] | None
+    errors: frozenset[type[BaseException]] = frozenset()
+
+
+Staged = Sequence[tuple[Write, NewStorageRecord]]
+
+
+def _run_model(before: State, plan: Plan, writes: Staged) -> Outcome:
+    reads = tuple(_content(before.get(slot)) for slot in plan.read_slots)
+    page: tuple[ScanItem, ...] = ()
+    if plan.query is not None:
+        environment, direction, limit = plan.query
+        page = tuple(_scan(before, environment, direction)[:limit])
+    after = dict(before)
+    errors: set[type[BaseException]] = set()
+    for write, record in writes:
+        if write.kind == "put":
+            after[write.slot] = record
+        elif write.kind == "delete":
+            after.pop(write.slot, None)
+        elif write.slot in before:  # a blind create of a present key can never commit
+            errors.add(StorageConflictError)
+        else:
+            after[write.slot] = record
+    if plan.raises:
+        errors.add(Boom)
+    if errors:
+        # Either failure may surface first (a driver may refuse the create at once or at commit).
+        return Outcome(dict(before), None, frozenset(errors))
+    return Outcome(after, (reads, page))
+
+
+def _run_driver(tx: StorageTransaction, plan: Plan, writes: Staged, between: Callable[[], None]) -> Any:
+    """The plan as a callback body: reads, ``between()``, writes decided by what was read, maybe raise."""
+    read_slots = plan.read_slots
+    records = tx.get([_key(slot) for slot in read_slots]) if read_slots else []
+    page: tuple[ScanItem, ...] = ()
+    if plan.query is not None:
+        environment, direction, limit = plan.query
+        index = StorageIndexName.LEASES_BY_EXPIRY
+        command = QueryRecordsCommand(index, environment, limit, direction=direction)
+        result = parse_query_records_result(command, tx.query_candidates(command))
+        page = tuple((item.sort, item.key.encoded) for item in result.items)
+    between()
+    current = dict(zip(read_slots, records, strict=True))
+    for write, record in writes:
+        existing = current.get(write.slot)
+        if write.kind == "blind" or (write.kind == "put" and existing is None):
+            tx.create(record)
+        elif write.kind == "put" and existing is not None:
+            tx.replace(existing, record)
+        elif existing is not None:
+            tx.delete(existing)
+    if plan.raises:
+        raise Boom("the callback raised on purpose")
+    return (tuple(_content(record) for record in records), page)
+
+
+slots = st.tuples(st.sampled_from(ENVIRONMENTS), st.sampled_from(NAMES))
+
+
+queries = st.none() | st.tuples(st.sampled_from(ENVIRONMENTS), st.sampled_from(DIRECTIONS), st.integers(1, 4))
+
+
+@st.composite
+def plans(draw: st.DrawFn, *, main: bool = True, near: tuple[Slot, ...] = ()) -> Plan:
+    """A random plan; ``near`` biases a competitor towards the slots the main plan touches."""
+    candidates = st.sampled_from(near) | slots if near else slots
+    universe = [(environment, name) for environment in ENVIRONMENTS for name in NAMES]
+    if main:
+        targets = draw(st.lists(candidates, unique=True, max_size=3), label="write slots")
+        kinds = st.sampled_from(["put", "put", "delete", "blind"])
+    else:
+        targets = [draw(candidates, label="competitor write slot")]
+        kinds = st.sampled_from(["put", "delete"])
+    writes = tuple(
+        Write(slot, draw(kinds, label="kind"), draw(st.integers(0, 2), label="at"), draw(st.booleans()))
+        for slot in targets
+    )
+    blind = {write.slot for write in writes if write.kind == "blind"}
+    readable = st.sampled_from([slot for slot in (*near, *universe) if slot not in blind])
+    reads = tuple(draw(st.lists(readable, max_size=3 if main else 2), label="extra reads"))
+    query = draw(queries, label="query")
+    if not main:
+        return Plan(0, reads, query, writes)
+    raises = draw(st.integers(0, 5), label="raise roll") == 0
+    touched = tuple(dict.fromkeys([*(write.slot for write in writes), *reads]))
+    competitor = draw(st.none() | plans(main=False, near=touched), label="competitor")
+    return Plan(draw(st.integers(0, 1), label="instance"), reads, query, writes, raises, competitor)
+
+
+@dataclass
+class _Observation:
+    attempts: int = 0
+    competitor: Competitor[Any] | None = None
+    result: Any = None
+    error: BaseException | None = None
+    history: list[str] = field(default_factory=list)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Driver and model side by side on one fresh store per Hypothesis example."""
+
+    harness: DriverHarness
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = self.harness.open_store()
+        self.drivers: tuple[StorageDriver, StorageDriver] = (self.store.connect(), self.store.connect())
+        self.model: dict[Slot, NewStorageRecord] = {}
+        self.serials = itertools.count(1)
+        self.versions: dict[Slot, set[str]] = {}
+        self.last: dict[Slot, tuple[str, tuple[str, frozenset[Any]] | None]] = {}
+
+    def teardown(self) -> None:
+        for driver in self.drivers:
+            driver.close()
+        self.store.close()
+
+    # -- the one rule: run a plan on both sides ---------------------------------------------------
+
+    @rule(plan=plans())
+    def run_plan(self, plan: Plan) -> None:
+        main_writes = [(write, _record(write, next(self.serials))) for write in plan.writes]
+        rival = plan.competitor
+        rival_writes = [] if rival is None else [(w, _record(w, next(self.serials))) for w in rival.writes]
+        driver = self.drivers[plan.instance]
+        other = self.drivers[1 - plan.instance]
+        seen = _Observation()
+
+        started = threading.Event()
+
+        def competing() -> Any:
+            assert rival is not None
+
+            def callback(tx: StorageTransaction) -> Any:
+                started.set()
+                return _run_driver(tx, rival, rival_writes, lambda: None)
+
+            return other.transaction(callback)
+
+        def start_competitor() -> None:
+            if rival is not None and seen.attempts == 1:
+                seen.competitor = compete(competing, grace=0)
+                # A driver that lets the competitor in runs it to the end now, so the interleaving (and a
+                # failing example) is the same on every run; one that blocks it at the start costs only
+                # the short wait for ``started``.
+                if started.wait(COMPETITOR_START_GRACE):
+                    seen.competitor.wait_briefly(COMPETITOR_FINISH_GRACE)
+
+        def main(tx: StorageTransaction) -> Any:
+            seen.attempts += 1
+            return _run_driver(tx, plan, main_writes, start_competitor)
+
+        try:
+            seen.result = driver.transaction(main)
+        except (Boom, StorageConflictError) as error:
+            seen.error = error
+        rival_result: Any = None
+        if seen.competitor is not None:
+            outcome = seen.competitor.outcome()
+            if isinstance(outcome, BaseException) and not isinstance(outcome, StorageConflictError):
+                raise outcome
+            rival_result = outcome
+        event(f"attempts={min(seen.attempts, 3)} rival={rival is not None} error={type(seen.error).__name__}")
+        self._match(plan, main_writes, rival_writes, seen, rival_result)
+
+    def _match(
+        self, plan: Plan, main_writes: Staged, rival_writes: Staged, seen: _Observation, rival_result: Any
+    ) -> None:
+        actual = self._read_universe()
+        rival = plan.competitor if seen.competitor is not None else None
+        rival_committed = rival is not None and not isinstance(rival_result, StorageConflictError)
+        orders = [("competitor", "main"), ("main", "competitor")] if rival_committed else [("main",)]
+        explanations = []
+        for order in orders:
+            state: dict[Slot, NewStorageRecord] = dict(self.model)
+            agrees = True
+            for actor in order:
+                if actor == "competitor":
+                    assert rival is not None
+                    outcome = _run_model(state, rival, rival_writes)
+                    agrees = agrees and outcome.observed == rival_result
+                    state = outcome.state
+                else:
+                    outcome = _run_model(state, plan, main_writes)
+                    agrees = agrees and self._main_agrees(outcome, seen, rival is not None)
+                    if seen.error is None:
+                        state = outcome.state
+            if agrees and self._same(state, actual):
+                self.model = state
+                return
+            explanations.append(f"{' then '.join(order)}: model {_holders(state)}")
+        returned = repr(seen.error) if seen.error is not None else repr(seen.result)
+        raise AssertionError(
+            f"no serial order explains this step.\nplan: {plan}\nmain returned {returned} after "
+            f"{seen.attempts} attempt(s); competitor returned {rival_result!r}\n"
+            f"store: {_holders(actual)}\n" + "\n".join(explanations)
+        )
+
+    @staticmethod
+    def _main_agrees(model: Outcome, seen: _Observation, had_competitor: bool) -> bool:
+        if seen.error is None:
+            return not model.errors and seen.result == model.observed
+        if type(seen.error) in model.errors:
+            return True
+        # A conflict no serial order predicts is still acceptable when a competitor forced the attempt
+        # out and the driver gave up: the transaction then changed nothing, which the state check proves.
+        return isinstance(seen.error, StorageConflictError) and had_competitor
+
+    # -- reading the driver's whole universe ------------------------------------------------------
+
+    def _universe(self) -> list[Slot]:
+        return [(environment, name) for environment in ENVIRONMENTS for name in NAMES]
+
+    def _read_universe(self) -> dict[Slot, StoredRecord]:
+        slots_ = self._universe()
+        records = self.drivers[0].transaction(lambda tx: tx.get([_key(slot) for slot in slots_]))
+        return {slot: record for slot, record in zip(slots_, records, strict=True) if record is not None}
+
+    @staticmethod
+    def _same(model: State, actual: Mapping[Slot, StoredRecord]) -> bool:
+        return set(model) == set(actual) and all(
+            _content(model[slot]) == _content(actual[slot]) for slot in model
+        )
+
+    # -- invariants over the whole universe -------------------------------------------------------
+
+    @invariant()
+    def every_record_equals_the_model(self) -> None:
+        actual = self._read_universe()
+        for slot in self._universe():
+            expected = _content(self.model.get(slot))
+            got = _content(actual.get(slot))
+            assert got == expected, f"{slot}: store has {got}, model has {expected}"
+
+    @invariant()
+    def versions_change_exactly_when_content_does(self) -> None:
+        actual = self._read_universe()
+        for slot in self._universe():
+            record = actual.get(slot)
+            content = _content(record)
+            previous = self.last.get(slot)
+            if record is None:
+                self.last[slot] = ("", None)
+                continue
+            version = record.version.value
+            if previous is not None and previous[1] == content:
+                assert version == previous[0], f"{slot}: unchanged record changed version"
+            else:
+                seen = self.versions.setdefault(slot, set())
+                assert version not in seen, f"{slot}: version {version} was handed out again"
+                seen.add(version)
+            self.last[slot] = (version, content)
+
+    @invariant()
+    def every_index_scan_equals_the_model(self) -> None:
+        limit = min(len(NAMES), self.drivers[0].profile.limits.max_query_results)
+        for environment in ENVIRONMENTS:
+            for direction in DIRECTIONS:
+                expected = _scan(self.model, environment, direction)
+                command = QueryRecordsCommand(
+                    StorageIndexName.LEASES_BY_EXPIRY, environment, limit, direction=direction
+                )
+                for name, read in self._scanners(command).items():
+                    items: list[ScanItem] = []
+                    current = command
+                    for _page in range(len(NAMES) + 1):
+                        page = parse_query_records_result(current, read(current))
+                        items.extend((item.sort, item.key.encoded) for item in page.items)
+                        if page.cursor is None:
+                            break
+                        current = command.with_cursor(page.cursor)
+                    assert items == expected, f"{name} {environment} {direction.value}: {items} != {expected}"
+
+    def _scanners(self, command: QueryRecordsCommand) -> dict[str, Callable[[QueryRecordsCommand], Any]]:
+        driver = self.drivers[1]
+        return {
+            "query": driver.query,
+            "query_candidates": lambda current: driver.transaction(lambda tx: tx.query_candidates(current)),
+        }
+
+
+@SERIALIZABLE
+@pytest.mark.timeout(300)  # a failing history is shrunk by replaying it many times
+def test_random_histories_match_a_serial_model(runlane_harness: DriverHarness) -> None:
+    machine = type("RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness})
+    # settings() inherits the active profile (examples, no deadline, printed blob); only steps are added.
+    run_state_machine_as_test(  # type: ignore[no-untyped-call]
+        machine, settings=settings(stateful_step_count=stateful_step_count())
+    )

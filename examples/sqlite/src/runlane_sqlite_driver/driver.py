@@ -1,0 +1,614 @@
+"""A Runlane storage driver on one SQLite file: every attempt holds the database's write lock.
+
+How it keeps the contract
+-------------------------
+Each attempt starts with ``BEGIN IMMEDIATE``, which takes SQLite's single
+write lock before the callback reads anything. While the lock is held no
+other connection (in this process or another) can commit, so everything the
+attempt reads stays true until it commits: reads never go stale, there is
+nothing to validate and nothing to replay. That is serializable by
+construction; the price is that transactions on one store run one at a time.
+A competing transaction on another instance simply waits in ``BEGIN
+IMMEDIATE`` (the connection's busy timeout) until the first one ends.
+
+Writes are staged in memory while the callback runs and sent in one go after
+it returns, then committed; a callback that raises, or a staged condition
+that fails, rolls everything back. Versions come from a one-row counter
+table that is advanced in the same commit, so a version is never handed out
+twice (rolled-back attempts never made theirs visible).
+
+Outside transactions, ``query()`` is one ``SELECT`` in autocommit mode: the
+database runs in WAL mode, so it reads the latest committed state without
+waiting for a writer.
+
+Tables (all text is ASCII, so SQLite's BINARY collation is the contract order):
+
+* ``records(key, version, document)``: encoded key, integer version, canonical JSON text;
+* ``index_entries(idx, partition, sort, key)``: a ``WITHOUT ROWID`` table whose
+  primary key *is* the covering scan index (index name, hex partition, encoded
+  sort, encoded key), plus an index on ``key`` to move or drop a record's entries;
+* ``versions(id, last)``: the last version handed out.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import TypeVar
+
+from runlane_conformance import (
+    Clock,
+    NewStorageRecord,
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageAttemptEndedError,
+    StorageCandidateMode,
+    StorageClockAuthority,
+    StorageConcurrentUseError,
+    StorageConflictError,
+    StorageCorruptionError,
+    StorageCursorPosition,
+    StorageDuplicateMutationError,
+    StorageDurability,
+    StorageIndexConsistency,
+    StorageIndexEntry,
+    StorageIndexReference,
+    StorageKeyChangeError,
+    StorageLimitError,
+    StorageLimits,
+    StorageProfile,
+    StorageQueryDirection,
+    StorageRecordKey,
+    StorageRecordVersion,
+    StorageSealedError,
+    StorageTransactionMeter,
+    StorageUnsupportedError,
+    StorageUsageError,
+    StorageValidationError,
+    StoredRecord,
+    decode_storage_query_cursor,
+    encode_storage_query_cursor,
+    parse_new_storage_record,
+    parse_storage_document,
+    storage_record_key_codec,
+)
+
+__all__ = [
+    "SCHEMA",
+    "SqliteStorageDriver",
+    "SqliteTransaction",
+    "open_connection",
+    "sqlite_profile",
+]
+
+T = TypeVar("T")
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS records ("
+    " key TEXT NOT NULL PRIMARY KEY COLLATE BINARY,"
+    " version INTEGER NOT NULL,"
+    " document TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS index_entries ("
+    " idx TEXT NOT NULL COLLATE BINARY,"
+    " partition TEXT NOT NULL COLLATE BINARY,"
+    " sort TEXT NOT NULL COLLATE BINARY,"
+    " key TEXT NOT NULL COLLATE BINARY,"
+    " PRIMARY KEY (idx, partition, sort, key)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS index_entries_by_key ON index_entries (key)",
+    "CREATE TABLE IF NOT EXISTS versions (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO versions (id, last) VALUES (1, 0)",
+)
+
+#: SQLite binds at most this many parameters per statement on old builds; stay well below it.
+_CHUNK = 400
+
+
+def sqlite_profile(limits: StorageLimits | None = None) -> StorageProfile:
+    """What every instance advertises: durable file, client clock, strong index, no optional capability."""
+    return StorageProfile(
+        durability=StorageDurability.DURABLE,
+        clock_authority=StorageClockAuthority.CLIENT,
+        index_consistency=StorageIndexConsistency.STRONG,
+        limits=StorageLimits() if limits is None else limits,
+        exclusive_candidates=False,
+        append=False,
+    )
+
+
+def open_connection(path: str, *, busy_timeout: float, synchronous: str) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN/COMMIT ourselves), usable from any thread.
+
+    The busy timeout is what makes a competing transaction wait for the
+    write lock instead of failing at once.
+    """
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+# -- encodings between contract values and columns --------------------------------------------------
+
+
+def encode_partition(partition: str) -> str:
+    """Partitions are arbitrary text (even lone surrogates); hex keeps every column ASCII."""
+    return partition.encode("utf-8", "surrogatepass").hex()
+
+
+def decode_partition(column: str) -> str:
+    return bytes.fromhex(column).decode("utf-8", "surrogatepass")
+
+
+def sql_bound(value: str) -> str:
+    """An ASCII bound that orders every canonical sort value exactly as ``value`` does.
+
+    Canonical sorts use only ``0-9a-f/``. At the first character of ``value``
+    that is NUL or not ASCII, every sort sharing the prefix before it has
+    already been placed (shorter: below; longer: above for NUL, below for a
+    non-ASCII character), so the tail can be replaced by one ASCII stand-in
+    that no sort contains. Bounds built by the codecs are returned unchanged.
+    """
+    for position, char in enumerate(value):
+        code = ord(char)
+        if code == 0:
+            return value[:position] + "\x01"
+        if code > 0x7F:
+            return value[:position] + "~"
+    return value
+
+
+@lru_cache(maxsize=8192)
+def key_from_encoded(encoded: str) -> StorageRecordKey:
+    table, ident = storage_record_key_codec.decode_parts(encoded)
+    return StorageRecordKey(table, ident)  # type: ignore[arg-type]
+
+
+def stored_record(
+    key: StorageRecordKey, version: int, document: str, entries: Sequence[tuple[str, str, str]]
+) -> StoredRecord:
+    """Rebuild a committed record from its row; anything that does not validate is corruption."""
+    try:
+        return StoredRecord(
+            key,
+            StorageRecordVersion(str(version)),
+            parse_storage_document(document),
+            tuple(StorageIndexEntry(idx, decode_partition(part), sort) for idx, part, sort in entries),  # type: ignore[arg-type]
+        )
+    except StorageValidationError as error:
+        raise StorageCorruptionError(f"stored record {key} does not validate: {error}") from error
+
+
+def fetch_records(conn: sqlite3.Connection, ekeys: Sequence[str]) -> dict[str, StoredRecord]:
+    """The committed records among ``ekeys`` (distinct encoded keys), with their index entries."""
+    rows: dict[str, tuple[int, str]] = {}
+    entries: dict[str, list[tuple[str, str, str]]] = {}
+    for start in range(0, len(ekeys), _CHUNK):
+        chunk = ekeys[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for ekey, version, document in conn.execute(
+            f"SELECT key, version, document FROM records WHERE key IN ({marks})", chunk
+        ):
+            rows[ekey] = (version, document)
+        for ekey, idx, part, sort in conn.execute(
+            f"SELECT key, idx, partition, sort FROM index_entries WHERE key IN ({marks})", chunk
+        ):
+            entries.setdefault(ekey, []).append((idx, part, sort))
+    return {
+        ekey: stored_record(key_from_encoded(ekey), version, document, entries.get(ekey, ()))
+        for ekey, (version, document) in rows.items()
+    }
+
+
+def scan(
+    conn: sqlite3.Connection,
+    command: QueryRecordsCommand,
+    position: StorageCursorPosition | None,
+    fetch: int,
+) -> list[tuple[str, str]]:
+    """Up to ``fetch`` (sort, encoded key) rows of one index partition, in contract order."""
+    clauses = ["idx = ?", "partition = ?"]
+    params: list[object] = [command.index.value, encode_partition(command.partition)]
+    lower, upper = command.range.lower, command.range.upper
+    if lower is not None:
+        clauses.append("sort >= ?" if lower.inclusive else "sort > ?")
+        params.append(sql_bound(lower.value))
+    if upper is not None:
+        clauses.append("sort <= ?" if upper.inclusive else "sort < ?")
+        params.append(sql_bound(upper.value))
+    descending = command.direction is StorageQueryDirection.DESCENDING
+    if position is not None:
+        clauses.append("(sort, key) < (?, ?)" if descending else "(sort, key) > (?, ?)")
+        params.extend((position.sort, position.key))
+    order = "DESC" if descending else "ASC"
+    params.append(fetch)
+    sql = (
+        f"SELECT sort, key FROM index_entries WHERE {' AND '.join(clauses)} "
+        f"ORDER BY sort {order}, key {order} LIMIT ?"
+    )
+    return [(sort, ekey) for sort, ekey in conn.execute(sql, params)]
+
+
+def page_result(command: QueryRecordsCommand, rows: Sequence[tuple[str, str]]) -> QueryRecordsResult:
+    """A page from rows fetched one past the limit: the extra row only says a cursor is due."""
+    items = tuple(StorageIndexReference(key_from_encoded(ekey), sort) for sort, ekey in rows[: command.limit])
+    cursor = encode_storage_query_cursor(command, items[-1]) if len(rows) > command.limit else None
+    return QueryRecordsResult(items, cursor)
+
+
+# -- one attempt ------------------------------------------------------------------------------------
+
+
+class SqliteTransaction:
+    """One attempt, running inside ``BEGIN IMMEDIATE`` on its own connection.
+
+    Reads go to the database at once (the write lock keeps them true);
+    mutations are staged and written by ``_commit``. Every method first
+    claims the attempt without blocking, so a second thread using the same
+    attempt gets ``StorageConcurrentUseError``; any call after the attempt
+    ended gets ``StorageAttemptEndedError``.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, limits: StorageLimits, clock: Clock) -> None:
+        self._conn = conn
+        self._clock = clock
+        self._meter = StorageTransactionMeter(limits)
+        self._use = threading.Lock()
+        self._ended = False
+        self._sealed = False
+        self._now: datetime | None = None
+        self._reads: dict[str, StoredRecord | None] = {}
+        self._creates: list[tuple[str, NewStorageRecord]] = []
+        self._replaces: list[tuple[str, StorageRecordVersion, NewStorageRecord]] = []
+        self._deletes: list[tuple[str, StorageRecordVersion]] = []
+        self._mutated: set[str] = set()
+        self._limit_error: StorageLimitError | None = None
+
+    # -- guard -----------------------------------------------------------------------------------
+
+    def _enter(self) -> None:
+        if self._ended:
+            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
+        if not self._use.acquire(blocking=False):
+            raise StorageConcurrentUseError("this transaction attempt is already in use by another thread")
+        if self._ended:
+            self._use.release()
+            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
+
+    def _leave(self) -> None:
+        self._use.release()
+
+    def _require_unsealed(self, operation: str) -> None:
+        if self._sealed:
+            raise StorageSealedError(f"{operation}() after now() or a mutation: the read set is sealed")
+
+    def _metered(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except StorageLimitError as error:
+            self._limit_error = error
+            raise
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
+        """Each key's committed record (None when absent), in request order, duplicates kept."""
+        self._enter()
+        try:
+            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+                raise StorageValidationError("get() takes a sequence of StorageRecordKey")
+            keys = tuple(keys)
+            for key in keys:
+                if not isinstance(key, StorageRecordKey):
+                    raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
+            self._require_unsealed("get")
+            self._metered(lambda: self._meter.add_point_reads(keys))
+            ekeys = [key.encoded for key in keys]
+            found = fetch_records(self._conn, list(dict.fromkeys(ekeys)))
+            results = [found.get(ekey) for ekey in ekeys]
+            for ekey, record in zip(ekeys, results, strict=True):
+                self._reads[ekey] = record
+            return results
+        finally:
+            self._leave()
+
+    def query_candidates(
+        self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
+    ) -> QueryRecordsResult:
+        """One page of index references in (sort, key) order; the lock keeps the range stable."""
+        self._enter()
+        try:
+            if not isinstance(command, QueryRecordsCommand):
+                raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
+            try:
+                mode = StorageCandidateMode(mode)
+            except ValueError as error:
+                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
+            if mode is not StorageCandidateMode.ADVISORY:
+                raise StorageUnsupportedError("the sqlite driver does not offer exclusive candidates")
+            self._require_unsealed("query_candidates")
+            self._metered(lambda: self._meter.check_query(command))
+            position = decode_storage_query_cursor(command)
+            return page_result(command, scan(self._conn, command, position, command.limit + 1))
+        finally:
+            self._leave()
+
+    def now(self) -> datetime:
+        """One reading of the client clock per attempt, frozen; the first call seals the read set."""
+        self._enter()
+        try:
+            if self._now is None:
+                sampled = self._clock()
+                if not isinstance(sampled, datetime) or sampled.utcoffset() is None:
+                    raise StorageValidationError("the clock must return a timezone-aware datetime")
+                self._now = sampled
+            self._sealed = True
+            return self._now
+        finally:
+            self._leave()
+
+    # -- mutations -------------------------------------------------------------------------------
+
+    def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
+        if ekey in self._mutated:
+            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
+
+    def _check_current(self, current: StoredRecord, operation: str) -> str:
+        if not isinstance(current, StoredRecord):
+            raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
+        ekey = current.key.encoded
+        read = self._reads.get(ekey)
+        if read is None or read.version != current.version:
+            raise StorageKeyChangeError(
+                f"{operation}() of {current.key} at version {current.version}: "
+                "this attempt did not read that record at that version"
+            )
+        self._check_mutable(ekey, current.key)
+        return ekey
+
+    def create(self, record: NewStorageRecord) -> None:
+        """Stage a conditional insert of a key this attempt did not read as present."""
+        self._enter()
+        try:
+            parsed = parse_new_storage_record(record)
+            ekey = parsed.key.encoded
+            self._check_mutable(ekey, parsed.key)
+            if self._reads.get(ekey) is not None:
+                raise StorageDuplicateMutationError(f"{parsed.key} was read as present; it cannot be created")
+            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._creates.append((ekey, parsed))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
+        """Stage a replacement of exactly ``current``, moving all its index entries."""
+        self._enter()
+        try:
+            parsed = parse_new_storage_record(record)
+            if isinstance(current, StoredRecord) and current.key != parsed.key:
+                raise StorageKeyChangeError(f"a replacement cannot change the key {current.key} to {parsed.key}")
+            ekey = self._check_current(current, "replace")
+            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._replaces.append((ekey, current.version, parsed))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def delete(self, current: StoredRecord) -> None:
+        """Stage a delete of exactly ``current``, removing all its index entries."""
+        self._enter()
+        try:
+            ekey = self._check_current(current, "delete")
+            self._metered(lambda: self._meter.add_write(current.key, None))
+            self._deletes.append((ekey, current.version))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def append(self, command: object) -> None:
+        raise StorageUnsupportedError("the sqlite driver does not offer append")
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    def _end(self) -> None:
+        """Mark the attempt ended; refuse to commit if another thread is still inside it."""
+        if not self._use.acquire(blocking=False):
+            self._ended = True
+            raise StorageConcurrentUseError("the callback returned while another thread was using its attempt")
+        self._ended = True
+        self._use.release()
+
+    def _rollback(self) -> None:
+        self._ended = True
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _commit(self) -> None:
+        """Write every staged mutation and commit, or roll back and raise."""
+        try:
+            self._end()
+            if self._limit_error is not None:
+                raise self._limit_error
+            if not self._mutated:
+                self._conn.execute("ROLLBACK")  # nothing to write: ending a read-only attempt
+                return
+            self._flush()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _flush(self) -> None:
+        conn = self._conn
+        (last,) = conn.execute("SELECT last FROM versions WHERE id = 1").fetchone()
+        written = len(self._creates) + len(self._replaces)
+        conn.execute("UPDATE versions SET last = ? WHERE id = 1", (last + written,))
+        version = last
+        entries: list[tuple[str, str, str, str]] = []
+        for ekey, record in self._creates:
+            version += 1
+            try:
+                conn.execute(
+                    "INSERT INTO records (key, version, document) VALUES (?, ?, ?)",
+                    (ekey, version, record.document.text),
+                )
+            except sqlite3.IntegrityError as error:
+                raise StorageConflictError(f"{record.key} already exists, so it cannot be created") from error
+            entries.extend(_entry_rows(ekey, record))
+        for ekey, expected, record in self._replaces:
+            version += 1
+            updated = conn.execute(
+                "UPDATE records SET version = ?, document = ? WHERE key = ? AND version = ?",
+                (version, record.document.text, ekey, int(expected.value)),
+            )
+            if updated.rowcount != 1:
+                raise StorageConflictError(f"{record.key} changed after this attempt read it")
+            conn.execute("DELETE FROM index_entries WHERE key = ?", (ekey,))
+            entries.extend(_entry_rows(ekey, record))
+        for ekey, expected in self._deletes:
+            deleted = conn.execute(
+                "DELETE FROM records WHERE key = ? AND version = ?", (ekey, int(expected.value))
+            )
+            if deleted.rowcount != 1:
+                raise StorageConflictError(f"record {ekey} changed after this attempt read it")
+            conn.execute("DELETE FROM index_entries WHERE key = ?", (ekey,))
+        if entries:
+            conn.executemany(
+                "INSERT INTO index_entries (idx, partition, sort, key) VALUES (?, ?, ?, ?)", entries
+            )
+
+
+def _entry_rows(ekey: str, record: NewStorageRecord) -> list[tuple[str, str, str, str]]:
+    return [
+        (entry.index.value, encode_partition(entry.partition), entry.sort, ekey) for entry in record.indexes
+    ]
+
+
+# -- the driver ------------------------------------------------------------------------------------
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error)
+
+
+class _Connections:
+    """This instance's connections: one per concurrently running call, reused afterwards."""
+
+    def __init__(self, opener: Callable[[], sqlite3.Connection]) -> None:
+        self._opener = opener
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = [opener()]
+        self._closed = False
+
+    def acquire(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._closed:
+                raise StorageUsageError("this sqlite driver instance was closed")
+            if self._idle:
+                return self._idle.pop()
+        return self._opener()
+
+    def release(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:  # never hand out a connection with a transaction still open
+            conn.execute("ROLLBACK")
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class SqliteStorageDriver:
+    """One instance over a SQLite file. Instances on one file see each other's commits at once."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        clock: Clock | None = None,
+        limits: StorageLimits | None = None,
+        busy_timeout: float = 30.0,
+        synchronous: str = "FULL",
+        max_transaction_attempts: int = 16,
+    ) -> None:
+        self._path = path
+        self._clock: Clock = _utc_now if clock is None else clock
+        self._profile = sqlite_profile(limits)
+        self._max_attempts = max_transaction_attempts
+        self._connections = _Connections(
+            lambda: open_connection(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        )
+
+    @property
+    def profile(self) -> StorageProfile:
+        return self._profile
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def transaction(self, callback: Callable[[SqliteTransaction], T]) -> T:
+        """Run ``callback`` under the write lock and commit what it staged; return its value.
+
+        The callback runs once unless the write lock could not be had within
+        the busy timeout; after ``max_transaction_attempts`` such waits the
+        transaction gives up with ``StorageConflictError``. A callback error
+        rolls back and propagates unchanged.
+        """
+        reason = "no attempt was made"
+        for _attempt in range(self._max_attempts):
+            conn = self._connections.acquire()
+            try:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as error:
+                    if not _is_busy(error):
+                        raise
+                    reason = f"the write lock stayed busy: {error}"
+                    continue
+                attempt = SqliteTransaction(conn, self._profile.limits, self._clock)
+                try:
+                    result = callback(attempt)
+                except BaseException:
+                    attempt._rollback()
+                    raise
+                attempt._commit()
+                return result
+            finally:
+                self._connections.release(conn)
+        raise StorageConflictError(f"transaction gave up after {self._max_attempts} attempts; last: {reason}")
+
+    def query(self, command: QueryRecordsCommand) -> QueryRecordsResult:
+        """An advisory page from the latest committed state (one autocommit SELECT)."""
+        if not isinstance(command, QueryRecordsCommand):
+            raise StorageValidationError("query() takes a QueryRecordsCommand")
+        StorageTransactionMeter(self._profile.limits).check_query(command)
+        position = decode_storage_query_cursor(command)
+        conn = self._connections.acquire()
+        try:
+            rows = scan(conn, command, position, command.limit + 1)
+        finally:
+            self._connections.release(conn)
+        return page_result(command, rows)
+
+    def close(self) -> None:
+        """Close this instance's connections; the file and other instances are unaffected."""
+        self._connections.close()

@@ -390,7 +390,9 @@ class SqliteTransaction:
         try:
             parsed = parse_new_storage_record(record)
             if isinstance(current, StoredRecord) and current.key != parsed.key:
-                raise StorageKeyChangeError(f"a replacement cannot change the key {current.key} to {parsed.key}")
+                raise StorageKeyChangeError(
+                    f"a replacement cannot change the key {current.key} to {parsed.key}"
+                )
             ekey = self._check_current(current, "replace")
             self._metered(lambda: self._meter.add_write(parsed.key, parsed))
             self._replaces.append((ekey, current.version, parsed))
@@ -420,7 +422,9 @@ class SqliteTransaction:
         """Mark the attempt ended; refuse to commit if another thread is still inside it."""
         if not self._use.acquire(blocking=False):
             self._ended = True
-            raise StorageConcurrentUseError("the callback returned while another thread was using its attempt")
+            raise StorageConcurrentUseError(
+                "the callback returned while another thread was using its attempt"
+            )
         self._ended = True
         self._use.release()
 

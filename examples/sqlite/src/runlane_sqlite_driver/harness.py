@@ -173,7 +173,8 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise SqliteOptionError(
-            f"sqlite driver does not know option(s) {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
+            f"sqlite driver does not know option(s) {', '.join(unknown)}; "
+            f"valid options: {', '.join(_OPTIONS)}"
         )
     path = options.get("path")
     if path is not None:
@@ -182,12 +183,18 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
             raise SqliteOptionError("sqlite driver option path= must name a file (stores must be shareable)")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
-            raise SqliteOptionError(f"sqlite driver option path={path!r}: directory {directory} does not exist")
+            raise SqliteOptionError(
+                f"sqlite driver option path={path!r}: directory {directory} does not exist"
+            )
         path = os.path.abspath(path)
     synchronous = options.get("synchronous", "full").strip().upper()
     if synchronous not in ("FULL", "NORMAL"):
-        raise SqliteOptionError(f"sqlite driver option synchronous={options['synchronous']!r}: use full or normal")
-    busy_timeout = _positive_float("busy_timeout", options["busy_timeout"]) if "busy_timeout" in options else 30.0
+        raise SqliteOptionError(
+            f"sqlite driver option synchronous={options['synchronous']!r}: use full or normal"
+        )
+    busy_timeout = (
+        _positive_float("busy_timeout", options["busy_timeout"]) if "busy_timeout" in options else 30.0
+    )
     attempts = (
         _positive_int("max_transaction_attempts", options["max_transaction_attempts"])
         if "max_transaction_attempts" in options

@@ -1,0 +1,694 @@
+"""A Runlane storage driver on PostgreSQL: SERIALIZABLE attempts, replayed on serialization failures.
+
+How it keeps the contract
+-------------------------
+Every attempt is one PostgreSQL transaction at ``SERIALIZABLE`` isolation.
+Reads run at once against the transaction's snapshot; PostgreSQL's
+serializable snapshot isolation (SSI) remembers what was read, including
+keys that were absent and index ranges that came back empty, and refuses to
+commit any attempt whose reads and writes could not have happened in some
+serial order. Mutations are staged in memory while the callback runs and
+written in a handful of bulk statements after it returns, with each
+replace/delete conditioned on the version the attempt read. Whenever the
+server reports a serialization failure or a deadlock (SQLSTATE 40001,
+40P01), or a staged condition lost a race (a created key appeared, a
+version moved), the attempt is rolled back and the callback replayed on a
+fresh snapshot, up to ``max_transaction_attempts`` times; then
+``StorageConflictError``.
+
+A read that the server rejects inside the callback marks the attempt as
+lost before the error reaches the callback: whatever the callback does with
+that error, the attempt is rolled back and replayed, never committed.
+
+Versions come from a sequence: ``nextval`` never hands out a value twice,
+even when the transaction that drew it rolls back, so versions are never
+reused (gaps are harmless: callers only compare versions for equality).
+
+Exclusive candidates select index rows joined to their records with
+``FOR UPDATE OF records SKIP LOCKED``: rows another transaction holds are
+skipped, and the returned ones stay locked until this attempt ends, across
+every connection and process. No lookahead row is locked.
+
+Every text column uses the ``"C"`` collation, and every stored string is
+ASCII (encoded keys and sorts, hex partitions), so the database's order is
+exactly the contract's order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from runlane_conformance import (
+    Clock,
+    NewStorageRecord,
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageAttemptEndedError,
+    StorageCandidateMode,
+    StorageClockAuthority,
+    StorageConcurrentUseError,
+    StorageConflictError,
+    StorageCorruptionError,
+    StorageCursorPosition,
+    StorageDuplicateMutationError,
+    StorageDurability,
+    StorageIndexConsistency,
+    StorageIndexEntry,
+    StorageIndexReference,
+    StorageKeyChangeError,
+    StorageLimitError,
+    StorageLimits,
+    StorageProfile,
+    StorageQueryDirection,
+    StorageRecordKey,
+    StorageRecordVersion,
+    StorageSealedError,
+    StorageTransactionMeter,
+    StorageUnsupportedError,
+    StorageUsageError,
+    StorageValidationError,
+    StoredRecord,
+    decode_storage_query_cursor,
+    encode_storage_query_cursor,
+    parse_new_storage_record,
+    parse_storage_document,
+    storage_record_key_codec,
+)
+
+__all__ = [
+    "RETRYABLE_SQLSTATES",
+    "PostgresStorageDriver",
+    "PostgresTransaction",
+    "create_schema",
+    "open_connection",
+    "postgres_profile",
+]
+
+T = TypeVar("T")
+
+#: serialization_failure, deadlock_detected: the server's way of saying "replay this attempt".
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+_UNIQUE_VIOLATION = "23505"
+
+_TABLES = (
+    'CREATE TABLE {schema}.records (key text COLLATE "C" PRIMARY KEY, version bigint NOT NULL, '
+    "document text NOT NULL)",
+    'CREATE TABLE {schema}.index_entries (idx text COLLATE "C" NOT NULL, '
+    'partition text COLLATE "C" NOT NULL, sort text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, '
+    "PRIMARY KEY (idx, partition, sort, key))",
+    "CREATE INDEX index_entries_by_key ON {schema}.index_entries (key)",
+    "CREATE SEQUENCE {schema}.versions AS bigint MINVALUE 1",
+)
+
+
+def postgres_profile(
+    limits: StorageLimits | None = None, *, exclusive_candidates: bool = False
+) -> StorageProfile:
+    """What every instance advertises: durable server, client clock, strong index."""
+    return StorageProfile(
+        durability=StorageDurability.DURABLE,
+        clock_authority=StorageClockAuthority.CLIENT,
+        index_consistency=StorageIndexConsistency.STRONG,
+        limits=StorageLimits() if limits is None else limits,
+        exclusive_candidates=exclusive_candidates,
+        append=False,
+    )
+
+
+def open_connection(dsn: str, schema: str, *, connect_timeout: int = 5) -> psycopg.Connection[Any]:
+    """An autocommit connection (transactions are begun explicitly) whose search path is the store."""
+    conn = psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout)
+    try:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        # Index scans take fine-grained (page) predicate locks; a sequential scan of a small table
+        # would lock the whole relation and turn every concurrent write into a serialization failure.
+        conn.execute("SET enable_seqscan = off")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create one store: a schema with the records, index entries and versions objects."""
+    name = sql.Identifier(schema)
+    with conn.transaction():
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(name))
+        for statement in _TABLES:
+            conn.execute(sql.SQL(statement).format(schema=name))
+
+
+# -- encodings between contract values and columns --------------------------------------------------
+
+
+def encode_partition(partition: str) -> str:
+    """Partitions are arbitrary text (NUL, lone surrogates); hex keeps every column ASCII."""
+    return partition.encode("utf-8", "surrogatepass").hex()
+
+
+def decode_partition(column: str) -> str:
+    return bytes.fromhex(column).decode("utf-8", "surrogatepass")
+
+
+def sql_bound(value: str) -> str:
+    """An ASCII, NUL-free bound that orders every canonical sort value exactly as ``value`` does.
+
+    Canonical sorts use only ``0-9a-f/``. At the first character of ``value``
+    that is NUL (which PostgreSQL text cannot hold) or not ASCII, every sort
+    sharing the prefix before it is already placed (equal to the prefix:
+    below; longer: above for NUL, below for a non-ASCII character), so the
+    tail can be replaced by one ASCII stand-in that no sort contains.
+    """
+    for position, char in enumerate(value):
+        code = ord(char)
+        if code == 0:
+            return value[:position] + "\x01"
+        if code > 0x7F:
+            return value[:position] + "~"
+    return value
+
+
+@lru_cache(maxsize=8192)
+def key_from_encoded(encoded: str) -> StorageRecordKey:
+    table, ident = storage_record_key_codec.decode_parts(encoded)
+    return StorageRecordKey(table, ident)  # type: ignore[arg-type]
+
+
+def stored_record(
+    key: StorageRecordKey, version: int, document: str, entries: Sequence[Sequence[str]]
+) -> StoredRecord:
+    """Rebuild a committed record from its row; anything that does not validate is corruption."""
+    try:
+        return StoredRecord(
+            key,
+            StorageRecordVersion(str(version)),
+            parse_storage_document(document),
+            tuple(StorageIndexEntry(idx, decode_partition(part), sort) for idx, part, sort in entries),  # type: ignore[arg-type]
+        )
+    except StorageValidationError as error:
+        raise StorageCorruptionError(f"stored record {key} does not validate: {error}") from error
+
+
+_FETCH = (
+    "SELECT r.key, r.version, r.document, "
+    "COALESCE((SELECT array_agg(ARRAY[e.idx, e.partition, e.sort]) FROM index_entries e "
+    "WHERE e.key = r.key), '{}') "
+    "FROM records r WHERE r.key = ANY(%s)"
+)
+
+
+def fetch_records(conn: psycopg.Connection[Any], ekeys: Sequence[str]) -> dict[str, StoredRecord]:
+    """The committed records among ``ekeys`` with their index entries, in one round trip."""
+    found: dict[str, StoredRecord] = {}
+    for ekey, version, document, entries in conn.execute(_FETCH, (list(ekeys),)):
+        found[ekey] = stored_record(key_from_encoded(ekey), version, document, entries)
+    return found
+
+
+def scan_statement(
+    command: QueryRecordsCommand, position: StorageCursorPosition | None, fetch: int, *, exclusive: bool
+) -> tuple[str, list[object]]:
+    """The SQL for one page of an index partition in contract order, and its parameters."""
+    clauses = ["e.idx = %s", "e.partition = %s"]
+    params: list[object] = [command.index.value, encode_partition(command.partition)]
+    lower, upper = command.range.lower, command.range.upper
+    if lower is not None:
+        clauses.append("e.sort >= %s" if lower.inclusive else "e.sort > %s")
+        params.append(sql_bound(lower.value))
+    if upper is not None:
+        clauses.append("e.sort <= %s" if upper.inclusive else "e.sort < %s")
+        params.append(sql_bound(upper.value))
+    descending = command.direction is StorageQueryDirection.DESCENDING
+    if position is not None:
+        clauses.append("(e.sort, e.key) < (%s, %s)" if descending else "(e.sort, e.key) > (%s, %s)")
+        params.extend((position.sort, position.key))
+    order = "DESC" if descending else "ASC"
+    params.append(fetch)
+    where = " AND ".join(clauses)
+    if exclusive:
+        statement = (
+            f"SELECT e.sort, e.key FROM index_entries e JOIN records r ON r.key = e.key WHERE {where} "
+            f'ORDER BY e.sort COLLATE "C" {order}, e.key COLLATE "C" {order} LIMIT %s '
+            "FOR UPDATE OF r SKIP LOCKED"
+        )
+    else:
+        statement = (
+            f"SELECT e.sort, e.key FROM index_entries e WHERE {where} "
+            f'ORDER BY e.sort COLLATE "C" {order}, e.key COLLATE "C" {order} LIMIT %s'
+        )
+    return statement, params
+
+
+def page_result(
+    command: QueryRecordsCommand, rows: Sequence[tuple[str, str]], *, lookahead: bool
+) -> QueryRecordsResult:
+    """A page from the fetched rows.
+
+    With ``lookahead`` the rows were fetched one past the limit and the extra
+    row only says a cursor is due; without it (exclusive scans, which must
+    not lock an extra row) a full page always carries a cursor.
+    """
+    items = tuple(StorageIndexReference(key_from_encoded(ekey), sort) for sort, ekey in rows[: command.limit])
+    more = len(rows) > command.limit if lookahead else (bool(items) and len(items) == command.limit)
+    cursor = encode_storage_query_cursor(command, items[-1]) if more else None
+    return QueryRecordsResult(items, cursor)
+
+
+# -- one attempt ------------------------------------------------------------------------------------
+
+
+class _AttemptLost(StorageConflictError):
+    """Internal: the server refused this attempt (serialization failure, deadlock, lost condition)."""
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    return getattr(error, "sqlstate", None)
+
+
+class PostgresTransaction:
+    """One attempt: a SERIALIZABLE transaction on its own connection.
+
+    Every method first claims the attempt without blocking, so a second
+    thread using it gets ``StorageConcurrentUseError``; any call after the
+    attempt ended gets ``StorageAttemptEndedError``.
+    """
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], limits: StorageLimits, clock: Clock, *, exclusive: bool
+    ) -> None:
+        self._conn = conn
+        self._clock = clock
+        self._exclusive_offered = exclusive
+        self._meter = StorageTransactionMeter(limits)
+        self._use = threading.Lock()
+        self._ended = False
+        self._sealed = False
+        self._now: datetime | None = None
+        self._reads: dict[str, StoredRecord | None] = {}
+        self._creates: list[tuple[str, NewStorageRecord]] = []
+        self._replaces: list[tuple[str, StorageRecordVersion, NewStorageRecord]] = []
+        self._deletes: list[tuple[str, StorageRecordVersion]] = []
+        self._mutated: set[str] = set()
+        self._limit_error: StorageLimitError | None = None
+        self.lost: BaseException | None = None
+
+    # -- guard -----------------------------------------------------------------------------------
+
+    def _enter(self) -> None:
+        if self._ended:
+            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
+        if not self._use.acquire(blocking=False):
+            raise StorageConcurrentUseError("this transaction attempt is already in use by another thread")
+        if self._ended:
+            self._use.release()
+            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
+
+    def _leave(self) -> None:
+        self._use.release()
+
+    def _require_unsealed(self, operation: str) -> None:
+        if self._sealed:
+            raise StorageSealedError(f"{operation}() after now() or a mutation: the read set is sealed")
+
+    def _metered(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except StorageLimitError as error:
+            self._limit_error = error
+            raise
+
+    def _server(self, action: Callable[[], T]) -> T:
+        """Run a statement; a serialization failure or deadlock dooms the attempt to a replay."""
+        if self.lost is not None:
+            raise _AttemptLost(f"this attempt already lost a serialization race: {self.lost}")
+        try:
+            return action()
+        except psycopg.Error as error:
+            if _sqlstate(error) in RETRYABLE_SQLSTATES:
+                self.lost = error
+                raise _AttemptLost(f"the server refused this attempt: {error}") from error
+            raise
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
+        """Each key's record at this attempt's snapshot (None when absent), positions and duplicates kept."""
+        self._enter()
+        try:
+            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+                raise StorageValidationError("get() takes a sequence of StorageRecordKey")
+            keys = tuple(keys)
+            for key in keys:
+                if not isinstance(key, StorageRecordKey):
+                    raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
+            self._require_unsealed("get")
+            self._metered(lambda: self._meter.add_point_reads(keys))
+            ekeys = [key.encoded for key in keys]
+            found = self._server(lambda: fetch_records(self._conn, list(dict.fromkeys(ekeys))))
+            results = [found.get(ekey) for ekey in ekeys]
+            for ekey, record in zip(ekeys, results, strict=True):
+                self._reads[ekey] = record
+            return results
+        finally:
+            self._leave()
+
+    def query_candidates(
+        self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
+    ) -> QueryRecordsResult:
+        """One page of index references in (sort, key) order; SSI guards the scanned range."""
+        self._enter()
+        try:
+            if not isinstance(command, QueryRecordsCommand):
+                raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
+            try:
+                mode = StorageCandidateMode(mode)
+            except ValueError as error:
+                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
+            exclusive = mode is StorageCandidateMode.EXCLUSIVE
+            if exclusive and not self._exclusive_offered:
+                raise StorageUnsupportedError("exclusive candidates are not enabled for this postgres store")
+            self._require_unsealed("query_candidates")
+            self._metered(lambda: self._meter.check_query(command))
+            position = decode_storage_query_cursor(command)
+            fetch = command.limit if exclusive else command.limit + 1
+            statement, params = scan_statement(command, position, fetch, exclusive=exclusive)
+            rows = self._server(
+                lambda: [(sort, ekey) for sort, ekey in self._conn.execute(statement, params)]
+            )
+            return page_result(command, rows, lookahead=not exclusive)
+        finally:
+            self._leave()
+
+    def now(self) -> datetime:
+        """One reading of the client clock per attempt, frozen; the first call seals the read set."""
+        self._enter()
+        try:
+            if self._now is None:
+                sampled = self._clock()
+                if not isinstance(sampled, datetime) or sampled.utcoffset() is None:
+                    raise StorageValidationError("the clock must return a timezone-aware datetime")
+                self._now = sampled
+            self._sealed = True
+            return self._now
+        finally:
+            self._leave()
+
+    # -- mutations -------------------------------------------------------------------------------
+
+    def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
+        if ekey in self._mutated:
+            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
+
+    def _check_current(self, current: StoredRecord, operation: str) -> str:
+        if not isinstance(current, StoredRecord):
+            raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
+        ekey = current.key.encoded
+        read = self._reads.get(ekey)
+        if read is None or read.version != current.version:
+            raise StorageKeyChangeError(
+                f"{operation}() of {current.key} at version {current.version}: "
+                "this attempt did not read that record at that version"
+            )
+        self._check_mutable(ekey, current.key)
+        return ekey
+
+    def create(self, record: NewStorageRecord) -> None:
+        """Stage a conditional insert of a key this attempt did not read as present."""
+        self._enter()
+        try:
+            parsed = parse_new_storage_record(record)
+            ekey = parsed.key.encoded
+            self._check_mutable(ekey, parsed.key)
+            if self._reads.get(ekey) is not None:
+                raise StorageDuplicateMutationError(f"{parsed.key} was read as present; it cannot be created")
+            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._creates.append((ekey, parsed))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
+        """Stage a replacement of exactly ``current``, moving all its index entries."""
+        self._enter()
+        try:
+            parsed = parse_new_storage_record(record)
+            if isinstance(current, StoredRecord) and current.key != parsed.key:
+                raise StorageKeyChangeError(
+                    f"a replacement cannot change the key {current.key} to {parsed.key}"
+                )
+            ekey = self._check_current(current, "replace")
+            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._replaces.append((ekey, current.version, parsed))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def delete(self, current: StoredRecord) -> None:
+        """Stage a delete of exactly ``current``, removing all its index entries."""
+        self._enter()
+        try:
+            ekey = self._check_current(current, "delete")
+            self._metered(lambda: self._meter.add_write(current.key, None))
+            self._deletes.append((ekey, current.version))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def append(self, command: object) -> None:
+        raise StorageUnsupportedError("the postgres driver does not offer append")
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    def _end(self) -> None:
+        if not self._use.acquire(blocking=False):
+            self._ended = True
+            raise StorageConcurrentUseError(
+                "the callback returned while another thread was using its attempt"
+            )
+        self._ended = True
+        self._use.release()
+
+    def _rollback(self) -> None:
+        self._ended = True
+        if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not self._conn.closed:
+            self._conn.execute("ROLLBACK")
+
+    def _commit(self) -> None:
+        """Write every staged mutation and commit; ``_AttemptLost`` means "replay"."""
+        try:
+            self._end()
+            if self.lost is not None:
+                raise _AttemptLost(f"the server refused this attempt: {self.lost}")
+            if self._limit_error is not None:
+                raise self._limit_error
+            try:
+                if self._mutated:
+                    self._flush()
+                self._conn.execute("COMMIT")
+            except psycopg.Error as error:
+                if _sqlstate(error) in RETRYABLE_SQLSTATES or _sqlstate(error) == _UNIQUE_VIOLATION:
+                    raise _AttemptLost(f"the server refused this attempt at commit: {error}") from error
+                raise
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _flush(self) -> None:
+        conn = self._conn
+        written = len(self._creates) + len(self._replaces)
+        versions: list[int] = []
+        if written:
+            versions = [
+                row[0]
+                for row in conn.execute("SELECT nextval('versions') FROM generate_series(1, %s)", (written,))
+            ]
+        numbered = iter(versions)
+        entries: list[tuple[str, str, str, str]] = []
+        if self._creates:
+            rows = [(ekey, next(numbered), record.document.text) for ekey, record in self._creates]
+            conn.execute(
+                "INSERT INTO records (key, version, document) "
+                "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[])",
+                _columns(rows, 3),
+            )
+            for ekey, record in self._creates:
+                entries.extend(_entry_rows(ekey, record))
+        moved: list[str] = []
+        if self._replaces:
+            changes = [
+                (ekey, int(expected.value), next(numbered), record.document.text)
+                for ekey, expected, record in self._replaces
+            ]
+            updated = conn.execute(
+                "UPDATE records r SET version = u.version, document = u.document "
+                "FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[]) "
+                "AS u(key, old, version, document) "
+                "WHERE r.key = u.key AND r.version = u.old",
+                _columns(changes, 4),
+            )
+            if updated.rowcount != len(changes):
+                raise _AttemptLost("a record to replace changed after this attempt read it")
+            for ekey, _expected, record in self._replaces:
+                moved.append(ekey)
+                entries.extend(_entry_rows(ekey, record))
+        if self._deletes:
+            gone = [(ekey, int(expected.value)) for ekey, expected in self._deletes]
+            deleted = conn.execute(
+                "DELETE FROM records r USING unnest(%s::text[], %s::bigint[]) AS d(key, old) "
+                "WHERE r.key = d.key AND r.version = d.old",
+                _columns(gone, 2),
+            )
+            if deleted.rowcount != len(gone):
+                raise _AttemptLost("a record to delete changed after this attempt read it")
+            moved.extend(ekey for ekey, _ in gone)
+        if moved:
+            conn.execute("DELETE FROM index_entries WHERE key = ANY(%s)", (moved,))
+        if entries:
+            conn.execute(
+                "INSERT INTO index_entries (idx, partition, sort, key) "
+                "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])",
+                _columns(entries, 4),
+            )
+
+
+def _columns(rows: Sequence[tuple[object, ...]], width: int) -> tuple[list[object], ...]:
+    """Rows to one list per column, for ``unnest`` bulk statements."""
+    return tuple([row[column] for row in rows] for column in range(width))
+
+
+def _entry_rows(ekey: str, record: NewStorageRecord) -> list[tuple[str, str, str, str]]:
+    return [
+        (entry.index.value, encode_partition(entry.partition), entry.sort, ekey) for entry in record.indexes
+    ]
+
+
+# -- the driver ------------------------------------------------------------------------------------
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Connections:
+    """This instance's connections: one per concurrently running call, reused afterwards."""
+
+    def __init__(self, opener: Callable[[], psycopg.Connection[Any]]) -> None:
+        self._opener = opener
+        self._lock = threading.Lock()
+        self._idle: list[psycopg.Connection[Any]] = [opener()]
+        self._closed = False
+
+    def acquire(self) -> psycopg.Connection[Any]:
+        with self._lock:
+            if self._closed:
+                raise StorageUsageError("this postgres driver instance was closed")
+            if self._idle:
+                return self._idle.pop()
+        return self._opener()
+
+    def release(self, conn: psycopg.Connection[Any]) -> None:
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                conn.close()
+        with self._lock:
+            if not self._closed and not conn.closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class PostgresStorageDriver:
+    """One instance over one store (a schema). Instances see each other's commits at once."""
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        clock: Clock | None = None,
+        limits: StorageLimits | None = None,
+        max_transaction_attempts: int = 32,
+        exclusive_candidates: bool = False,
+    ) -> None:
+        self._clock: Clock = _utc_now if clock is None else clock
+        self._profile = postgres_profile(limits, exclusive_candidates=exclusive_candidates)
+        self._max_attempts = max_transaction_attempts
+        self._connections = _Connections(lambda: open_connection(dsn, schema))
+
+    @property
+    def profile(self) -> StorageProfile:
+        return self._profile
+
+    def transaction(self, callback: Callable[[PostgresTransaction], T]) -> T:
+        """Run ``callback`` in SERIALIZABLE attempts until one commits; return that attempt's value.
+
+        A serialization failure, deadlock or lost staged condition replays the
+        callback; after ``max_transaction_attempts`` lost attempts
+        ``StorageConflictError`` is raised. A callback error rolls back and
+        propagates unchanged, unless the attempt had already lost (then the
+        error is a consequence of the lost race, and the callback is replayed).
+        """
+        reason = "no attempt was made"
+        for _attempt in range(self._max_attempts):
+            conn = self._connections.acquire()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                attempt = PostgresTransaction(
+                    conn, self._profile.limits, self._clock, exclusive=self._profile.exclusive_candidates
+                )
+                try:
+                    result = callback(attempt)
+                except BaseException:
+                    attempt._rollback()
+                    if attempt.lost is None:
+                        raise
+                    reason = str(attempt.lost)
+                    continue
+                try:
+                    attempt._commit()
+                except _AttemptLost as lost:
+                    reason = str(lost)
+                    continue
+                return result
+            finally:
+                self._connections.release(conn)
+        raise StorageConflictError(
+            f"transaction gave up after {self._max_attempts} conflicting attempts; last: {reason}"
+        )
+
+    def query(self, command: QueryRecordsCommand) -> QueryRecordsResult:
+        """An advisory page from the latest committed state (one autocommit SELECT)."""
+        if not isinstance(command, QueryRecordsCommand):
+            raise StorageValidationError("query() takes a QueryRecordsCommand")
+        StorageTransactionMeter(self._profile.limits).check_query(command)
+        position = decode_storage_query_cursor(command)
+        statement, params = scan_statement(command, position, command.limit + 1, exclusive=False)
+        conn = self._connections.acquire()
+        try:
+            rows = [(sort, ekey) for sort, ekey in conn.execute(statement, params)]
+        finally:
+            self._connections.release(conn)
+        return page_result(command, rows, lookahead=True)
+
+    def close(self) -> None:
+        """Close this instance's connections; the store and other instances are unaffected."""
+        self._connections.close()

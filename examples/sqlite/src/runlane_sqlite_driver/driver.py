@@ -506,6 +506,40 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(error)
 
 
+class _Gate:
+    """The write lock as seen inside one process: instances on one file queue here first.
+
+    SQLite's own busy handler polls with growing sleeps (up to 100 ms), so a
+    waiter in this process would notice a released lock late. Queueing on a
+    threading lock first hands the lock over at once; waiters in other
+    processes still fall back to the busy handler. The gate also knows which
+    thread holds it, so a transaction nested inside another on the same
+    store and thread is refused at once instead of waiting for itself.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner: int | None = None
+
+
+_GATES: dict[str, _Gate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def _gate(path: str) -> _Gate:
+    with _GATES_LOCK:
+        gate = _GATES.get(path)
+        if gate is None:
+            gate = _GATES[path] = _Gate()
+        return gate
+
+
+def forget_gate(path: str) -> None:
+    """Drop the in-process gate of a store that no instance uses any more."""
+    with _GATES_LOCK:
+        _GATES.pop(path, None)
+
+
 class _Connections:
     """This instance's connections: one per concurrently running call, reused afterwards."""
 
@@ -551,9 +585,11 @@ class SqliteStorageDriver:
         limits: StorageLimits | None = None,
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
-        max_transaction_attempts: int = 16,
+        max_transaction_attempts: int = 3,
     ) -> None:
         self._path = path
+        self._gate = _gate(path)
+        self._busy_timeout = busy_timeout
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = sqlite_profile(limits)
         self._max_attempts = max_transaction_attempts
@@ -577,27 +613,40 @@ class SqliteStorageDriver:
         transaction gives up with ``StorageConflictError``. A callback error
         rolls back and propagates unchanged.
         """
+        gate, me = self._gate, threading.get_ident()
+        if gate.owner == me:
+            raise StorageConcurrentUseError(
+                "this thread already has a transaction open on this store; a nested one would wait for itself"
+            )
         reason = "no attempt was made"
         for _attempt in range(self._max_attempts):
-            conn = self._connections.acquire()
+            if not gate.lock.acquire(timeout=self._busy_timeout):
+                reason = f"another transaction in this process held the store for {self._busy_timeout}s"
+                continue
+            gate.owner = me
             try:
+                conn = self._connections.acquire()
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as error:
-                    if not _is_busy(error):
+                    try:
+                        conn.execute("BEGIN IMMEDIATE")
+                    except sqlite3.OperationalError as error:
+                        if not _is_busy(error):
+                            raise
+                        reason = f"the write lock stayed busy: {error}"
+                        continue
+                    attempt = SqliteTransaction(conn, self._profile.limits, self._clock)
+                    try:
+                        result = callback(attempt)
+                    except BaseException:
+                        attempt._rollback()
                         raise
-                    reason = f"the write lock stayed busy: {error}"
-                    continue
-                attempt = SqliteTransaction(conn, self._profile.limits, self._clock)
-                try:
-                    result = callback(attempt)
-                except BaseException:
-                    attempt._rollback()
-                    raise
-                attempt._commit()
-                return result
+                    attempt._commit()
+                    return result
+                finally:
+                    self._connections.release(conn)
             finally:
-                self._connections.release(conn)
+                gate.owner = None
+                gate.lock.release()
         raise StorageConflictError(f"transaction gave up after {self._max_attempts} attempts; last: {reason}")
 
     def query(self, command: QueryRecordsCommand) -> QueryRecordsResult:

@@ -10,7 +10,7 @@ Options (``--runlane-option key=value``):
   before trying again (default 30).
 * ``synchronous``: ``full`` (default: a commit survives power loss) or
   ``normal`` (a commit survives a process crash; faster).
-* ``max_transaction_attempts``: how many busy waits before giving up (default 16).
+* ``max_transaction_attempts``: how many lock waits of ``busy_timeout`` before giving up (default 3).
 * the five limits (``max_point_reads``, ``max_query_results``,
   ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
   each replaces that one default; together they must stay coherent.
@@ -28,7 +28,7 @@ from dataclasses import fields, replace
 
 from runlane_conformance import Clock, StorageLimits, StorageProfileError
 
-from .driver import SCHEMA, SqliteStorageDriver, open_connection
+from .driver import SCHEMA, SqliteStorageDriver, forget_gate, open_connection
 
 __all__ = ["SqliteHarness", "SqliteOptionError", "SqliteStoreHandle", "harness"]
 
@@ -77,6 +77,8 @@ class SqliteStoreHandle:
             driver.close()
         self._drivers.clear()
         self._harness._forget(self)
+        if self._owned:
+            forget_gate(self._path)
         if self._owned and self._delete:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 with contextlib.suppress(FileNotFoundError):
@@ -93,7 +95,7 @@ class SqliteHarness:
         limits: StorageLimits | None = None,
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
-        max_transaction_attempts: int = 16,
+        max_transaction_attempts: int = 3,
     ) -> None:
         self.path = path
         self.limits = limits
@@ -198,7 +200,7 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
     attempts = (
         _positive_int("max_transaction_attempts", options["max_transaction_attempts"])
         if "max_transaction_attempts" in options
-        else 16
+        else 3
     )
     limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
     limits = None

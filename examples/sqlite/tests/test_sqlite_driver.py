@@ -18,6 +18,7 @@ from runlane_sqlite_driver.driver import sql_bound
 
 from runlane_conformance import (
     StorageCandidateMode,
+    StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
     StorageDurability,
@@ -266,3 +267,19 @@ def test_a_query_with_an_exotic_bound_matches_the_range_rule(sqlite_harness: Sql
             expected = [leases.sort(at) for at in range(4) if scope.contains(leases.sort(at))]
             page = driver.query(leases.query(range=scope))
             assert [item.sort for item in page.items] == expected
+
+
+def test_a_transaction_nested_on_the_same_thread_and_store_is_refused_at_once(
+    sqlite_harness: SqliteHarness,
+) -> None:
+    store = sqlite_harness.open_store()
+    outer, inner = store.connect(), store.connect()
+    leases = _leases()
+
+    def nest(tx: StorageTransaction) -> None:
+        with pytest.raises(StorageConcurrentUseError):
+            inner.transaction(lambda other: other.get([leases.key("k")]))
+        tx.create(leases.record("k"))
+
+    outer.transaction(nest)
+    assert inner.transaction(lambda tx: tx.get([leases.key("k")]))[0] is not None

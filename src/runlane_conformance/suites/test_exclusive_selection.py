@@ -1,0 +1,338 @@
+"""Exclusive candidates: a row handed to one open attempt is handed to no other until that attempt ends.
+
+Only drivers whose profile offers ``exclusive_candidates`` are checked. The
+second selector always runs on an independent instance, started from inside
+the first attempt's callback on another thread (``compete``), so a driver
+that makes it wait is not mistaken for a deadlock. When the second selector
+finishes while the first attempt is still open, its rows must be disjoint
+from the first's; when a driver makes it wait, it runs after the first
+attempt ended and the holds are gone, which is also correct.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runlane_conformance.contract.catalog import StorageCandidateMode, StorageQueryDirection
+from runlane_conformance.contract.cursors import parse_query_records_result
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.values import QueryRecordsCommand, QueryRecordsResult
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._cursors_support import Via, in_transaction_scan, read_page, write_records
+
+CLAUSE = "Add optional exclusive candidates"
+CAPABILITY = "exclusive_candidates"
+
+DISJOINT = requirement(
+    "exclusive_selection.disjoint-across-instances",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Two open attempts on independent instances never both receive the same row from exclusive selection.",
+    capability=CAPABILITY,
+)
+RELEASED_AT_COMMIT = requirement(
+    "exclusive_selection.released-at-commit",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Rows held by an attempt are released when it commits, so a later exclusive selection gets them.",
+    capability=CAPABILITY,
+)
+RELEASED_AT_ROLLBACK = requirement(
+    "exclusive_selection.released-at-rollback",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Rows held by an attempt are released when it rolls back (the callback raised or the attempt is "
+    "replayed), so a later selection gets them.",
+    capability=CAPABILITY,
+)
+ADVISORY = requirement(
+    "exclusive_selection.advisory-never-holds",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Advisory selection (the default mode) and driver.query neither hold rows nor skip rows others hold.",
+    capability=CAPABILITY,
+)
+FULL_PAGE = requirement(
+    "exclusive_selection.full-page-continues",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A full exclusive page with more rows after it returns a cursor; following it selects the next rows, "
+    "and a cursor after the last row leads to an empty page.",
+    capability=CAPABILITY,
+)
+NO_LOOKAHEAD = requirement(
+    "exclusive_selection.no-lookahead-hold",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Only returned rows are held: after a page of k from k+1 free rows, another attempt gets row k+1.",
+    capability=CAPABILITY,
+)
+
+EXCLUSIVE = StorageCandidateMode.EXCLUSIVE
+DIRECTIONS = pytest.mark.parametrize(
+    "direction", list(StorageQueryDirection), ids=[d.value for d in StorageQueryDirection]
+)
+
+
+def _rows(driver: StorageDriver, leases: Leases, count: int) -> list[str]:
+    """``count`` held leases at distinct expiries; returns their encoded keys in ascending order."""
+    records = [leases.unique(f"r{i}", at=10 * (i + 1)) for i in range(count)]
+    write_records(driver, records, batch=max(1, min(20, driver.profile.limits.max_transaction_records)))
+    return [record.key.encoded for record in records]
+
+
+def _ordered(rows: list[str], direction: StorageQueryDirection) -> list[str]:
+    return rows if direction is StorageQueryDirection.ASCENDING else list(reversed(rows))
+
+
+def _keys(result: QueryRecordsResult) -> list[str]:
+    return [item.key.encoded for item in result.items]
+
+
+def _select(
+    tx: StorageTransaction,
+    command: QueryRecordsCommand,
+    mode: StorageCandidateMode = EXCLUSIVE,
+) -> QueryRecordsResult:
+    return in_transaction_scan(tx, command, mode=mode)
+
+
+def _selector(
+    driver: StorageDriver, command: QueryRecordsCommand, mode: StorageCandidateMode = EXCLUSIVE
+) -> Any:
+    """A whole transaction that selects one page and commits; returns the page's keys."""
+    return lambda: driver.transaction(lambda tx: _keys(_select(tx, command, mode)))
+
+
+def _while_open(
+    driver: StorageDriver,
+    first: QueryRecordsCommand,
+    competitor: Any,
+    *,
+    first_mode: StorageCandidateMode = EXCLUSIVE,
+    seal_first: bool = False,
+) -> tuple[list[str], Competitor[Any]]:
+    """Run ``first`` in an attempt on ``driver``; start ``competitor`` from inside its first attempt."""
+    started: list[Competitor[Any]] = []
+
+    def callback(tx: StorageTransaction) -> list[str]:
+        mine = _keys(_select(tx, first, first_mode))
+        if seal_first:
+            tx.now()
+        if not started:
+            started.append(compete(competitor))
+        return mine
+
+    selected = driver.transaction(callback)
+    return selected, started[0]
+
+
+@DISJOINT
+@DIRECTIONS
+@pytest.mark.parametrize("seal_first", [False, True], ids=["open", "after-now"])
+def test_two_open_attempts_get_disjoint_rows(
+    driver: StorageDriver,
+    other_driver: StorageDriver,
+    leases: Leases,
+    direction: StorageQueryDirection,
+    seal_first: bool,
+) -> None:
+    rows = _ordered(_rows(driver, leases, 6), direction)
+    command = leases.query(limit=3, direction=direction)
+
+    def second() -> list[str]:
+        return _selector(other_driver, command)()  # type: ignore[no-any-return]
+
+    first_rows, competitor = _while_open(driver, command, second, seal_first=seal_first)
+    assert first_rows == rows[:3], "a free index hands the first selector the first rows in order"
+    finished_while_open = competitor.finished_first
+    second_rows = competitor.settle()
+    if finished_while_open:
+        overlap = set(first_rows) & set(second_rows)
+        assert not overlap, f"rows {sorted(overlap)} were handed to two open attempts at once"
+        assert second_rows == rows[3:], "the second selector must get the free rows, in order"
+
+
+def _selected_after(driver: StorageDriver, command: QueryRecordsCommand) -> list[str]:
+    return _selector(driver, command)()  # type: ignore[no-any-return]
+
+
+@RELEASED_AT_COMMIT
+@pytest.mark.parametrize("writes", [False, True], ids=["read-only", "writing"])
+def test_rows_are_released_at_commit(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool
+) -> None:
+    rows = _rows(driver, leases, 4)
+    command = leases.query(limit=2)
+
+    def callback(tx: StorageTransaction) -> list[str]:
+        mine = _keys(_select(tx, command))
+        if writes:
+            tx.create(leases.unique("unrelated", at=999))
+        return mine
+
+    assert driver.transaction(callback) == rows[:2]
+    for instance in (other_driver, driver):
+        assert _selected_after(instance, command) == rows[:2], (
+            "rows an attempt selected must be free again once it committed"
+        )
+
+
+class _Raised(Exception):
+    pass
+
+
+@RELEASED_AT_ROLLBACK
+def test_rows_are_released_when_the_callback_raises(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    rows = _rows(driver, leases, 4)
+    command = leases.query(limit=2)
+
+    def callback(tx: StorageTransaction) -> None:
+        assert _keys(_select(tx, command)) == rows[:2]
+        raise _Raised
+
+    with pytest.raises(_Raised):
+        driver.transaction(callback)
+    for instance in (other_driver, driver):
+        assert _selected_after(instance, command) == rows[:2], (
+            "rows held by a rolled-back attempt must be free again"
+        )
+
+
+@RELEASED_AT_ROLLBACK
+def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    rows = _rows(driver, leases, 4)
+    command = leases.query(limit=2)
+    driver.transaction(lambda tx: tx.create(leases.unique("fence", at=999)))
+    attempts: list[list[str]] = []
+    competitor: list[Competitor[Any]] = []
+
+    def bump() -> None:
+        def replace(tx: StorageTransaction) -> None:
+            (current,) = tx.get([leases.key("fence")])
+            assert current is not None
+            tx.replace(current, leases.unique("fence", at=999))
+
+        other_driver.transaction(replace)
+
+    def callback(tx: StorageTransaction) -> None:
+        (fence,) = tx.get([leases.key("fence")])
+        assert fence is not None
+        attempts.append(_keys(_select(tx, command)))
+        if not competitor:
+            competitor.append(compete(bump))
+        tx.replace(fence, leases.unique("fence", at=999))
+
+    driver.transaction(callback)
+    competitor[0].settle()
+    assert attempts[-1] == rows[:2], (
+        f"the committed attempt selected {attempts[-1]}: rows held by an earlier, aborted attempt of the "
+        "same transaction were not released before the replay"
+    )
+    assert _selected_after(other_driver, command) == rows[:2]
+
+
+@ADVISORY
+@pytest.mark.parametrize("how", ["default", "advisory", "driver-query"])
+def test_advisory_reads_ignore_exclusive_holds(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, how: str
+) -> None:
+    rows = _rows(driver, leases, 4)
+    everything = leases.query(limit=len(rows))
+
+    def advisory() -> list[str]:
+        if how == "driver-query":
+            return _keys(read_page(other_driver, everything, Via.QUERY))
+        if how == "default":
+            return other_driver.transaction(
+                lambda tx: _keys(parse_query_records_result(everything, tx.query_candidates(everything)))
+            )
+        return _selector(other_driver, everything, StorageCandidateMode.ADVISORY)()  # type: ignore[no-any-return]
+
+    held, competitor = _while_open(driver, leases.query(limit=2), advisory)
+    assert held == rows[:2]
+    assert competitor.settle() == rows, "an advisory read must return rows another attempt holds"
+
+
+@ADVISORY
+@pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
+def test_advisory_selection_holds_nothing(
+    driver: StorageDriver,
+    other_driver: StorageDriver,
+    leases: Leases,
+    mode: StorageCandidateMode | None,
+) -> None:
+    rows = _rows(driver, leases, 4)
+    command = leases.query(limit=2)
+    started: list[Competitor[Any]] = []
+
+    def callback(tx: StorageTransaction) -> list[str]:
+        if mode is None:
+            mine = _keys(parse_query_records_result(command, tx.query_candidates(command)))
+        else:
+            mine = _keys(_select(tx, command, mode))
+        if not started:
+            started.append(compete(_selector(other_driver, command)))
+        return mine
+
+    assert driver.transaction(callback) == rows[:2]
+    assert started[0].settle() == rows[:2], "an advisory selection must not hold the rows it returned"
+
+
+@FULL_PAGE
+@DIRECTIONS
+def test_a_full_exclusive_page_continues_with_its_cursor(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
+) -> None:
+    rows = _ordered(_rows(driver, leases, 6), direction)
+    command = leases.query(limit=3, direction=direction)
+    started: list[Competitor[Any]] = []
+
+    def callback(tx: StorageTransaction) -> list[list[str]]:
+        first = _select(tx, command)
+        assert first.cursor is not None, "a full exclusive page with more rows after it must return a cursor"
+        second = _select(tx, command.with_cursor(first.cursor))
+        pages = [_keys(first), _keys(second)]
+        if second.cursor is not None:
+            third = _select(tx, command.with_cursor(second.cursor))
+            assert third.items == () and third.cursor is None, "a cursor after the last row leads to nothing"
+        if not started:
+            started.append(compete(_selector(other_driver, leases.query(limit=6, direction=direction))))
+        return pages
+
+    pages = driver.transaction(callback)
+    assert pages == [rows[:3], rows[3:]], "following the cursor must select the next rows in order"
+    others = started[0].settle()
+    if started[0].finished_first:
+        assert not set(others) & set(rows), "rows selected through a cursor are held like the first page"
+
+
+@NO_LOOKAHEAD
+@DIRECTIONS
+@pytest.mark.parametrize("page", [1, 3])
+def test_no_row_beyond_the_page_is_held(
+    driver: StorageDriver,
+    other_driver: StorageDriver,
+    leases: Leases,
+    direction: StorageQueryDirection,
+    page: int,
+) -> None:
+    rows = _ordered(_rows(driver, leases, page + 1), direction)
+    command = leases.query(limit=page, direction=direction)
+    first_rows, competitor = _while_open(driver, command, _selector(other_driver, command))
+    assert first_rows == rows[:page]
+    finished_while_open = competitor.finished_first
+    second_rows = competitor.settle()
+    if finished_while_open:
+        assert second_rows == rows[page:], (
+            f"with {page + 1} free rows and a page of {page} taken, the next selector must get the last row; "
+            f"got {second_rows}: the first attempt held a row it did not return"
+        )

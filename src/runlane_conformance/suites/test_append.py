@@ -1,0 +1,561 @@
+"""Ordered append: positions allocated at commit, contiguous, never wasted, shared with point writers.
+
+Only drivers whose profile offers ``append`` are checked. Streams are read
+back through the canonical layout only (the ``ObservationsByPosition`` index,
+point reads of records and head), and compared with what
+``materialize_storage_append`` says a batch placed at its start looks like,
+so a native append and core's point-write fallback must agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from runlane_conformance.contract.catalog import StorageTableName
+from runlane_conformance.contract.encodings import U64_MAX
+from runlane_conformance.contract.errors import (
+    StorageAttemptEndedError,
+    StorageLimitError,
+    StorageLimitName,
+    StorageSealedError,
+    StorageStreamExhaustedError,
+    StorageUsageError,
+)
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.streams import AppendRecordsCommand, materialize_storage_append
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._append_support import (
+    LAYOUT,
+    OBSERVATIONS,
+    StreamView,
+    batch,
+    observation_values,
+    point_append,
+    read_stream,
+)
+
+CLAUSE = "Add optional ordered append"
+CAPABILITY = "append"
+
+CONTIGUOUS = requirement(
+    "append.positions-contiguous",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Each partition's positions start at 1, every batch is contiguous and follows the batches before it.",
+    capability=CAPABILITY,
+)
+LAYOUT_REQ = requirement(
+    "append.canonical-layout",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Appended records and the head are stored exactly as materialize_storage_append describes, readable "
+    "by point reads and the position index.",
+    capability=CAPABILITY,
+)
+NOTHING_ON_ROLLBACK = requirement(
+    "append.rollback-consumes-nothing",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An aborted or replayed attempt consumes no positions and leaves no records.",
+    capability=CAPABILITY,
+)
+ONE_BATCH = requirement(
+    "append.one-batch-per-attempt",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An attempt may stage only one append batch; a second one is refused and nothing commits.",
+    capability=CAPABILITY,
+)
+SEALS = requirement(
+    "append.seals-reads",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Appending ends the read phase: later point reads and queries in the attempt are refused.",
+    capability=CAPABILITY,
+)
+OWN_STREAM = requirement(
+    "append.stream-off-limits",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "An appending attempt may not also point-read or mutate that partition's head or records.",
+    capability=CAPABILITY,
+)
+MIXED = requirement(
+    "append.mixed-writers",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Native appends and point writers (head read plus conditional writes) share one head and layout, "
+    "in sequence and when they race.",
+    capability=CAPABILITY,
+)
+BOUNDS = requirement(
+    "append.position-bounds",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A batch whose head would pass 2**64-1 fails with StorageStreamExhaustedError and changes nothing.",
+    capability=CAPABILITY,
+)
+CONCURRENT = requirement(
+    "append.concurrent-disjoint",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Concurrent appends from independent instances get disjoint, contiguous position ranges.",
+    capability=CAPABILITY,
+)
+LIMITS = requirement(
+    "append.counts-toward-limits",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Appended records and the head count toward the transaction record and byte limits, with point work.",
+    capability=CAPABILITY,
+)
+COPIES = requirement(
+    "append.copies-values",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Values are copied when append() is called: changing the caller's objects afterwards changes nothing.",
+    capability=CAPABILITY,
+)
+ENDED = requirement(
+    "append.refused-after-attempt",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "append() on an attempt that already ended is refused with StorageAttemptEndedError.",
+    capability=CAPABILITY,
+)
+
+
+@pytest.fixture
+def partition() -> str:
+    return f"env-{uuid.uuid4().hex[:8]}"
+
+
+def _append(driver: StorageDriver, command: AppendRecordsCommand) -> None:
+    driver.transaction(lambda tx: tx.append(command))
+
+
+def _expect_placed(view: StreamView, command: AppendRecordsCommand, start: int) -> None:
+    """The batch sits at ``start`` exactly as materialized: documents, keys and index entries."""
+    placed = materialize_storage_append(command, start)
+    by_position = {position: record for position, record in zip(view.positions, view.records, strict=True)}
+    for position, expected in zip(placed.positions, placed.records, strict=True):
+        stored = by_position.get(position)
+        assert stored is not None, f"position {position} of the batch is missing"
+        assert stored.key == expected.key, f"position {position} is stored under {stored.key}"
+        assert stored.document == expected.document, f"position {position} holds {stored.document.text}"
+        assert set(stored.indexes) == set(expected.indexes), f"position {position} has wrong index entries"
+
+
+def _expect_contiguous(view: StreamView, count: int) -> None:
+    assert view.positions == list(range(1, count + 1)), (
+        f"positions must be 1..{count} with no gap or repeat, got {view.positions}"
+    )
+    assert view.next_position == count + 1, f"the head must allocate {count + 1} next"
+
+
+def _expect_untouched(driver: StorageDriver, partition: str) -> None:
+    view = read_stream(driver, partition)
+    assert view.head is None and not view.records, (
+        f"nothing may be committed: found head {view.head} and positions {view.positions}"
+    )
+
+
+@CONTIGUOUS
+def test_positions_start_at_one_and_follow_earlier_batches(driver: StorageDriver, partition: str) -> None:
+    elsewhere = f"{partition}-b"
+    first, second, third = batch(partition, "a", 3), batch(partition, "b", 2), batch(elsewhere, "c", 2)
+    for command in (first, second, third):
+        _append(driver, command)
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, 5)
+    assert view.sources == ["a-0", "a-1", "a-2", "b-0", "b-1"], "batches must keep their order"
+    other = read_stream(driver, elsewhere)
+    _expect_contiguous(other, 2)
+
+
+@LAYOUT_REQ
+def test_appended_records_and_head_use_the_canonical_layout(driver: StorageDriver, partition: str) -> None:
+    first, second = batch(partition, "a", 2), batch(partition, "b", 3)
+    _append(driver, first)
+    _append(driver, second)
+    view = read_stream(driver, partition)
+    _expect_placed(view, first, 1)
+    _expect_placed(view, second, 3)
+    expected_head = materialize_storage_append(second, 3).head
+    assert view.head is not None, "the head must be readable by a point read"
+    assert view.head.key == expected_head.key and view.head.document == expected_head.document, (
+        f"the head must be {expected_head.document.text}, got {view.head.document.text}"
+    )
+    # Point reads by the canonical record keys find the same records.
+    keys = [LAYOUT.record_key(partition, position) for position in range(1, 6)]
+    records = driver.transaction(lambda tx: tx.get(keys))
+    assert [r.document if r else None for r in records] == [r.document for r in view.records]
+
+
+class _Raised(Exception):
+    pass
+
+
+@NOTHING_ON_ROLLBACK
+def test_an_aborted_append_consumes_no_positions(driver: StorageDriver, partition: str) -> None:
+    def aborted(tx: StorageTransaction) -> None:
+        tx.append(batch(partition, "lost", 3))
+        raise _Raised
+
+    with pytest.raises(_Raised):
+        driver.transaction(aborted)
+    _expect_untouched(driver, partition)
+    kept = batch(partition, "kept", 2)
+    _append(driver, kept)
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, 2)
+    _expect_placed(view, kept, 1)
+
+
+@NOTHING_ON_ROLLBACK
+def test_a_replayed_append_is_applied_once(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str
+) -> None:
+    driver.transaction(lambda tx: tx.create(leases.unique("fence")))
+    attempts: list[int] = []
+    competitor: list[Competitor[Any]] = []
+
+    def bump() -> None:
+        def replace(tx: StorageTransaction) -> None:
+            (current,) = tx.get([leases.key("fence")])
+            assert current is not None
+            tx.replace(current, leases.unique("fence"))
+
+        other_driver.transaction(replace)
+
+    def callback(tx: StorageTransaction) -> None:
+        attempts.append(1)
+        (fence,) = tx.get([leases.key("fence")])
+        assert fence is not None
+        if not competitor:
+            competitor.append(compete(bump))
+        tx.replace(fence, leases.unique("fence"))
+        tx.append(batch(partition, f"attempt{len(attempts)}", 2))
+
+    driver.transaction(callback)
+    competitor[0].settle()
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, 2)
+    assert view.sources == [f"attempt{len(attempts)}-0", f"attempt{len(attempts)}-1"], (
+        f"only the committed attempt's batch may remain, got {view.sources}"
+    )
+
+
+@ONE_BATCH
+@pytest.mark.parametrize("second", ["same-partition", "other-partition"])
+def test_a_second_append_in_one_attempt_is_refused(
+    driver: StorageDriver, partition: str, second: str
+) -> None:
+    other = partition if second == "same-partition" else f"{partition}-b"
+
+    def callback(tx: StorageTransaction) -> None:
+        tx.append(batch(partition, "one", 1))
+        tx.append(batch(other, "two", 1))
+
+    with pytest.raises(StorageUsageError):
+        driver.transaction(callback)
+    _expect_untouched(driver, partition)
+    _expect_untouched(driver, other)
+
+
+@SEALS
+@pytest.mark.parametrize("read", ["get", "query_candidates"])
+def test_reads_after_append_are_refused(
+    driver: StorageDriver, leases: Leases, partition: str, read: str
+) -> None:
+    def callback(tx: StorageTransaction) -> None:
+        tx.append(batch(partition, "a", 1))
+        if read == "get":
+            tx.get([leases.key("any")])
+        else:
+            tx.query_candidates(leases.query(limit=1))
+
+    with pytest.raises(StorageSealedError):
+        driver.transaction(callback)
+    _expect_untouched(driver, partition)
+
+
+def _off_limits_cases(partition: str) -> dict[str, Callable[[StorageTransaction], None]]:
+    command = batch(partition, "a", 1)
+    stray = materialize_storage_append(batch(partition, "stray", 1), 7)
+
+    def read_head(tx: StorageTransaction) -> None:
+        tx.get([LAYOUT.head_key(partition)])
+        tx.append(command)
+
+    def read_record(tx: StorageTransaction) -> None:
+        tx.get([LAYOUT.record_key(partition, 1)])
+        tx.append(command)
+
+    def create_record(tx: StorageTransaction) -> None:
+        tx.append(command)
+        tx.create(stray.records[0])
+
+    def create_head(tx: StorageTransaction) -> None:
+        tx.append(command)
+        tx.create(stray.head)
+
+    def create_then_append(tx: StorageTransaction) -> None:
+        tx.create(stray.records[0])
+        tx.append(command)
+
+    return {
+        "read-head-then-append": read_head,
+        "read-record-then-append": read_record,
+        "append-then-create-record": create_record,
+        "append-then-create-head": create_head,
+        "create-record-then-append": create_then_append,
+    }
+
+
+@OWN_STREAM
+@pytest.mark.parametrize(
+    "case",
+    [
+        "read-head-then-append",
+        "read-record-then-append",
+        "append-then-create-record",
+        "append-then-create-head",
+        "create-record-then-append",
+    ],
+)
+def test_an_appending_attempt_leaves_its_own_stream_alone(
+    driver: StorageDriver, partition: str, case: str
+) -> None:
+    with pytest.raises(StorageUsageError):
+        driver.transaction(_off_limits_cases(partition)[case])
+    _expect_untouched(driver, partition)
+
+
+@OWN_STREAM
+def test_reading_another_partitions_stream_is_allowed(driver: StorageDriver, partition: str) -> None:
+    elsewhere = f"{partition}-b"
+
+    def callback(tx: StorageTransaction) -> None:
+        tx.get([LAYOUT.head_key(elsewhere), LAYOUT.record_key(elsewhere, 1)])
+        tx.append(batch(partition, "a", 2))
+
+    driver.transaction(callback)
+    _expect_contiguous(read_stream(driver, partition), 2)
+
+
+def _point(driver: StorageDriver, command: AppendRecordsCommand) -> None:
+    driver.transaction(lambda tx: point_append(tx, command))
+
+
+@MIXED
+def test_native_and_point_appends_share_one_stream(driver: StorageDriver, partition: str) -> None:
+    steps = [
+        ("native", batch(partition, "n1", 2)),
+        ("point", batch(partition, "p1", 2)),
+        ("native", batch(partition, "n2", 1)),
+        ("point", batch(partition, "p2", 3)),
+    ]
+    start = 1
+    placements = []
+    for kind, command in steps:
+        if kind == "native":
+            _append(driver, command)
+        else:
+            _point(driver, command)
+        placements.append((command, start))
+        start += len(command.values)
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, start - 1)
+    for command, first in placements:
+        _expect_placed(view, command, first)
+
+
+@MIXED
+@pytest.mark.parametrize("head", ["absent", "present"])
+@pytest.mark.parametrize("open_side", ["point-writer", "native"])
+def test_racing_native_and_point_appends_stay_contiguous(
+    driver: StorageDriver, other_driver: StorageDriver, partition: str, head: str, open_side: str
+) -> None:
+    if head == "present":
+        _append(driver, batch(partition, "seed", 1))
+    seeded = 1 if head == "present" else 0
+    rival = batch(partition, "rival", 2)
+    mine = batch(partition, "mine", 3)
+    competitor: list[Competitor[Any]] = []
+
+    def rival_commit() -> None:
+        if open_side == "point-writer":
+            _append(other_driver, rival)
+        else:
+            other_driver.transaction(lambda tx: point_append(tx, rival))
+
+    def callback(tx: StorageTransaction) -> None:
+        if open_side == "point-writer":
+            # Reading the head (present or absent) is the dependency a racing native append must break.
+            (current,) = tx.get([LAYOUT.head_key(partition)])
+            if not competitor:
+                competitor.append(compete(rival_commit))
+            start = 1 if current is None else int(str(current.document.value["next"]))
+            placed = materialize_storage_append(mine, start)
+            for record in placed.records:
+                tx.create(record)
+            if current is None:
+                tx.create(placed.head)
+            else:
+                tx.replace(current, placed.head)
+        else:
+            tx.append(mine)
+            if not competitor:
+                competitor.append(compete(rival_commit))
+
+    driver.transaction(callback)
+    competitor[0].settle()
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, seeded + 5)
+    batches = {source.rpartition("-")[0] for source in view.sources} - {"seed"}
+    assert batches == {"rival", "mine"}, f"both racing batches must survive, found {view.sources}"
+    rival_first = view.sources.index("rival-0") + 1
+    mine_first = view.sources.index("mine-0") + 1
+    _expect_placed(view, rival, rival_first)
+    _expect_placed(view, mine, mine_first)
+
+
+def _set_head(driver: StorageDriver, partition: str, next_position: int) -> None:
+    """A point writer places the head by hand (as core's fallback path would after many appends)."""
+    record = build_storage_record(StorageTableName.STREAM_HEADS, LAYOUT.head_value(partition, next_position))
+    driver.transaction(lambda tx: tx.create(record))
+
+
+@BOUNDS
+def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
+    driver: StorageDriver, partition: str
+) -> None:
+    _set_head(driver, partition, U64_MAX - 1)
+    before = read_stream(driver, partition)
+    with pytest.raises(StorageStreamExhaustedError):
+        _append(driver, batch(partition, "too-many", 2))
+    after = read_stream(driver, partition)
+    assert after.head == before.head and after.records == (), "an exhausted append must change nothing"
+    last = batch(partition, "last", 1)
+    _append(driver, last)
+    view = read_stream(driver, partition)
+    assert view.positions == [U64_MAX - 1], (
+        "the last allocatable position is 2**64-2 (the head ends at 2**64-1)"
+    )
+    _expect_placed(view, last, U64_MAX - 1)
+    assert view.next_position == U64_MAX
+    with pytest.raises(StorageStreamExhaustedError):
+        _append(driver, batch(partition, "one-more", 1))
+    assert read_stream(driver, partition) == view, "an exhausted append must change nothing"
+
+
+@CONCURRENT
+@pytest.mark.parametrize("reads_first", [False, True], ids=["append-only", "after-a-read"])
+def test_concurrent_appends_get_disjoint_contiguous_ranges(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str, reads_first: bool
+) -> None:
+    competitor: list[Competitor[Any]] = []
+
+    def rival() -> None:
+        def callback(tx: StorageTransaction) -> None:
+            if reads_first:
+                tx.get([leases.key("rival-context")])
+            tx.append(batch(partition, "rival", 2))
+
+        other_driver.transaction(callback)
+
+    def callback(tx: StorageTransaction) -> None:
+        if reads_first:
+            tx.get([leases.key("context")])
+        tx.append(batch(partition, "mine", 3))
+        if not competitor:
+            competitor.append(compete(rival))
+
+    driver.transaction(callback)
+    competitor[0].settle()
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, 5)
+    for tag, count in (("mine", 3), ("rival", 2)):
+        where = [i for i, source in enumerate(view.sources) if source.startswith(f"{tag}-")]
+        assert len(where) == count, f"batch {tag} must appear exactly once, found {view.sources}"
+        assert where == list(range(where[0], where[0] + count)), f"batch {tag} must be contiguous"
+        assert [view.sources[i] for i in where] == [f"{tag}-{i}" for i in range(count)]
+
+
+@LIMITS
+@pytest.mark.parametrize("with_point_write", [False, True], ids=["append-alone", "with-a-create"])
+def test_appended_records_count_toward_the_record_limit(
+    driver: StorageDriver, leases: Leases, partition: str, with_point_write: bool
+) -> None:
+    limit = driver.profile.limits.max_transaction_records
+    if limit > 2000:
+        pytest.skip(f"max_transaction_records={limit} is too large to reach with an append in a check")
+    point = 1 if with_point_write else 0
+    fits = limit - 1 - point  # values + head + point writes == limit
+
+    def run(count: int) -> None:
+        def callback(tx: StorageTransaction) -> None:
+            if point:
+                tx.create(leases.unique(f"w{count}"))
+            tx.append(batch(partition, f"n{count}", count))
+
+        driver.transaction(callback)
+
+    if fits >= 1:
+        run(fits)
+        assert len(read_stream(driver, partition).records) == fits
+    before = read_stream(driver, partition)
+    with pytest.raises(StorageLimitError) as refused:
+        run(fits + 1)
+    assert refused.value.limit is StorageLimitName.TRANSACTION_RECORDS
+    assert read_stream(driver, partition) == before, "an oversized append must commit nothing"
+
+
+@LIMITS
+def test_an_oversized_appended_record_is_refused(driver: StorageDriver, partition: str) -> None:
+    limits = driver.profile.limits
+    if limits.max_record_bytes > 8 * 1024 * 1024:
+        pytest.skip(f"max_record_bytes={limits.max_record_bytes} is too large to build in a check")
+    oversized = batch(partition, "big", 1, padding=limits.max_record_bytes)
+    with pytest.raises(StorageLimitError) as refused:
+        _append(driver, oversized)
+    assert refused.value.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES)
+    _expect_untouched(driver, partition)
+
+
+@COPIES
+def test_changing_the_callers_values_after_append_changes_nothing(
+    driver: StorageDriver, partition: str
+) -> None:
+    values = observation_values("orig", 2)
+    command = {"stream": OBSERVATIONS.value, "partition": partition, "values": values}
+    expected = batch(partition, "orig", 2)
+
+    def callback(tx: StorageTransaction) -> None:
+        tx.append(command)  # type: ignore[arg-type]
+        values[0]["source"]["id"] = "changed-inside"
+        values[1]["data"]["i"] = 99
+        values.append({"source": {"kind": "x", "id": "extra"}, "data": {}})
+
+    driver.transaction(callback)
+    values[0]["data"]["i"] = -1
+    view = read_stream(driver, partition)
+    _expect_contiguous(view, 2)
+    _expect_placed(view, expected, 1)
+
+
+@ENDED
+def test_append_after_the_attempt_ended_is_refused(driver: StorageDriver, partition: str) -> None:
+    kept: list[StorageTransaction] = []
+    driver.transaction(lambda tx: kept.append(tx))
+    with pytest.raises(StorageAttemptEndedError):
+        kept[0].append(batch(partition, "late", 1))
+    _expect_untouched(driver, partition)

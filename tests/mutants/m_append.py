@@ -1,0 +1,349 @@
+"""Broken drivers for the append area.
+
+Positions are allocated inside the reference store's commit, which no
+wrapper can see, so the allocation mutants replace the append half of one
+store instance's ``_writes`` (the point that turns a staged batch into
+records and a head). The staging mutants wrap the attempt instead. Every
+patch is made on the store instance a mutant store handle owns, never on a
+module, so nothing leaks into other runs in the same process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from runlane_conformance import (
+    AppendRecordsCommand,
+    StorageLimits,
+    StorageStreamExhaustedError,
+    materialize_storage_append,
+    parse_append_records_command,
+    read_storage_stream_position,
+)
+from runlane_conformance.contract.encodings import U64_MAX
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.streams import MaterializedStorageAppend
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+Writes = list[tuple[str, Any]]
+Placer = Callable[[Any, Any, AppendRecordsCommand], Writes]
+
+
+def _head(local: Any, command: AppendRecordsCommand, snapshot: int | None = None) -> tuple[str, Any]:
+    """The head key and the head record (latest, or as ``snapshot`` saw it)."""
+    head_key = command.layout.head_key(command.partition).encoded
+    chain = local._chains.get(head_key)
+    if chain is None:
+        return head_key, None
+    if snapshot is None:
+        return head_key, chain[-1][1]
+    for version in reversed(chain):
+        if version[0] <= snapshot:
+            return head_key, version[1]
+    return head_key, None
+
+
+def _as_writes(placed: MaterializedStorageAppend, head_key: str) -> Writes:
+    return [(record.key.encoded, record) for record in placed.records] + [(head_key, placed.head)]
+
+
+class _PlacingDriver(WrappedDriver):
+    """Replaces how the store places an append batch (once per store)."""
+
+    def __init__(self, inner: Any, store: WrappedStore) -> None:
+        super().__init__(inner, store)
+        if not store.shared.get("patched"):
+            store.shared["patched"] = True
+            local = inner.store
+            original = local._writes
+            place = self.place
+
+            def writes(plan: Any) -> Writes:
+                base: Writes = original(replace(plan, append=None))
+                if plan.append is None:
+                    return base
+                return base + place(local, plan, plan.append)
+
+            local._writes = writes
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        raise NotImplementedError
+
+
+class GapBetweenBatches(_PlacingDriver):
+    """Leaves one unused position before every batch after the first."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        head_key, head = _head(local, command)
+        start = read_storage_stream_position(command.stream, command.partition, head)
+        return _as_writes(materialize_storage_append(command, start + (0 if head is None else 1)), head_key)
+
+
+class HeadHoldsLastPosition(_PlacingDriver):
+    """Stores the last allocated position in the head instead of the next one."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        head_key, head = _head(local, command)
+        placed = materialize_storage_append(
+            command, read_storage_stream_position(command.stream, command.partition, head)
+        )
+        layout = command.layout
+        wrong = build_storage_record(
+            layout.head_table, layout.head_value(command.partition, placed.last_position)
+        )
+        return [(record.key.encoded, record) for record in placed.records] + [(head_key, wrong)]
+
+
+class OwnCounterIgnoresHead(_PlacingDriver):
+    """Allocates from a private counter, ignoring heads that point writers advanced."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        counters = local.__dict__.setdefault("_mutant_counters", {})
+        start = counters.get(command.partition, 1)
+        counters[command.partition] = start + len(command.values)
+        head_key, _head_record = _head(local, command)
+        return _as_writes(materialize_storage_append(command, start), head_key)
+
+
+class StaleHeadAllocation(_PlacingDriver):
+    """Allocates from the head the attempt's snapshot saw, so concurrent appends overlap."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        head_key, head = _head(local, command, plan.snapshot)
+        start = read_storage_stream_position(command.stream, command.partition, head)
+        return _as_writes(materialize_storage_append(command, start), head_key)
+
+
+class CommitsWhatFits(_PlacingDriver):
+    """On an exhausted head, commits the part of the batch that still fits, then reports the error."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        head_key, head = _head(local, command)
+        start = read_storage_stream_position(command.stream, command.partition, head)
+        try:
+            return _as_writes(materialize_storage_append(command, start), head_key)
+        except StorageStreamExhaustedError:
+            fit = U64_MAX - start
+            if fit >= 1:
+                partial = AppendRecordsCommand(command.stream, command.partition, command.values[:fit])
+                local._apply(_as_writes(materialize_storage_append(partial, start), head_key))
+            raise
+
+
+class ReservesAtStaging(WrappedTransaction):
+    """Reserves positions when append() is called (like a sequence), so aborted attempts burn them."""
+
+    def append(self, command: Any) -> None:
+        parsed = parse_append_records_command(command)
+        helper = self.driver.store.inner.connect()
+        layout = parsed.layout
+
+        def reserve(tx: Any) -> None:
+            (head,) = tx.get([layout.head_key(parsed.partition)])
+            start = read_storage_stream_position(parsed.stream, parsed.partition, head)
+            bumped = build_storage_record(
+                layout.head_table, layout.head_value(parsed.partition, start + len(parsed.values))
+            )
+            if head is None:
+                tx.create(bumped)
+            else:
+                tx.replace(head, bumped)
+
+        helper.transaction(reserve)
+        self.inner.append(parsed)
+
+
+class DropsLaterBatches(WrappedTransaction):
+    """Silently ignores every append after the first one in an attempt."""
+
+    appended = False
+
+    def append(self, command: Any) -> None:
+        if self.appended:
+            return
+        self.appended = True
+        self.inner.append(command)
+
+
+class DefersAppend(WrappedDriver):
+    """Keeps the caller's append command as given and stages it only when the callback returns.
+
+    Reads after append() are therefore still allowed, and the caller's
+    values are read only at the end, after the caller may have changed them.
+    """
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def run(tx: Any) -> T:
+            wrapped = _DeferredTransaction(tx, self)
+            result = callback(wrapped)
+            for command in wrapped.pending:
+                tx.append(command)
+            return result
+
+        return self.inner.transaction(run)  # type: ignore[no-any-return]
+
+
+class _DeferredTransaction(WrappedTransaction):
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.pending: list[Any] = []
+
+    def append(self, command: Any) -> None:
+        self.pending.append(command)
+
+
+class ForgetsStreamReads(WrappedTransaction):
+    """Drops its own point reads of the stream from its bookkeeping before appending to it."""
+
+    def append(self, command: Any) -> None:
+        parsed = parse_append_records_command(command)
+        layout = parsed.layout
+        reads = self.inner._reads
+        for ekey in list(reads):
+            owner_head = ekey == layout.head_key(parsed.partition).encoded
+            record_prefix = layout.record_key(parsed.partition, 1).encoded.rpartition("/")[0] + "/"
+            if owner_head or ekey.startswith(record_prefix):
+                del reads[ekey]
+        self.inner.append(parsed)
+
+
+_UNLIMITED = StorageLimits(
+    max_point_reads=10**6,
+    max_query_results=10**6,
+    max_transaction_records=10**6,
+    max_record_bytes=2**30,
+    max_transaction_bytes=2**40,
+)
+
+
+class UnmeteredAppend(WrappedTransaction):
+    """Does not count appended records and the head against the transaction limits."""
+
+    def append(self, command: Any) -> None:
+        meter = self.inner._meter
+        self.inner._meter = type(meter)(_UNLIMITED)
+        try:
+            self.inner.append(command)
+        finally:
+            self.inner._meter = meter
+
+
+class IgnoresEndedAppend(WrappedDriver):
+    """Accepts (and drops) append() calls on an attempt that already ended."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def run(tx: Any) -> T:
+            wrapped = _EndAware(tx, self)
+            try:
+                return callback(wrapped)
+            finally:
+                wrapped.ended = True
+
+        return self.inner.transaction(run)  # type: ignore[no-any-return]
+
+
+class _EndAware(WrappedTransaction):
+    ended = False
+
+    def append(self, command: Any) -> None:
+        if self.ended:
+            return
+        self.inner.append(command)
+
+
+MUTANTS = [
+    Mutant(
+        "gap-between-batches",
+        "tests.mutants.m_append:gap_between_batches",
+        "append.positions-contiguous",
+        "leaves an unused position before each later batch",
+    ),
+    Mutant(
+        "head-holds-last-position",
+        "tests.mutants.m_append:head_holds_last",
+        "append.canonical-layout",
+        "the head stores the last position instead of the next",
+    ),
+    Mutant(
+        "positions-consumed-on-rollback",
+        "tests.mutants.m_append:reserves_at_staging",
+        "append.rollback-consumes-nothing",
+        "positions are reserved when append() is called, even if the attempt aborts",
+    ),
+    Mutant(
+        "drops-second-batch",
+        "tests.mutants.m_append:drops_later_batches",
+        "append.one-batch-per-attempt",
+        "a second append in one attempt is silently ignored",
+    ),
+    Mutant(
+        "append-does-not-seal",
+        "tests.mutants.m_append:defers_append",
+        "append.seals-reads",
+        "append is staged at the end of the callback, so reads after it still work",
+    ),
+    Mutant(
+        "append-keeps-caller-values",
+        "tests.mutants.m_append:defers_append",
+        "append.copies-values",
+        "the caller's values are read only when the callback returns",
+    ),
+    Mutant(
+        "forgets-stream-reads",
+        "tests.mutants.m_append:forgets_stream_reads",
+        "append.stream-off-limits",
+        "an attempt may read its stream's head and then append to it",
+    ),
+    Mutant(
+        "allocates-ignoring-head",
+        "tests.mutants.m_append:own_counter",
+        "append.mixed-writers",
+        "native appends count positions privately and ignore heads point writers advanced",
+    ),
+    Mutant(
+        "commits-what-fits",
+        "tests.mutants.m_append:commits_what_fits",
+        "append.position-bounds",
+        "an exhausted batch commits the records that still fit",
+    ),
+    Mutant(
+        "stale-head-allocation",
+        "tests.mutants.m_append:stale_head",
+        "append.concurrent-disjoint",
+        "positions come from the head the attempt's snapshot saw",
+    ),
+    Mutant(
+        "unmetered-append",
+        "tests.mutants.m_append:unmetered_append",
+        "append.counts-toward-limits",
+        "appended records and the head are not counted against limits",
+    ),
+    Mutant(
+        "append-after-attempt-ignored",
+        "tests.mutants.m_append:ignores_ended_append",
+        "append.refused-after-attempt",
+        "append() on an ended attempt is silently dropped",
+    ),
+]
+
+gap_between_batches = mutant_harness(GapBetweenBatches)
+head_holds_last = mutant_harness(HeadHoldsLastPosition)
+own_counter = mutant_harness(OwnCounterIgnoresHead)
+stale_head = mutant_harness(StaleHeadAllocation)
+commits_what_fits = mutant_harness(CommitsWhatFits)
+reserves_at_staging = mutant_harness(transaction_class=ReservesAtStaging)
+drops_later_batches = mutant_harness(transaction_class=DropsLaterBatches)
+defers_append = mutant_harness(DefersAppend)
+forgets_stream_reads = mutant_harness(transaction_class=ForgetsStreamReads)
+unmetered_append = mutant_harness(transaction_class=UnmeteredAppend)
+ignores_ended_append = mutant_harness(IgnoresEndedAppend)

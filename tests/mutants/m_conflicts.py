@@ -1,0 +1,221 @@
+"""Broken drivers for the conflicts area.
+
+Conflict detection lives inside the reference driver's store (validation at
+commit), where a wrapper cannot reach, so these mutants subclass
+``LocalStore`` and override one step of validation, versioning or reading.
+``store_mutant`` turns such a subclass into a harness factory: the local
+harness, with every fresh store built from the subclass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
+from runlane_conformance.local.harness import LocalHarness, LocalStoreHandle, local_harness
+from runlane_conformance.local.store import CommitPlan, LocalStore, StoreConflict
+from tests.mutants.catalog import Mutant
+
+
+def store_mutant(store_class: type[LocalStore]) -> Callable[[Mapping[str, str]], LocalHarness]:
+    """A harness factory: the ``local`` harness whose stores are ``store_class`` instances."""
+
+    class MutantHarness(LocalHarness):
+        def open_store(self) -> LocalStoreHandle:
+            handle = super().open_store()
+            handle._store = store_class()
+            return handle
+
+    def factory(options: Mapping[str, str]) -> LocalHarness:
+        base = local_harness(options)
+        return MutantHarness(base.limits, base.max_transaction_attempts)
+
+    return factory
+
+
+def _written(plan: CommitPlan) -> set[str]:
+    return {ekey for ekey, _ in plan.creates} | {ekey for ekey, _ in plan.replaces} | set(plan.deletes)
+
+
+class DropsAbsentReads(LocalStore):
+    """Only keys read as present join the read set; an absence read is never re-checked."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        super().commit(replace(plan, reads={k: v for k, v in plan.reads.items() if v is not None}))
+
+
+class DropsPresentReads(LocalStore):
+    """Only keys read as absent join the read set; a record read at a version is never re-checked."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        super().commit(replace(plan, reads={k: v for k, v in plan.reads.items() if v is None}))
+
+
+class ValidatesOnlyWrittenReads(LocalStore):
+    """Re-checks only the reads of keys the attempt also writes: read-only dependencies are ignored."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        written = _written(plan)
+        super().commit(replace(plan, reads={k: v for k, v in plan.reads.items() if k in written}))
+
+
+class LastWriterWins(LocalStore):
+    """Replaces and deletes overwrite whatever is current, without checking the version they were read at."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        rewritten = {ekey for ekey, _ in plan.replaces} | set(plan.deletes)
+        super().commit(replace(plan, reads={k: v for k, v in plan.reads.items() if k not in rewritten}))
+
+
+class IgnoresRanges(LocalStore):
+    """Scanned index ranges (including empty pages) are not validated at commit."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        super().commit(replace(plan, ranges=()))
+
+
+class BlindCreateOverwrites(LocalStore):
+    """A create of a key nobody read is applied even when the key exists, overwriting the record."""
+
+    def _validate(self, plan: CommitPlan) -> None:
+        super()._validate(replace(plan, creates=()))
+
+
+class ReusesVersions(LocalStore):
+    """Gives a re-created key the version its first incarnation had, and validates reads by version.
+
+    Each part alone is harmless; together they let a replace from a version
+    read before a delete and identical re-create commit (the ABA problem).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._first_versions: dict[str, int] = {}
+
+    def _current(self, ekey: str) -> StoredRecord | None:
+        chain = self._chains.get(ekey)
+        return None if not chain else chain[-1][1]  # type: ignore[no-any-return]
+
+    def _validate(self, plan: CommitPlan) -> None:
+        super()._validate(replace(plan, reads={}))
+        for ekey, seen in plan.reads.items():
+            current = self._current(ekey)
+            if (seen is None) != (current is None) or (
+                seen is not None and current is not None and seen.version != current.version
+            ):
+                raise StoreConflict(f"record {ekey} changed")
+
+    def _apply(self, writes: Sequence[tuple[str, NewStorageRecord | None]]) -> None:
+        # One write at a time, so each can be numbered on its own; all of it runs under the store lock.
+        top = self._version
+        for ekey, new in writes:
+            first = self._first_versions.get(ekey)
+            if new is not None and first is not None and self._current(ekey) is None:
+                self._version = first - 1
+            super()._apply([(ekey, new)])
+            if new is not None and first is None:
+                self._first_versions[ekey] = self._version
+            top = max(top, self._version)
+            self._version = top
+
+
+class ReadsLatest(LocalStore):
+    """Point reads see the latest commit instead of the attempt's snapshot (read-only work is unchecked)."""
+
+    def read(self, snapshot: int, ekeys: Sequence[str]) -> list[StoredRecord | None]:
+        return super().read(self.latest_seq(), ekeys)
+
+
+class ScansLatest(LocalStore):
+    """Index scans see the latest commit while point reads keep the attempt's snapshot."""
+
+    def scan(self, snapshot: int, *args: Any, **kwargs: Any) -> Any:
+        return super().scan(self.latest_seq(), *args, **kwargs)
+
+
+MUTANTS = [
+    Mutant(
+        "drops-absent-reads",
+        "tests.mutants.m_conflicts:drops_absent_reads",
+        "conflicts.absent-read-then-create-elsewhere",
+        "keys read as absent are not validated at commit",
+    ),
+    Mutant(
+        "drops-present-reads",
+        "tests.mutants.m_conflicts:drops_present_reads",
+        "conflicts.present-read-then-replace-elsewhere",
+        "records read as present are not validated at commit",
+    ),
+    Mutant(
+        "ignores-read-only-dependencies",
+        "tests.mutants.m_conflicts:validates_only_written_reads",
+        "conflicts.read-only-dependency",
+        "only reads of keys the attempt writes are validated",
+    ),
+    Mutant(
+        "last-writer-wins",
+        "tests.mutants.m_conflicts:last_writer_wins",
+        "conflicts.lost-update",
+        "replace/delete do not check the version they were read at",
+    ),
+    Mutant(
+        "reuses-versions",
+        "tests.mutants.m_conflicts:reuses_versions",
+        "conflicts.versions-never-reused",
+        "a re-created key restarts at version 1 and validation compares versions",
+    ),
+    Mutant(
+        "blind-create-overwrites",
+        "tests.mutants.m_conflicts:blind_create_overwrites",
+        "conflicts.blind-create-single-winner",
+        "a create of an existing unread key overwrites it",
+    ),
+    Mutant(
+        "reads-latest-not-snapshot",
+        "tests.mutants.m_conflicts:reads_latest",
+        "conflicts.read-skew-in-read-only-attempt",
+        "point reads see the latest commit, so a read-only attempt can mix states",
+    ),
+    Mutant(
+        "ignores-query-ranges",
+        "tests.mutants.m_conflicts:ignores_ranges",
+        "conflicts.index-phantom",
+        "scanned index ranges are not validated at commit",
+    ),
+    Mutant(
+        "scans-latest-not-snapshot",
+        "tests.mutants.m_conflicts:scans_latest",
+        "conflicts.row-leaves-index-between-query-and-read",
+        "index scans and point reads of one attempt see different commits",
+    ),
+    Mutant(
+        "ignores-read-only-dependencies-random",
+        "tests.mutants.m_conflicts:validates_only_written_reads",
+        "conflicts.serializable-interleavings",
+        "only reads of keys the attempt writes are validated (caught by the interleaving property)",
+    ),
+    Mutant(
+        "ignores-query-ranges-random",
+        "tests.mutants.m_conflicts:ignores_ranges",
+        "conflicts.serializable-interleavings",
+        "scanned index ranges are not validated (caught by the interleaving property)",
+    ),
+    Mutant(
+        "reads-latest-not-snapshot-random",
+        "tests.mutants.m_conflicts:reads_latest",
+        "conflicts.serializable-interleavings",
+        "point reads ignore the attempt's snapshot (caught by the interleaving property)",
+    ),
+]
+
+drops_absent_reads = store_mutant(DropsAbsentReads)
+drops_present_reads = store_mutant(DropsPresentReads)
+validates_only_written_reads = store_mutant(ValidatesOnlyWrittenReads)
+last_writer_wins = store_mutant(LastWriterWins)
+ignores_ranges = store_mutant(IgnoresRanges)
+blind_create_overwrites = store_mutant(BlindCreateOverwrites)
+reuses_versions = store_mutant(ReusesVersions)
+reads_latest = store_mutant(ReadsLatest)
+scans_latest = store_mutant(ScansLatest)

@@ -65,7 +65,7 @@ def pg_harness() -> Iterator[PostgresHarness]:
 
 @pytest.fixture
 def exclusive_harness() -> Iterator[PostgresHarness]:
-    made = harness({"exclusive_candidates": "true"})
+    made = harness({})  # exclusive candidates are on by default
     yield made
     made.close()
 
@@ -99,7 +99,7 @@ def test_the_harness_connects_lazily_and_the_probe_says_why_a_server_is_absent()
 
 
 def test_limit_and_capability_options_shape_the_profile() -> None:
-    made = harness({"max_point_reads": "7", "exclusive_candidates": "true"})
+    made = harness({"max_point_reads": "7"})
     try:
         profile = made.open_store().connect().profile
         assert profile.limits == StorageLimits(max_point_reads=7)
@@ -299,14 +299,19 @@ def test_exclusive_selections_on_two_instances_are_disjoint_and_do_not_wait(
     assert len(after.items) == 4, "rows held by an attempt must be released when it commits"
 
 
-def test_exclusive_mode_is_refused_unless_enabled(pg_harness: PostgresHarness) -> None:
-    driver = pg_harness.open_store().connect()
-    with pytest.raises(StorageUnsupportedError):
-        driver.transaction(
-            lambda tx: tx.query_candidates(_leases().query(), mode=StorageCandidateMode.EXCLUSIVE)
-        )
-    with pytest.raises(StorageUnsupportedError):
-        driver.transaction(lambda tx: tx.append(object()))
+def test_exclusive_mode_is_refused_when_disabled() -> None:
+    made = harness({"exclusive_candidates": "false"})
+    try:
+        driver = made.open_store().connect()
+        assert not driver.profile.exclusive_candidates
+        with pytest.raises(StorageUnsupportedError):
+            driver.transaction(
+                lambda tx: tx.query_candidates(_leases().query(), mode=StorageCandidateMode.EXCLUSIVE)
+            )
+        with pytest.raises(StorageUnsupportedError):
+            driver.transaction(lambda tx: tx.append(object()))
+    finally:
+        made.close()
 
 
 # -- another process -------------------------------------------------------------------------------

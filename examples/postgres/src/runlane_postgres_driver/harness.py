@@ -4,8 +4,8 @@ Options (``--runlane-option key=value``):
 
 * ``dsn``: the server (default ``postgresql://127.0.0.1:5432/test``);
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
-* ``exclusive_candidates``: ``true`` to advertise and serve exclusive candidate
-  selection (``FOR UPDATE SKIP LOCKED``), ``false`` (default) to refuse it;
+* ``exclusive_candidates``: ``true`` (default) to advertise and serve exclusive
+  candidate selection (``FOR UPDATE SKIP LOCKED``), ``false`` to refuse it;
 * the five limits (``max_point_reads``, ``max_query_results``,
   ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
   each replaces that one default; together they must stay coherent.
@@ -102,7 +102,7 @@ class PostgresHarness:
         dsn: str = DEFAULT_DSN,
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 32,
-        exclusive_candidates: bool = False,
+        exclusive_candidates: bool = True,
     ) -> None:
         self.dsn = dsn
         self.limits = limits
@@ -189,7 +189,7 @@ def harness(options: Mapping[str, str]) -> PostgresHarness:
         if "max_transaction_attempts" in options
         else 32
     )
-    exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "false"))
+    exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "true"))
     limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
     limits = None
     if limit_values:

@@ -51,6 +51,7 @@ def _leases() -> Leases:
     [
         ({"colour": "blue"}, "does not know option(s) colour"),
         ({"synchronous": "sometimes"}, "synchronous"),
+        ({"exclusive_candidates": "maybe"}, "exclusive_candidates"),
         ({"busy_timeout": "-1"}, "busy_timeout"),
         ({"busy_timeout": "soon"}, "busy_timeout"),
         ({"max_point_reads": "0"}, "max_point_reads"),
@@ -283,3 +284,24 @@ def test_a_transaction_nested_on_the_same_thread_and_store_is_refused_at_once(
 
     outer.transaction(nest)
     assert inner.transaction(lambda tx: tx.get([leases.key("k")]))[0] is not None
+
+
+def test_exclusive_selection_when_enabled_returns_exactly_the_page_with_a_cursor() -> None:
+    made = harness({"exclusive_candidates": "true"})
+    try:
+        driver = made.open_store().connect()
+        assert driver.profile.exclusive_candidates
+        leases = _leases()
+
+        def create_three(tx: StorageTransaction) -> None:
+            for at in range(3):
+                tx.create(leases.record(f"n{at}", at=at))
+
+        driver.transaction(create_three)
+        page = driver.transaction(
+            lambda tx: tx.query_candidates(leases.query(limit=3), mode=StorageCandidateMode.EXCLUSIVE)
+        )
+        assert [item.sort for item in page.items] == [leases.sort(at) for at in range(3)]
+        assert page.cursor is not None, "a full exclusive page carries a cursor (no lookahead row is read)"
+    finally:
+        made.close()

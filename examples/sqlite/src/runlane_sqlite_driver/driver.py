@@ -106,14 +106,16 @@ SCHEMA = (
 _CHUNK = 400
 
 
-def sqlite_profile(limits: StorageLimits | None = None) -> StorageProfile:
-    """What every instance advertises: durable file, client clock, strong index, no optional capability."""
+def sqlite_profile(
+    limits: StorageLimits | None = None, *, exclusive_candidates: bool = False
+) -> StorageProfile:
+    """What every instance advertises: durable file, client clock, strong index; no append."""
     return StorageProfile(
         durability=StorageDurability.DURABLE,
         clock_authority=StorageClockAuthority.CLIENT,
         index_consistency=StorageIndexConsistency.STRONG,
         limits=StorageLimits() if limits is None else limits,
-        exclusive_candidates=False,
+        exclusive_candidates=exclusive_candidates,
         append=False,
     )
 
@@ -231,10 +233,18 @@ def scan(
     return [(sort, ekey) for sort, ekey in conn.execute(sql, params)]
 
 
-def page_result(command: QueryRecordsCommand, rows: Sequence[tuple[str, str]]) -> QueryRecordsResult:
-    """A page from rows fetched one past the limit: the extra row only says a cursor is due."""
+def page_result(
+    command: QueryRecordsCommand, rows: Sequence[tuple[str, str]], *, lookahead: bool
+) -> QueryRecordsResult:
+    """A page from the fetched rows.
+
+    With ``lookahead`` the rows were fetched one past the limit and the extra
+    row only says a cursor is due; without it (exclusive selections, which
+    must not take an extra row) a full page always carries a cursor.
+    """
     items = tuple(StorageIndexReference(key_from_encoded(ekey), sort) for sort, ekey in rows[: command.limit])
-    cursor = encode_storage_query_cursor(command, items[-1]) if len(rows) > command.limit else None
+    more = len(rows) > command.limit if lookahead else (bool(items) and len(items) == command.limit)
+    cursor = encode_storage_query_cursor(command, items[-1]) if more else None
     return QueryRecordsResult(items, cursor)
 
 
@@ -251,8 +261,11 @@ class SqliteTransaction:
     ended gets ``StorageAttemptEndedError``.
     """
 
-    def __init__(self, conn: sqlite3.Connection, limits: StorageLimits, clock: Clock) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, limits: StorageLimits, clock: Clock, *, exclusive: bool = False
+    ) -> None:
         self._conn = conn
+        self._exclusive_offered = exclusive
         self._clock = clock
         self._meter = StorageTransactionMeter(limits)
         self._use = threading.Lock()
@@ -317,7 +330,14 @@ class SqliteTransaction:
     def query_candidates(
         self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
     ) -> QueryRecordsResult:
-        """One page of index references in (sort, key) order; the lock keeps the range stable."""
+        """One page of index references in (sort, key) order; the lock keeps the range stable.
+
+        Exclusive mode needs no extra machinery here: the attempt already
+        holds the store's only write lock, so no other attempt can select,
+        change or commit anything until this one ends. The page is then read
+        without a lookahead row (a full page always carries a cursor), so
+        exactly the returned rows are what this attempt selected.
+        """
         self._enter()
         try:
             if not isinstance(command, QueryRecordsCommand):
@@ -326,12 +346,20 @@ class SqliteTransaction:
                 mode = StorageCandidateMode(mode)
             except ValueError as error:
                 raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
-            if mode is not StorageCandidateMode.ADVISORY:
-                raise StorageUnsupportedError("the sqlite driver does not offer exclusive candidates")
             self._require_unsealed("query_candidates")
             self._metered(lambda: self._meter.check_query(command))
             position = decode_storage_query_cursor(command)
-            return page_result(command, scan(self._conn, command, position, command.limit + 1))
+            if mode is StorageCandidateMode.EXCLUSIVE:
+                if not self._exclusive_offered:
+                    raise StorageUnsupportedError(
+                        "exclusive candidates are not enabled for this sqlite store"
+                    )
+                return page_result(
+                    command, scan(self._conn, command, position, command.limit), lookahead=False
+                )
+            return page_result(
+                command, scan(self._conn, command, position, command.limit + 1), lookahead=True
+            )
         finally:
             self._leave()
 
@@ -586,12 +614,13 @@ class SqliteStorageDriver:
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         max_transaction_attempts: int = 3,
+        exclusive_candidates: bool = False,
     ) -> None:
         self._path = path
         self._gate = _gate(path)
         self._busy_timeout = busy_timeout
         self._clock: Clock = _utc_now if clock is None else clock
-        self._profile = sqlite_profile(limits)
+        self._profile = sqlite_profile(limits, exclusive_candidates=exclusive_candidates)
         self._max_attempts = max_transaction_attempts
         self._connections = _Connections(
             lambda: open_connection(path, busy_timeout=busy_timeout, synchronous=synchronous)
@@ -634,7 +663,9 @@ class SqliteStorageDriver:
                             raise
                         reason = f"the write lock stayed busy: {error}"
                         continue
-                    attempt = SqliteTransaction(conn, self._profile.limits, self._clock)
+                    attempt = SqliteTransaction(
+                        conn, self._profile.limits, self._clock, exclusive=self._profile.exclusive_candidates
+                    )
                     try:
                         result = callback(attempt)
                     except BaseException:
@@ -660,7 +691,7 @@ class SqliteStorageDriver:
             rows = scan(conn, command, position, command.limit + 1)
         finally:
             self._connections.release(conn)
-        return page_result(command, rows)
+        return page_result(command, rows, lookahead=True)
 
     def close(self) -> None:
         """Close this instance's connections; the file and other instances are unaffected."""

@@ -10,6 +10,9 @@ Options (``--runlane-option key=value``):
   before trying again (default 30).
 * ``synchronous``: ``full`` (default: a commit survives power loss) or
   ``normal`` (a commit survives a process crash; faster).
+* ``exclusive_candidates``: ``true`` to advertise exclusive candidate selection
+  (every selection is already exclusive under the write lock), ``false``
+  (default) to refuse it;
 * ``max_transaction_attempts``: how many lock waits of ``busy_timeout`` before giving up (default 3).
 * the five limits (``max_point_reads``, ``max_query_results``,
   ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
@@ -33,7 +36,14 @@ from .driver import SCHEMA, SqliteStorageDriver, forget_gate, open_connection
 __all__ = ["SqliteHarness", "SqliteOptionError", "SqliteStoreHandle", "harness"]
 
 _LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
-_OPTIONS = ("path", "busy_timeout", "synchronous", "max_transaction_attempts", *_LIMIT_OPTIONS)
+_OPTIONS = (
+    "path",
+    "busy_timeout",
+    "synchronous",
+    "max_transaction_attempts",
+    "exclusive_candidates",
+    *_LIMIT_OPTIONS,
+)
 
 
 class SqliteOptionError(ValueError):
@@ -61,6 +71,7 @@ class SqliteStoreHandle:
             busy_timeout=self._harness.busy_timeout,
             synchronous=self._harness.synchronous,
             max_transaction_attempts=self._harness.max_transaction_attempts,
+            exclusive_candidates=self._harness.exclusive_candidates,
         )
         self._drivers.append(driver)
         return driver
@@ -96,8 +107,10 @@ class SqliteHarness:
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         max_transaction_attempts: int = 3,
+        exclusive_candidates: bool = False,
     ) -> None:
         self.path = path
+        self.exclusive_candidates = exclusive_candidates
         self.limits = limits
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
@@ -202,6 +215,12 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
         if "max_transaction_attempts" in options
         else 3
     )
+    exclusive = options.get("exclusive_candidates", "false").strip().lower()
+    if exclusive not in ("true", "false"):
+        raise SqliteOptionError(
+            f"sqlite driver option exclusive_candidates={options['exclusive_candidates']!r}: "
+            "use true or false"
+        )
     limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
     limits = None
     if limit_values:
@@ -215,4 +234,5 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
         busy_timeout=busy_timeout,
         synchronous=synchronous,
         max_transaction_attempts=attempts,
+        exclusive_candidates=exclusive == "true",
     )

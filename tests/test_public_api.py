@@ -76,23 +76,9 @@ SPEC_NAMES = [
     "create_local_storage_driver",
     "RunCompletionWaitPresence",
 ]
-# Being added by work in progress (the reference driver, the completion-wait marker).
-# Non-strict for now; to be made strict once those land.
-PENDING = {
-    "create_local_storage_driver": "the reference driver is being added",
-    "RunCompletionWaitPresence": "the completion-wait presence marker is being added",
-}
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=PENDING[name]))
-        if name in PENDING
-        else name
-        for name in SPEC_NAMES
-    ],
-)
+@pytest.mark.parametrize("name", SPEC_NAMES)
 def test_spec_name_is_exported_from_the_facade(name: str) -> None:
     assert name in runlane_conformance.__all__
     assert getattr(runlane_conformance, name) is not None

@@ -121,6 +121,7 @@ from .contract.values import (
     StoredRecord,
     have_equal_storage_record_keys,
 )
+from .core.completion_waits import RunCompletionWaitPresence
 from .local import LocalStorageDriver, create_local_storage_driver
 
 __version__ = "0.1.0"
@@ -138,6 +139,7 @@ __all__ = [
     "OwnerScope",
     "QueryRecordsCommand",
     "QueryRecordsResult",
+    "RunCompletionWaitPresence",
     "RunStatus",
     "RunlaneError",
     "StepStatus",

@@ -1,0 +1,1 @@
+"""Slices of Runlane core whose storage invariants the toolkit checks and documents."""

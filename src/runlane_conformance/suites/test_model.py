@@ -64,6 +64,8 @@ DIRECTIONS = tuple(StorageQueryDirection)
 COMPETITOR_START_GRACE = 0.02
 #: How long it then waits for the started competitor to finish (it may block on a row lock).
 COMPETITOR_FINISH_GRACE = 1.0
+#: Upper bound on histories per run, whatever the profile asks for (each history is a whole fresh store).
+MAX_HISTORIES = 150
 
 Slot = tuple[str, str]  # (environment, name)
 State = Mapping[Slot, NewStorageRecord]
@@ -444,7 +446,14 @@ class StoreMachine(RuleBasedStateMachine):
 @pytest.mark.timeout(300)  # a failing history is shrunk by replaying it many times
 def test_random_histories_match_a_serial_model(runlane_harness: DriverHarness) -> None:
     machine = type("RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness})
-    # settings() inherits the active profile (examples, no deadline, printed blob); only steps are added.
+    # settings() inherits the active profile (no deadline, printed blob); steps come from the profile and
+    # examples are capped at 150 so the thorough profile stays inside the check's timeout on a locking driver.
+    active = settings()
     run_state_machine_as_test(  # type: ignore[no-untyped-call]
-        machine, settings=settings(stateful_step_count=stateful_step_count())
+        machine,
+        settings=settings(
+            active,
+            stateful_step_count=stateful_step_count(),
+            max_examples=min(active.max_examples, MAX_HISTORIES),
+        ),
     )

@@ -43,14 +43,14 @@ def test_run_exits_0_and_says_certified_when_every_must_passes(fake_suite: str) 
 
 def test_run_exits_1_and_names_the_failed_requirement_with_its_reproducer(fake_suite: str) -> None:
     result = invoke(
-        "run", "--driver", fake_suite, "--option", "break=limits.max-point-reads-boundary", "--seed", "5"
+        "run", "--driver", fake_suite, "--option", "break=limits.point-reads-boundary", "--seed", "5"
     )
     assert result.exit_code == 1, result.output
     assert "NOT CERTIFIED" in result.stdout
-    assert "limits.max-point-reads-boundary (MUST): AssertionError: the fake driver breaks" in result.stdout
+    assert "limits.point-reads-boundary (MUST): AssertionError: the fake driver breaks" in result.stdout
     assert (
         f"reproduce:  runlane-certify run --driver {fake_suite} --option "
-        "break=limits.max-point-reads-boundary --area limits --profile quick --seed 5"
+        "break=limits.point-reads-boundary --area limits --profile quick --seed 5"
     ) in result.stdout
     assert "--hypothesis-seed=5" in result.stdout
 
@@ -144,24 +144,24 @@ def test_junit_has_a_testcase_per_requirement_with_its_id_as_name_and_property(
 ) -> None:
     path = tmp_path / "junit.xml"
     result = invoke(
-        "run", "-d", fake_suite, "-o", "break=limits.max-record-bytes-boundary", "--junit", str(path)
+        "run", "-d", fake_suite, "-o", "break=limits.record-bytes-boundary", "--junit", str(path)
     )
     assert result.exit_code == 1
     root = ET.parse(path).getroot()
     assert root.tag == "testsuites"
     cases = {case.get("name"): case for case in root.iter("testcase")}
     assert len(cases) == 13 and root.get("tests") == "13" and root.get("failures") == "1"
-    broken = cases["limits.max-record-bytes-boundary"]
+    broken = cases["limits.record-bytes-boundary"]
     assert broken.get("classname") == "runlane.limits"
     properties = {p.get("name"): p.get("value") for p in broken.iter("property")}
-    assert properties["requirement"] == "limits.max-record-bytes-boundary"
+    assert properties["requirement"] == "limits.record-bytes-boundary"
     assert properties["level"] == "MUST"
     failure = broken.find("failure")
     assert failure is not None and "on purpose" in (failure.get("message") or "")
     assert "reproduce: runlane-certify run" in (failure.text or "")
     skipped = cases["append.contiguous-positions"].find("skipped")
     assert skipped is not None and skipped.get("message") == "profile: append not offered"
-    assert cases["profile.limits-coherent"].find("failure") is None
+    assert cases["profile.advertised-profile-coherent"].find("failure") is None
 
 
 # --- report, schema, list ---------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_report_runs_only_limits_and_profile_and_shows_limits_verified_at_their_
         "accepted_at": 7,
         "rejected_at": 8,
         "reason": None,
-        "requirements": ["limits.max-point-reads-boundary"],
+        "requirements": ["limits.point-reads-boundary"],
     }
     checks = {entry["name"]: entry["status"] for entry in document["checks"]}
     assert checks == {
@@ -200,7 +200,7 @@ def test_report_runs_only_limits_and_profile_and_shows_limits_verified_at_their_
 
 def test_report_marks_a_limit_that_fails_its_boundary_and_exits_1(fake_suite: str) -> None:
     result = invoke(
-        "report", "--driver", fake_suite, "-o", "break=limits.max-record-bytes-boundary", "--json"
+        "report", "--driver", fake_suite, "-o", "break=limits.record-bytes-boundary", "--json"
     )
     assert result.exit_code == 1
     document = json.loads(result.stdout)
@@ -257,7 +257,7 @@ def _report(fake_suite: str, tmp_path: Path, *options: str) -> Path:
 
 
 def test_badge_of_a_failing_report_is_red_and_says_not_certified(fake_suite: str, tmp_path: Path) -> None:
-    report = _report(fake_suite, tmp_path, "break=profile.limits-coherent")
+    report = _report(fake_suite, tmp_path, "break=profile.advertised-profile-coherent")
     svg, endpoint = tmp_path / "badge.svg", tmp_path / "badge.json"
     result = invoke("badge", str(report), "--svg", str(svg), "--endpoint", str(endpoint))
     assert result.exit_code == 0, result.output

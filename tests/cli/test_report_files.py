@@ -109,7 +109,7 @@ def test_reading_refuses_anything_but_a_valid_report_with_one_line(
 
 
 def test_secret_looking_driver_options_are_redacted_in_the_report(fake_suite: str) -> None:
-    result = run_suites(fake_suite, {"break": "limits.max-point-reads-boundary"}, seed=1, areas=["limits"])
+    result = run_suites(fake_suite, {"break": "limits.point-reads-boundary"}, seed=1, areas=["limits"])
     result = type(result)(**{**result.__dict__, "options": {"dsn": "postgres://u:pw@h/db", "schema": "x"}})
     document = build_report(result)
     assert document["driver"]["options"] == {"dsn": "***", "schema": "x"}
@@ -122,3 +122,15 @@ def test_the_report_file_is_replaced_not_rewritten_in_place(document: dict, tmp_
     first_inode = os.stat(path).st_ino
     write_report(path, document)
     assert os.stat(path).st_ino != first_inode
+
+
+def test_report_evidence_tables_name_only_catalogued_requirements() -> None:
+    from runlane_conformance.cli.report import ALL_LIMITS_EVIDENCE, CHECK_EVIDENCE, LIMIT_EVIDENCE
+    from runlane_conformance.requirements import all_requirements
+
+    catalog = all_requirements()
+    named = {*ALL_LIMITS_EVIDENCE}
+    for ids in (*LIMIT_EVIDENCE.values(), *CHECK_EVIDENCE.values()):
+        named.update(ids)
+    unknown = sorted(named - set(catalog))
+    assert not unknown, f"report evidence names unknown requirements: {unknown}"

@@ -28,11 +28,11 @@ from runlane_conformance.runner import (
 
 
 def test_a_planted_failure_fails_exactly_its_requirement_and_denies_certification(fake_suite: str) -> None:
-    result = run_suites(fake_suite, {"break": "limits.max-record-bytes-boundary"}, seed=1)
+    result = run_suites(fake_suite, {"break": "limits.record-bytes-boundary"}, seed=1)
     failed = [r.id for r in result.failed_requirements]
-    assert failed == ["limits.max-record-bytes-boundary"]
-    assert result.requirement("limits.max-record-bytes-boundary").reason == (
-        "AssertionError: the fake driver breaks limits.max-record-bytes-boundary on purpose"
+    assert failed == ["limits.record-bytes-boundary"]
+    assert result.requirement("limits.record-bytes-boundary").reason == (
+        "AssertionError: the fake driver breaks limits.record-bytes-boundary on purpose"
     )
     assert not result.certified
     assert result.level == "none"
@@ -112,21 +112,21 @@ def test_a_seed_is_chosen_when_none_is_given_and_kept_for_reproduction(fake_suit
 
 
 def test_each_failure_has_a_reproduce_line_with_driver_options_seed_and_area(fake_suite: str) -> None:
-    result = run_suites(fake_suite, {"break": "limits.max-point-reads-boundary"}, seed=77)
-    (failure,) = result.requirement("limits.max-point-reads-boundary").failures
+    result = run_suites(fake_suite, {"break": "limits.point-reads-boundary"}, seed=77)
+    (failure,) = result.requirement("limits.point-reads-boundary").failures
     assert result.reproduce_command(failure) == (
-        f"runlane-certify run --driver {fake_suite} --option break=limits.max-point-reads-boundary "
+        f"runlane-certify run --driver {fake_suite} --option break=limits.point-reads-boundary "
         "--area limits --profile quick --seed 77"
     )
     pytest_line = result.reproduce_pytest(failure)
     assert "--hypothesis-seed=77" in pytest_line
-    assert "-k 'test_point_reads_accepted_at_limit_rejected_past_it[limits.max-point-reads-boundary]'" in (
+    assert "-k 'test_point_reads_accepted_at_limit_rejected_past_it[limits.point-reads-boundary]'" in (
         pytest_line
     )
 
 
 def test_secret_looking_options_can_be_redacted_from_reproduce_lines(fake_suite: str) -> None:
-    result = run_suites(fake_suite, {"break": "limits.max-point-reads-boundary"}, seed=1, areas=["limits"])
+    result = run_suites(fake_suite, {"break": "limits.point-reads-boundary"}, seed=1, areas=["limits"])
     result = type(result)(**{**result.__dict__, "options": {"password": "hunter2"}})
     (failure,) = result.failed_requirements[0].failures
     assert "hunter2" not in result.reproduce_command(failure, redact=True)
@@ -159,12 +159,12 @@ def test_the_listener_hears_the_collection_then_every_check(fake_suite: str) -> 
 
 def test_checks_spread_over_xdist_workers_reach_the_same_verdict(fake_suite: str) -> None:
     pytest.importorskip("xdist")
-    options = {"break": "limits.max-query-results-boundary"}
+    options = {"break": "limits.query-results-boundary"}
     serial = run_suites(fake_suite, options, seed=9)
     parallel = run_suites(fake_suite, options, seed=9, workers=2)
     assert {r.id: r.outcome for r in parallel.requirements} == {r.id: r.outcome for r in serial.requirements}
-    assert parallel.requirement("limits.max-query-results-boundary").tests[0].requirement_id == (
-        "limits.max-query-results-boundary"
+    assert parallel.requirement("limits.query-results-boundary").tests[0].requirement_id == (
+        "limits.query-results-boundary"
     )
 
 

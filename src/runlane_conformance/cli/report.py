@@ -62,23 +62,22 @@ _LIMIT_FIELDS: tuple[str, ...] = (
     "max_record_bytes",
     "max_transaction_bytes",
 )
-# Which ``limits.*`` requirement ids speak for which advertised limit: an id belongs to a limit
-# when its rule name contains one of these fragments.
-_LIMIT_EVIDENCE: dict[str, tuple[str, ...]] = {
-    "max_point_reads": ("point-read",),
-    "max_query_results": ("query-result", "query-page"),
-    "max_transaction_records": ("transaction-record",),
-    "max_record_bytes": ("record-byte", "record-size"),
-    "max_transaction_bytes": ("transaction-byte", "transaction-size"),
+# The requirements whose outcome is the evidence for each advertised limit (exact, frozen ids).
+LIMIT_EVIDENCE: dict[str, tuple[str, ...]] = {
+    "max_point_reads": ("limits.point-reads-boundary",),
+    "max_query_results": ("limits.query-results-boundary",),
+    "max_transaction_records": ("limits.transaction-records-boundary",),
+    "max_record_bytes": ("limits.record-bytes-boundary",),
+    "max_transaction_bytes": ("limits.transaction-bytes-boundary",),
 }
-# Requirements that prove, for every limit at once, that refused work committed nothing.
-_ALL_LIMITS_EVIDENCE: tuple[str, ...] = ("never-split", "nothing-committed")
-# Which ``profile.*`` requirement ids back which profile check.
-_CHECK_EVIDENCE: dict[str, tuple[str, ...]] = {
-    "limit_coherence": ("coheren",),
-    "durability": ("durab",),
-    "clock": ("clock",),
-    "index_consistency": ("index", "consisten"),
+# Proves, for every limit at once, that refused work committed nothing and was never split.
+ALL_LIMITS_EVIDENCE: tuple[str, ...] = ("limits.oversized-work-never-split",)
+# The requirements behind each profile claim the report verifies.
+CHECK_EVIDENCE: dict[str, tuple[str, ...]] = {
+    "limit_coherence": ("profile.advertised-profile-coherent", "profile.same-profile-on-every-instance"),
+    "durability": ("profile.durable-survives-reconnect",),
+    "clock": ("profile.client-clock-follows-injected-clock",),
+    "index_consistency": ("profile.strong-index-visible-across-instances",),
 }
 _CAPABILITY_AREAS: dict[str, str] = {"append": "append", "exclusive_candidates": "exclusive_selection"}
 
@@ -226,7 +225,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["name", "status", "requirements"],
                 "properties": {
-                    "name": {"enum": list(_CHECK_EVIDENCE)},
+                    "name": {"enum": list(CHECK_EVIDENCE)},
                     "status": _STATUS,
                     "reason": _NULLABLE_STRING,
                     "requirements": _EVIDENCE,
@@ -372,20 +371,14 @@ def _aggregate(results: Iterable[RequirementResult]) -> tuple[str, str | None]:
     return "passed", None
 
 
-def _rule_matches(requirement_id: str, fragments: tuple[str, ...]) -> bool:
-    rule = requirement_id.partition(".")[2]
-    return any(fragment in rule for fragment in fragments)
-
-
 def _limits_section(result: RunResult) -> list[dict[str, Any]]:
     limits: StorageLimits = result.profile.limits
     in_area = [r for r in result.requirements if r.area == "limits"]
     section = []
     for name in _LIMIT_FIELDS:
         advertised = int(getattr(limits, name))
-        evidence = [r for r in in_area if _rule_matches(r.id, _LIMIT_EVIDENCE[name])]
-        if evidence:
-            evidence += [r for r in in_area if _rule_matches(r.id, _ALL_LIMITS_EVIDENCE)]
+        wanted = LIMIT_EVIDENCE[name] + ALL_LIMITS_EVIDENCE
+        evidence = [r for r in in_area if r.id in wanted]
         status, reason = _aggregate(evidence)
         verified = status == "passed"
         section.append(
@@ -405,8 +398,8 @@ def _limits_section(result: RunResult) -> list[dict[str, Any]]:
 def _checks_section(result: RunResult) -> list[dict[str, Any]]:
     in_area = [r for r in result.requirements if r.area == "profile"]
     section = []
-    for name, fragments in _CHECK_EVIDENCE.items():
-        evidence = [r for r in in_area if _rule_matches(r.id, fragments)]
+    for name, wanted in CHECK_EVIDENCE.items():
+        evidence = [r for r in in_area if r.id in wanted]
         status, reason = _aggregate(evidence)
         section.append(
             {"name": name, "status": status, "reason": reason, "requirements": [r.id for r in evidence]}

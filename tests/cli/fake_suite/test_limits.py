@@ -3,26 +3,26 @@ from checks import check, verdict
 LIMITS = ("point-reads", "query-results", "transaction-records", "record-bytes", "transaction-bytes")
 
 
-@check("limits.max-point-reads-boundary")
+@check("limits.point-reads-boundary")
 def test_point_reads_accepted_at_limit_rejected_past_it(driver, requirement_id):
     verdict(driver, requirement_id)
 
 
-@check("limits.max-query-results-boundary")
+@check("limits.query-results-boundary")
 def test_query_results_accepted_at_limit_rejected_past_it(driver, requirement_id):
     verdict(driver, requirement_id)
 
 
-@check("limits.max-transaction-records-boundary")
+@check("limits.transaction-records-boundary")
 def test_transaction_records_accepted_at_limit_rejected_past_it(driver, requirement_id):
     verdict(driver, requirement_id)
 
 
-@check("limits.max-record-bytes-boundary")
+@check("limits.record-bytes-boundary")
 def test_record_bytes_accepted_at_limit_rejected_past_it(driver, requirement_id):
     verdict(driver, requirement_id)
 
 
-@check("limits.max-transaction-bytes-boundary")
+@check("limits.transaction-bytes-boundary")
 def test_transaction_bytes_accepted_at_limit_rejected_past_it(driver, requirement_id):
     verdict(driver, requirement_id)

@@ -1,0 +1,516 @@
+"""A Runlane storage driver on Redis: optimistic attempts, validated reads, WATCH + MULTI/EXEC commits.
+
+How it keeps the contract
+-------------------------
+Reads. Every ``get()`` and ``query_candidates()`` is one ``MULTI``/``EXEC``
+block, so what it returns is one atomic view of the store. The attempt
+remembers, for every key it depends on, the value it saw: a record's
+version key (``None`` when absent) and, for each scanned index partition,
+that partition's range-version counter. Each read block also re-reads all
+of those earlier dependencies (one ``MGET``); if any moved, the attempt is
+lost and the callback is replayed. So the callback always sees one
+consistent state: every value it has read held together at the moment of
+its latest read (no read skew, even in a read-only attempt, and never a
+mix of two commits that a callback could trip over).
+
+Commit. A writing attempt ``WATCH``es every dependency (and the version key
+of every key it creates without having read it), re-reads them with one
+``MGET`` and compares with what it saw; then it queues its writes between
+``MULTI`` and ``EXEC``. A changed dependency, a created key that now exists,
+or an ``EXEC`` that Redis aborts because a watched key was touched, all
+mean the attempt lost a race: it is discarded (nothing was written) and the
+callback replayed, up to ``max_transaction_attempts``, then
+``StorageConflictError``. Since a version is never reused, an unchanged
+version proves an unchanged record, and with the ``WATCH`` in place before
+the re-check, the state at ``EXEC`` is exactly the state the attempt read.
+Read-only attempts need no commit step: their latest read already proved
+the whole read set consistent.
+
+Versions come from ``INCRBY`` on one counter, drawn just before ``MULTI``;
+an attempt that then loses wastes them, which leaves gaps but never repeats.
+
+Exclusive candidates and append are not offered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import redis
+
+from runlane_conformance import (
+    Clock,
+    NewStorageRecord,
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageAttemptEndedError,
+    StorageCandidateMode,
+    StorageClockAuthority,
+    StorageConcurrentUseError,
+    StorageConflictError,
+    StorageCorruptionError,
+    StorageDuplicateMutationError,
+    StorageDurability,
+    StorageIndexConsistency,
+    StorageIndexEntry,
+    StorageIndexReference,
+    StorageKeyChangeError,
+    StorageLimitError,
+    StorageLimits,
+    StorageProfile,
+    StorageQueryDirection,
+    StorageRecordKey,
+    StorageRecordVersion,
+    StorageSealedError,
+    StorageTransactionMeter,
+    StorageUnsupportedError,
+    StorageUsageError,
+    StorageValidationError,
+    StoredRecord,
+    decode_storage_query_cursor,
+    encode_storage_query_cursor,
+    parse_new_storage_record,
+)
+
+from .layout import KeyLayout, encode_entries, key_from_encoded, lex_window, member, split_member, stored_record
+
+__all__ = ["RedisStorageDriver", "RedisTransaction", "redis_profile"]
+
+T = TypeVar("T")
+Pipeline = Any  # redis.client.Pipeline; redis-py's generic stubs vary between releases
+
+
+def redis_profile(limits: StorageLimits | None = None) -> StorageProfile:
+    """What every instance advertises: process durability (Redis here persists nothing), client clock."""
+    return StorageProfile(
+        durability=StorageDurability.PROCESS,
+        clock_authority=StorageClockAuthority.CLIENT,
+        index_consistency=StorageIndexConsistency.STRONG,
+        limits=StorageLimits() if limits is None else limits,
+        exclusive_candidates=False,
+        append=False,
+    )
+
+
+class _AttemptLost(StorageConflictError):
+    """Internal: a dependency moved; this attempt must be discarded and the callback replayed."""
+
+
+def _page(command: QueryRecordsCommand, rows: Sequence[bytes]) -> QueryRecordsResult:
+    """A page from members fetched one past the limit (the extra one only says a cursor is due)."""
+    items = []
+    for raw in rows[: command.limit]:
+        sort, ekey = split_member(raw)
+        items.append(StorageIndexReference(key_from_encoded(ekey), sort))
+    cursor = encode_storage_query_cursor(command, items[-1]) if len(rows) > command.limit else None
+    return QueryRecordsResult(tuple(items), cursor)
+
+
+def queue_scan(pipe: Pipeline, layout: KeyLayout, command: QueryRecordsCommand) -> None:
+    """Queue one page of ``command`` (plus one lookahead member) on ``pipe``."""
+    low, high = lex_window(command, decode_storage_query_cursor(command))
+    key = layout.index(command.index, command.partition)
+    if command.direction is StorageQueryDirection.DESCENDING:
+        pipe.zrevrangebylex(key, high, low, start=0, num=command.limit + 1)
+    else:
+        pipe.zrangebylex(key, low, high, start=0, num=command.limit + 1)
+
+
+class RedisTransaction:
+    """One attempt. Reads go to Redis at once; mutations are staged until the callback returns.
+
+    Every method first claims the attempt without blocking, so a second
+    thread using it gets ``StorageConcurrentUseError``; any call after the
+    attempt ended gets ``StorageAttemptEndedError``.
+    """
+
+    def __init__(self, client: redis.Redis, layout: KeyLayout, limits: StorageLimits, clock: Clock) -> None:
+        self._client = client
+        self._layout = layout
+        self._clock = clock
+        self._meter = StorageTransactionMeter(limits)
+        self._use = threading.Lock()
+        self._ended = False
+        self._sealed = False
+        self._now: datetime | None = None
+        self._deps: dict[str, bytes | None] = {}  # redis key -> the value this attempt saw
+        self._reads: dict[str, StoredRecord | None] = {}
+        self._creates: list[tuple[str, NewStorageRecord]] = []
+        self._replaces: list[tuple[str, StoredRecord, NewStorageRecord]] = []
+        self._deletes: list[tuple[str, StoredRecord]] = []
+        self._mutated: set[str] = set()
+        self._limit_error: StorageLimitError | None = None
+        self.lost: str | None = None
+
+    # -- guard -----------------------------------------------------------------------------------
+
+    def _enter(self) -> None:
+        if self._ended:
+            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
+        if not self._use.acquire(blocking=False):
+            raise StorageConcurrentUseError("this transaction attempt is already in use by another thread")
+        if self._ended:
+            self._use.release()
+            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
+
+    def _leave(self) -> None:
+        self._use.release()
+
+    def _require_unsealed(self, operation: str) -> None:
+        if self._sealed:
+            raise StorageSealedError(f"{operation}() after now() or a mutation: the read set is sealed")
+
+    def _metered(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except StorageLimitError as error:
+            self._limit_error = error
+            raise
+
+    def _lose(self, reason: str) -> _AttemptLost:
+        self.lost = reason
+        return _AttemptLost(f"this attempt lost a race and will be replayed: {reason}")
+
+    def _read_block(self, queue: Callable[[Pipeline], None]) -> list[Any]:
+        """Run ``queue``'s reads in one MULTI/EXEC, re-checking every earlier dependency in it."""
+        if self.lost is not None:
+            raise _AttemptLost(f"this attempt already lost a race: {self.lost}")
+        earlier = list(self._deps)
+        with self._client.pipeline(transaction=True) as pipe:
+            if earlier:
+                pipe.mget(earlier)
+            queue(pipe)
+            replies: list[Any] = pipe.execute()
+        if earlier:
+            now = replies.pop(0)
+            for key, seen in zip(earlier, now, strict=True):
+                if seen != self._deps[key]:
+                    raise self._lose(f"{key} changed after this attempt read it")
+        return replies
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
+        """Each key's record (None when absent), positions and duplicates kept, from one atomic view."""
+        self._enter()
+        try:
+            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+                raise StorageValidationError("get() takes a sequence of StorageRecordKey")
+            keys = tuple(keys)
+            for key in keys:
+                if not isinstance(key, StorageRecordKey):
+                    raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
+            self._require_unsealed("get")
+            self._metered(lambda: self._meter.add_point_reads(keys))
+            unique = list(dict.fromkeys(key.encoded for key in keys))
+            if not unique:
+                return []
+            layout = self._layout
+
+            def queue(pipe: Pipeline) -> None:
+                pipe.mget([layout.version(ekey) for ekey in unique])
+                for ekey in unique:
+                    pipe.hmget(layout.record(ekey), "d", "x")
+
+            versions, *bodies = self._read_block(queue)
+            found: dict[str, StoredRecord | None] = {}
+            for ekey, version, (document, entries) in zip(unique, versions, bodies, strict=True):
+                record = None
+                if version is not None:
+                    if document is None or entries is None:
+                        raise StorageCorruptionError(f"record {ekey} has a version but no body")
+                    record = stored_record(key_from_encoded(ekey), version, document, entries)
+                found[ekey] = record
+                self._deps[layout.version(ekey)] = version
+                self._reads[ekey] = record
+            return [found[key.encoded] for key in keys]
+        finally:
+            self._leave()
+
+    def query_candidates(
+        self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
+    ) -> QueryRecordsResult:
+        """One page of index references in (sort, key) order; the whole partition becomes a dependency."""
+        self._enter()
+        try:
+            if not isinstance(command, QueryRecordsCommand):
+                raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
+            try:
+                mode = StorageCandidateMode(mode)
+            except ValueError as error:
+                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
+            if mode is StorageCandidateMode.EXCLUSIVE:
+                raise StorageUnsupportedError("the redis driver does not offer exclusive candidates")
+            self._require_unsealed("query_candidates")
+            self._metered(lambda: self._meter.check_query(command))
+            range_key = self._layout.range_version(command.index, command.partition)
+
+            def queue(pipe: Pipeline) -> None:
+                pipe.get(range_key)
+                queue_scan(pipe, self._layout, command)
+
+            counter, rows = self._read_block(queue)
+            self._deps[range_key] = counter
+            return _page(command, rows)
+        finally:
+            self._leave()
+
+    def now(self) -> datetime:
+        """One reading of the client clock per attempt, frozen; the first call seals the read set."""
+        self._enter()
+        try:
+            if self._now is None:
+                sampled = self._clock()
+                if not isinstance(sampled, datetime) or sampled.utcoffset() is None:
+                    raise StorageValidationError("the clock must return a timezone-aware datetime")
+                self._now = sampled
+            self._sealed = True
+            return self._now
+        finally:
+            self._leave()
+
+    # -- mutations -------------------------------------------------------------------------------
+
+    def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
+        if ekey in self._mutated:
+            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
+
+    def _check_current(self, current: StoredRecord, operation: str) -> str:
+        if not isinstance(current, StoredRecord):
+            raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
+        ekey = current.key.encoded
+        read = self._reads.get(ekey)
+        if read is None or read.version != current.version:
+            raise StorageKeyChangeError(
+                f"{operation}() of {current.key} at version {current.version}: "
+                "this attempt did not read that record at that version"
+            )
+        self._check_mutable(ekey, current.key)
+        return ekey
+
+    def create(self, record: NewStorageRecord) -> None:
+        """Stage a conditional insert of a key this attempt did not read as present."""
+        self._enter()
+        try:
+            parsed = parse_new_storage_record(record)
+            ekey = parsed.key.encoded
+            self._check_mutable(ekey, parsed.key)
+            if self._reads.get(ekey) is not None:
+                raise StorageDuplicateMutationError(f"{parsed.key} was read as present; it cannot be created")
+            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._creates.append((ekey, parsed))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
+        """Stage a replacement of exactly ``current``, moving all its index entries."""
+        self._enter()
+        try:
+            parsed = parse_new_storage_record(record)
+            if isinstance(current, StoredRecord) and current.key != parsed.key:
+                raise StorageKeyChangeError(
+                    f"a replacement cannot change the key {current.key} to {parsed.key}"
+                )
+            ekey = self._check_current(current, "replace")
+            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
+            self._replaces.append((ekey, current, parsed))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def delete(self, current: StoredRecord) -> None:
+        """Stage a delete of exactly ``current``, removing all its index entries."""
+        self._enter()
+        try:
+            ekey = self._check_current(current, "delete")
+            self._metered(lambda: self._meter.add_write(current.key, None))
+            self._deletes.append((ekey, current))
+            self._mutated.add(ekey)
+            self._sealed = True
+        finally:
+            self._leave()
+
+    def append(self, command: object) -> None:
+        raise StorageUnsupportedError("the redis driver does not offer append")
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    def _end(self) -> None:
+        if not self._use.acquire(blocking=False):
+            self._ended = True
+            raise StorageConcurrentUseError(
+                "the callback returned while another thread was using its attempt"
+            )
+        self._ended = True
+        self._use.release()
+
+    def _rollback(self) -> None:
+        """Nothing was written before commit, so rolling back is only ending the attempt."""
+        self._ended = True
+
+    def _commit(self) -> None:
+        """Validate the read set under WATCH and write everything in one MULTI/EXEC.
+
+        Raises ``_AttemptLost`` when the attempt must be replayed; then nothing was written.
+        """
+        self._end()
+        if self.lost is not None:
+            raise _AttemptLost(f"this attempt lost a race: {self.lost}")
+        if self._limit_error is not None:
+            raise self._limit_error
+        if not self._mutated:
+            return  # read-only: the latest read block proved the whole read set consistent
+        layout = self._layout
+        deps = list(self._deps)
+        blind = [layout.version(ekey) for ekey, _ in self._creates if ekey not in self._reads]
+        watched = deps + blind
+        drawn = len(self._creates) + len(self._replaces)
+        with self._client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(*watched)
+                current = pipe.mget(watched)
+                for key, value in zip(deps, current, strict=False):
+                    if value != self._deps[key]:
+                        raise self._lose(f"{key} changed after this attempt read it")
+                for key, value in zip(blind, current[len(deps) :], strict=True):
+                    if value is not None:
+                        raise self._lose(f"{key} exists, so it cannot be created")
+                top = int(pipe.incrby(layout.versions, drawn)) if drawn else 0
+                versions = iter(range(top - drawn + 1, top + 1))
+                touched: set[str] = set()
+                pipe.multi()
+                for ekey, record in self._creates:
+                    self._queue_write(pipe, ekey, next(versions), record)
+                    self._queue_entries(pipe, ekey, (), record.indexes, touched)
+                for ekey, old, record in self._replaces:
+                    self._queue_write(pipe, ekey, next(versions), record)
+                    self._queue_entries(pipe, ekey, old.indexes, record.indexes, touched)
+                for ekey, old in self._deletes:
+                    pipe.unlink(layout.version(ekey), layout.record(ekey))
+                    self._queue_entries(pipe, ekey, old.indexes, (), touched)
+                for key in sorted(touched):
+                    pipe.incr(key)
+                pipe.execute()
+            except redis.WatchError as error:
+                raise self._lose("a watched key changed before EXEC") from error
+
+    def _queue_write(self, pipe: Pipeline, ekey: str, version: int, record: NewStorageRecord) -> None:
+        pipe.set(self._layout.version(ekey), str(version))
+        pipe.hset(
+            self._layout.record(ekey),
+            mapping={"d": record.document.text.encode("utf-8"), "x": encode_entries(record.indexes)},
+        )
+
+    def _queue_entries(
+        self,
+        pipe: Pipeline,
+        ekey: str,
+        old: Sequence[StorageIndexEntry],
+        new: Sequence[StorageIndexEntry],
+        touched: set[str],
+    ) -> None:
+        """Move one record's index entries from ``old`` to ``new``; note every partition that changed."""
+        layout = self._layout
+        kept = set(old) & set(new)
+        for entry in old:
+            if entry not in kept:
+                pipe.zrem(layout.index(entry.index, entry.partition), member(entry.sort, ekey))
+                touched.add(layout.range_version(entry.index, entry.partition))
+        for entry in new:
+            if entry not in kept:
+                pipe.zadd(layout.index(entry.index, entry.partition), {member(entry.sort, ekey): 0})
+                touched.add(layout.range_version(entry.index, entry.partition))
+
+
+# -- the driver ------------------------------------------------------------------------------------
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RedisStorageDriver:
+    """One instance over one store (a key prefix), with its own client and connection pool."""
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        *,
+        clock: Clock | None = None,
+        limits: StorageLimits | None = None,
+        max_transaction_attempts: int = 32,
+    ) -> None:
+        if type(max_transaction_attempts) is not int or max_transaction_attempts < 1:
+            raise StorageValidationError("max_transaction_attempts must be a positive integer")
+        self._clock: Clock = _utc_now if clock is None else clock
+        self._profile = redis_profile(limits)
+        self._max_attempts = max_transaction_attempts
+        self._layout = KeyLayout(prefix)
+        self._client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        self._closed = False
+
+    @property
+    def profile(self) -> StorageProfile:
+        return self._profile
+
+    @property
+    def layout(self) -> KeyLayout:
+        return self._layout
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageUsageError("this redis driver instance was closed")
+
+    def transaction(self, callback: Callable[[RedisTransaction], T]) -> T:
+        """Run ``callback`` in attempts until one commits; return that attempt's value.
+
+        A lost race replays the callback; after ``max_transaction_attempts``
+        lost attempts ``StorageConflictError`` is raised. A callback error
+        rolls back and propagates unchanged, unless the attempt had already
+        lost a race (then the error may be a consequence of it, and the
+        callback is replayed instead).
+        """
+        self._check_open()
+        reason = "no attempt was made"
+        for _attempt in range(self._max_attempts):
+            attempt = RedisTransaction(self._client, self._layout, self._profile.limits, self._clock)
+            try:
+                result = callback(attempt)
+            except BaseException:
+                attempt._rollback()
+                if attempt.lost is None:
+                    raise
+                reason = attempt.lost
+                continue
+            try:
+                attempt._commit()
+            except _AttemptLost as lost:
+                reason = str(lost)
+                continue
+            return result
+        raise StorageConflictError(
+            f"transaction gave up after {self._max_attempts} conflicting attempts; last: {reason}"
+        )
+
+    def query(self, command: QueryRecordsCommand) -> QueryRecordsResult:
+        """An advisory page from the latest committed state (one ZRANGEBYLEX)."""
+        self._check_open()
+        if not isinstance(command, QueryRecordsCommand):
+            raise StorageValidationError("query() takes a QueryRecordsCommand")
+        StorageTransactionMeter(self._profile.limits).check_query(command)
+        with self._client.pipeline(transaction=False) as pipe:
+            queue_scan(pipe, self._layout, command)
+            (rows,) = pipe.execute()
+        return _page(command, rows)
+
+    def close(self) -> None:
+        """Close this instance's connections; the store and other instances are unaffected."""
+        self._closed = True
+        self._client.close()

@@ -1,0 +1,215 @@
+"""The harness behind the ``redis`` entry point: one fresh key prefix per store.
+
+Options (``--runlane-option key=value``):
+
+* ``url``: the server and database (default ``redis://127.0.0.1:6379/0``);
+* ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
+* the five limits (``max_point_reads``, ``max_query_results``,
+  ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
+  each replaces that one default; together they must stay coherent.
+
+``open_store()`` picks the prefix ``{runlane:<uuid>}:`` (nothing is written
+until the first commit); closing the store deletes every key under it with
+``SCAN`` + ``UNLINK``. ``address()`` is ``(url, prefix)``, which a child
+process hands to ``attach()`` to open instances on the same store.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import fields, replace
+
+import redis
+from redis.connection import parse_url
+
+from runlane_conformance import Clock, StorageLimits, StorageProfileError
+
+from .driver import RedisStorageDriver
+
+__all__ = [
+    "DEFAULT_URL",
+    "RedisHarness",
+    "RedisOptionError",
+    "RedisStoreHandle",
+    "delete_prefix",
+    "harness",
+    "new_prefix",
+    "probe",
+]
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
+_OPTIONS = ("url", "max_transaction_attempts", *_LIMIT_OPTIONS)
+_SCAN_BATCH = 1000
+
+
+class RedisOptionError(ValueError):
+    """A bad ``--runlane-option`` or address; the message is one line for the user."""
+
+
+def probe(url: str, timeout: float = 3.0) -> str | None:
+    """``None`` when the server at ``url`` answers ``PING``; otherwise why not, in one line."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, ValueError, OSError) as error:
+        return " ".join(str(error).split()) or type(error).__name__
+    return None
+
+
+def new_prefix() -> str:
+    """A fresh store prefix; the braces make it the Redis Cluster hash tag of every key under it."""
+    return f"{{runlane:{uuid.uuid4().hex}}}:"
+
+
+def _is_prefix(text: str) -> bool:
+    if not (text.startswith("{runlane:") and text.endswith("}:")):
+        return False
+    ident = text[len("{runlane:") : -2]
+    return len(ident) == 32 and all(char in "0123456789abcdef" for char in ident)
+
+
+def delete_prefix(client: redis.Redis, prefix: str) -> int:
+    """Delete every key that starts with ``prefix`` (SCAN + UNLINK); returns how many went."""
+    if not _is_prefix(prefix):  # never let a malformed prefix turn into a wide pattern
+        raise RedisOptionError(f"{prefix!r} is not a runlane store prefix")
+    deleted = 0
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=f"{prefix}*", count=_SCAN_BATCH):
+        batch.append(key)
+        if len(batch) >= _SCAN_BATCH:
+            deleted += int(client.unlink(*batch))
+            batch.clear()
+    if batch:
+        deleted += int(client.unlink(*batch))
+    return deleted
+
+
+class RedisStoreHandle:
+    """One key prefix; ``connect()`` opens independent instances (each its own client) on it."""
+
+    def __init__(self, harness: RedisHarness, prefix: str, *, owned: bool) -> None:
+        self._harness = harness
+        self.prefix = prefix
+        self._owned = owned
+        self._drivers: list[RedisStorageDriver] = []
+        self._closed = False
+
+    def connect(self, *, clock: Clock | None = None) -> RedisStorageDriver:
+        if self._closed:
+            raise RedisOptionError(f"the store {self.prefix} was closed")
+        harness = self._harness
+        driver = RedisStorageDriver(
+            harness.url,
+            self.prefix,
+            clock=clock,
+            limits=harness.limits,
+            max_transaction_attempts=harness.max_transaction_attempts,
+        )
+        self._drivers.append(driver)
+        return driver
+
+    def address(self) -> tuple[str, str]:
+        """``(url, prefix)``: enough for another process to reach the same store."""
+        return (self._harness.url, self.prefix)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for driver in self._drivers:
+            driver.close()
+        self._drivers.clear()
+        if self._owned:
+            self._harness._drop(self)
+
+
+class RedisHarness:
+    """Opens stores as fresh key prefixes in one Redis database, and deletes them when they close."""
+
+    def __init__(
+        self, *, url: str = DEFAULT_URL, limits: StorageLimits | None = None, max_transaction_attempts: int = 32
+    ) -> None:
+        self.url = url
+        self.limits = limits
+        self.max_transaction_attempts = max_transaction_attempts
+        self._admin: redis.Redis | None = None
+        self._lock = threading.Lock()
+        self._open: list[RedisStoreHandle] = []
+
+    def _admin_client(self) -> redis.Redis:
+        if self._admin is None:
+            self._admin = redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+        return self._admin
+
+    def open_store(self) -> RedisStoreHandle:
+        handle = RedisStoreHandle(self, new_prefix(), owned=True)
+        with self._lock:
+            self._open.append(handle)
+        return handle
+
+    def attach(self, address: object) -> RedisStoreHandle:
+        """A handle on an existing store from ``address()``; closing it keeps the keys."""
+        if (
+            not isinstance(address, (tuple, list))
+            or len(address) != 2
+            or not all(isinstance(part, str) for part in address)
+            or not _is_prefix(address[1])
+        ):
+            raise RedisOptionError(f"redis store address {address!r} is not (url, prefix)")
+        url, prefix = address
+        if url != self.url:
+            raise RedisOptionError(f"store {prefix} lives on {url}, but this harness uses {self.url}")
+        return RedisStoreHandle(self, prefix, owned=False)
+
+    def _drop(self, handle: RedisStoreHandle) -> None:
+        with self._lock:
+            if handle in self._open:
+                self._open.remove(handle)
+            delete_prefix(self._admin_client(), handle.prefix)
+
+    def close(self) -> None:
+        for handle in list(self._open):
+            handle.close()
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
+def _positive_int(name: str, text: str) -> int:
+    stripped = text.strip()
+    if not stripped.isdigit() or int(stripped) < 1:
+        raise RedisOptionError(f"redis driver option {name}={text!r} is not a positive integer")
+    return int(stripped)
+
+
+def harness(options: Mapping[str, str]) -> RedisHarness:
+    """The ``runlane.storage_drivers`` entry point target for ``redis``; connects lazily."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise RedisOptionError(
+            f"redis driver does not know option(s) {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
+        )
+    url = options.get("url", DEFAULT_URL).strip()
+    try:
+        parse_url(url)
+    except ValueError as error:
+        raise RedisOptionError(f"redis driver option url={url!r} is not a redis URL: {error}") from error
+    attempts = (
+        _positive_int("max_transaction_attempts", options["max_transaction_attempts"])
+        if "max_transaction_attempts" in options
+        else 32
+    )
+    limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
+    limits = None
+    if limit_values:
+        try:
+            limits = replace(StorageLimits(), **limit_values)
+        except StorageProfileError as error:
+            raise RedisOptionError(f"redis driver limits are incoherent: {error}") from error
+    return RedisHarness(url=url, limits=limits, max_transaction_attempts=attempts)

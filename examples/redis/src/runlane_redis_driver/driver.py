@@ -63,7 +63,6 @@ from runlane_conformance import (
     StorageProfile,
     StorageQueryDirection,
     StorageRecordKey,
-    StorageRecordVersion,
     StorageSealedError,
     StorageTransactionMeter,
     StorageUnsupportedError,
@@ -75,7 +74,15 @@ from runlane_conformance import (
     parse_new_storage_record,
 )
 
-from .layout import KeyLayout, encode_entries, key_from_encoded, lex_window, member, split_member, stored_record
+from .layout import (
+    KeyLayout,
+    encode_entries,
+    key_from_encoded,
+    lex_window,
+    member,
+    split_member,
+    stored_record,
+)
 
 __all__ = ["RedisStorageDriver", "RedisTransaction", "redis_profile"]
 
@@ -373,7 +380,7 @@ class RedisTransaction:
         drawn = len(self._creates) + len(self._replaces)
         with self._client.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(*watched)
+                pipe.watch(*watched)  # type: ignore[no-untyped-call]
                 current = pipe.mget(watched)
                 for key, value in zip(deps, current, strict=False):
                     if value != self._deps[key]:

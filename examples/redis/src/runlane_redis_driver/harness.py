@@ -133,7 +133,11 @@ class RedisHarness:
     """Opens stores as fresh key prefixes in one Redis database, and deletes them when they close."""
 
     def __init__(
-        self, *, url: str = DEFAULT_URL, limits: StorageLimits | None = None, max_transaction_attempts: int = 32
+        self,
+        *,
+        url: str = DEFAULT_URL,
+        limits: StorageLimits | None = None,
+        max_transaction_attempts: int = 32,
     ) -> None:
         self.url = url
         self.limits = limits
@@ -197,7 +201,7 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
         )
     url = options.get("url", DEFAULT_URL).strip()
     try:
-        parse_url(url)
+        parse_url(url)  # type: ignore[no-untyped-call]
     except ValueError as error:
         raise RedisOptionError(f"redis driver option url={url!r} is not a redis URL: {error}") from error
     attempts = (

@@ -149,7 +149,7 @@ def test_two_open_attempts_get_disjoint_rows(
 
     first_rows, competitor = _while_open(driver, command, second, seal_first=seal_first)
     assert first_rows == rows[:3], "a free index hands the first selector the first rows in order"
-    finished_while_open = competitor.finished_first
+    finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:
         overlap = set(first_rows) & set(second_rows)
@@ -311,7 +311,7 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
     pages = driver.transaction(callback)
     assert pages == [rows[:3], rows[3:]], "following the cursor must select the next rows in order"
     others = started[0].settle()
-    if started[0].finished_first:
+    if started[0].finished_while_open:
         assert not set(others) & set(rows), "rows selected through a cursor are held like the first page"
 
 
@@ -329,7 +329,7 @@ def test_no_row_beyond_the_page_is_held(
     command = leases.query(limit=page, direction=direction)
     first_rows, competitor = _while_open(driver, command, _selector(other_driver, command))
     assert first_rows == rows[:page]
-    finished_while_open = competitor.finished_first
+    finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:
         assert second_rows == rows[page:], (

@@ -103,7 +103,10 @@ def test_never_written_and_deleted_keys_read_as_none(driver: StorageDriver, leas
     (current,) = _read(driver, [leases.key("doomed")])
     assert current is not None
     driver.transaction(lambda tx: tx.delete(tx.get([leases.key("doomed")])[0]))  # type: ignore[arg-type]
-    assert _read(driver, [leases.key("doomed"), leases.key("never")]) == [None, None]
+    _write(driver, leases.unique("kept"))
+    results = _read(driver, [leases.key("kept"), leases.key("doomed"), leases.key("never")])
+    assert results[0] is not None and results[0].key == leases.key("kept")
+    assert results[1:] == [None, None], "deleted and never-written keys read as None beside a present key"
 
 
 @ABSENT_IS_NONE

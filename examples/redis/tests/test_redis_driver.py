@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -23,6 +24,7 @@ from runlane_redis_driver import (
 )
 
 from runlane_conformance import (
+    AppendRecordsCommand,
     NewStorageRecord,
     StorageCandidateMode,
     StorageConflictError,
@@ -32,8 +34,11 @@ from runlane_conformance import (
     StorageQueryDirection,
     StorageQueryRange,
     StorageRangeBound,
+    StorageStreamName,
     StorageTransaction,
     StorageUnsupportedError,
+    read_storage_stream_position,
+    storage_stream_layouts,
 )
 from runlane_conformance.fixtures.records import Leases
 
@@ -102,20 +107,18 @@ def test_options_shape_the_profile_and_the_attempt_budget() -> None:
         profile = made.open_store().connect().profile
         assert profile.limits == StorageLimits(max_point_reads=7)
         assert profile.durability is StorageDurability.PROCESS, "Redis here persists nothing"
-        assert not profile.exclusive_candidates and not profile.append
+        assert profile.append and not profile.exclusive_candidates
         assert made.max_transaction_attempts == 32
     finally:
         made.close()
 
 
-def test_exclusive_candidates_and_append_are_refused(redis_harness: RedisHarness) -> None:
+def test_exclusive_candidates_are_refused(redis_harness: RedisHarness) -> None:
     driver = redis_harness.open_store().connect()
     with pytest.raises(StorageUnsupportedError):
         driver.transaction(
             lambda tx: tx.query_candidates(_leases().query(), mode=StorageCandidateMode.EXCLUSIVE)
         )
-    with pytest.raises(StorageUnsupportedError):
-        driver.transaction(lambda tx: tx.append(object()))
 
 
 # -- prefixes and cleanup --------------------------------------------------------------------------
@@ -333,6 +336,41 @@ def test_a_tampered_document_is_reported_as_corruption(redis_harness: RedisHarne
         client.close()
     with pytest.raises(StorageCorruptionError):
         driver.transaction(lambda tx: tx.get([leases.key("k")]))
+
+
+# -- append ----------------------------------------------------------------------------------------
+
+
+def _observations(partition: str, tag: str, count: int) -> AppendRecordsCommand:
+    values: Any = [
+        {"source": {"kind": "redis-test", "id": f"{tag}-{i}"}, "data": {"i": i}} for i in range(count)
+    ]
+    return AppendRecordsCommand(StorageStreamName.OBSERVATIONS, partition, values)
+
+
+def test_an_append_takes_its_positions_at_commit_so_a_concurrent_batch_needs_no_replay(
+    redis_harness: RedisHarness,
+) -> None:
+    store = redis_harness.open_store()
+    first, second = store.connect(), store.connect()
+    partition = f"env-{uuid.uuid4().hex[:8]}"
+    attempts: list[int] = []
+
+    def append_two(tx: StorageTransaction) -> None:
+        attempts.append(1)
+        tx.append(_observations(partition, "first", 2))
+        if len(attempts) == 1:  # another instance appends while this attempt is open
+            second.transaction(lambda other: other.append(_observations(partition, "second", 3)))
+
+    first.transaction(append_two)
+    assert attempts == [1], "appends to one partition commute; the open attempt must not be replayed"
+    layout = storage_stream_layouts[StorageStreamName.OBSERVATIONS]
+    keys = [layout.head_key(partition)] + [layout.record_key(partition, at) for at in range(1, 6)]
+    head, *records = first.transaction(lambda tx: tx.get(keys))
+    assert read_storage_stream_position(StorageStreamName.OBSERVATIONS, partition, head) == 6
+    values: list[Any] = [record.document.to_json()["value"] for record in records if record is not None]
+    sources = [value["source"]["id"] for value in values]
+    assert sources == ["second-0", "second-1", "second-2", "first-0", "first-1"]
 
 
 # -- lex bounds ------------------------------------------------------------------------------------

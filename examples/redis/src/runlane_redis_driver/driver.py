@@ -29,7 +29,9 @@ the whole read set consistent.
 Versions come from ``INCRBY`` on one counter, drawn just before ``MULTI``;
 an attempt that then loses wastes them, which leaves gaps but never repeats.
 
-Exclusive candidates and append are not offered.
+Append places a batch after the stream head as it stands at commit (read
+under the same ``WATCH``), so positions are never consumed by a lost or
+replayed attempt. Exclusive candidates are not offered.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from typing import Any, TypeVar
 import redis
 
 from runlane_conformance import (
+    AppendRecordsCommand,
     Clock,
+    MaterializedStorageAppend,
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
@@ -71,7 +75,12 @@ from runlane_conformance import (
     StoredRecord,
     decode_storage_query_cursor,
     encode_storage_query_cursor,
+    materialize_storage_append,
+    measure_storage_append,
+    parse_append_records_command,
     parse_new_storage_record,
+    read_storage_stream_position,
+    storage_tuple_codec,
 )
 
 from .layout import (
@@ -98,7 +107,7 @@ def redis_profile(limits: StorageLimits | None = None) -> StorageProfile:
         index_consistency=StorageIndexConsistency.STRONG,
         limits=StorageLimits() if limits is None else limits,
         exclusive_candidates=False,
-        append=False,
+        append=True,
     )
 
 
@@ -150,6 +159,8 @@ class RedisTransaction:
         self._deletes: list[tuple[str, StoredRecord]] = []
         self._mutated: set[str] = set()
         self._limit_error: StorageLimitError | None = None
+        self._append: AppendRecordsCommand | None = None
+        self._stream_keys: tuple[str, str] | None = None  # (head key, record key prefix) once appended
         self.lost: str | None = None
 
     # -- guard -----------------------------------------------------------------------------------
@@ -284,6 +295,11 @@ class RedisTransaction:
     def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
         if ekey in self._mutated:
             raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
+        owned = self._stream_keys
+        if owned is not None and (ekey == owned[0] or ekey.startswith(owned[1])):
+            raise StorageDuplicateMutationError(
+                f"{key} belongs to the stream partition this attempt appends to; the append owns it"
+            )
 
     def _check_current(self, current: StoredRecord, operation: str) -> str:
         if not isinstance(current, StoredRecord):
@@ -343,8 +359,38 @@ class RedisTransaction:
         finally:
             self._leave()
 
-    def append(self, command: object) -> None:
-        raise StorageUnsupportedError("the redis driver does not offer append")
+    def append(self, command: AppendRecordsCommand) -> None:
+        """Stage one ordered batch; its positions are taken from the head only at commit.
+
+        The attempt may not also point-read or mutate that stream partition's
+        head or records, and may stage only one batch. Appending seals the
+        read set like any mutation.
+        """
+        self._enter()
+        try:
+            parsed = parse_append_records_command(command)
+            if self._append is not None:
+                raise StorageDuplicateMutationError("an attempt may stage only one append batch")
+            layout = parsed.layout
+            head = layout.head_key(parsed.partition).encoded
+            prefix = storage_tuple_codec.encode((layout.record_table.value, parsed.partition)) + "/"
+            if any(ekey == head or ekey.startswith(prefix) for ekey in self._mutated):
+                raise StorageDuplicateMutationError(
+                    f"this attempt already mutated {parsed.stream.value}/{parsed.partition}; "
+                    "it cannot also append to it"
+                )
+            if any(ekey == head or ekey.startswith(prefix) for ekey in self._reads):
+                raise StorageUsageError(
+                    f"this attempt point-read {parsed.stream.value}/{parsed.partition}; "
+                    "an appending attempt may not depend on the stream it appends to"
+                )
+            limits = self._meter.limits
+            self._metered(lambda: measure_storage_append(parsed, limits).charge(self._meter))
+            self._append = parsed
+            self._stream_keys = (head, prefix)
+            self._sealed = True
+        finally:
+            self._leave()
 
     # -- ending ----------------------------------------------------------------------------------
 
@@ -371,23 +417,28 @@ class RedisTransaction:
             raise _AttemptLost(f"this attempt lost a race: {self.lost}")
         if self._limit_error is not None:
             raise self._limit_error
-        if not self._mutated:
+        if not self._mutated and self._append is None:
             return  # read-only: the latest read block proved the whole read set consistent
         layout = self._layout
         deps = list(self._deps)
         blind = [layout.version(ekey) for ekey, _ in self._creates if ekey not in self._reads]
         watched = deps + blind
-        drawn = len(self._creates) + len(self._replaces)
         with self._client.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(*watched)  # type: ignore[no-untyped-call]
-                current = pipe.mget(watched)
+                current: list[Any] = []
+                if watched:  # an attempt that only appends has nothing to re-check here
+                    pipe.watch(*watched)  # type: ignore[no-untyped-call]
+                    current = pipe.mget(watched)
                 for key, value in zip(deps, current, strict=False):
                     if value != self._deps[key]:
                         raise self._lose(f"{key} changed after this attempt read it")
                 for key, value in zip(blind, current[len(deps) :], strict=True):
                     if value is not None:
                         raise self._lose(f"{key} exists, so it cannot be created")
+                placed = None if self._append is None else self._place_append(pipe, self._append)
+                drawn = len(self._creates) + len(self._replaces)
+                if placed is not None:
+                    drawn += len(placed[0].records) + 1
                 top = int(pipe.incrby(layout.versions, drawn)) if drawn else 0
                 versions = iter(range(top - drawn + 1, top + 1))
                 touched: set[str] = set()
@@ -401,11 +452,54 @@ class RedisTransaction:
                 for ekey, old in self._deletes:
                     pipe.unlink(layout.version(ekey), layout.record(ekey))
                     self._queue_entries(pipe, ekey, old.indexes, (), touched)
+                if placed is not None:
+                    materialized, head = placed
+                    for record in materialized.records:
+                        ekey = record.key.encoded
+                        self._queue_write(pipe, ekey, next(versions), record)
+                        self._queue_entries(pipe, ekey, (), record.indexes, touched)
+                    ekey = materialized.head.key.encoded
+                    self._queue_write(pipe, ekey, next(versions), materialized.head)
+                    old_entries = () if head is None else head.indexes
+                    self._queue_entries(pipe, ekey, old_entries, materialized.head.indexes, touched)
                 for key in sorted(touched):
                     pipe.incr(key)
                 pipe.execute()
             except redis.WatchError as error:
                 raise self._lose("a watched key changed before EXEC") from error
+
+    def _place_append(
+        self, pipe: Pipeline, command: AppendRecordsCommand
+    ) -> tuple[MaterializedStorageAppend, StoredRecord | None]:
+        """Place the batch after the head as committed now (under WATCH, so it cannot move before EXEC).
+
+        Positions come from the head at commit time, not from anything the
+        attempt saw: appends to one partition commute, and a lost or replayed
+        attempt never gets here with its writes, so it consumes no positions.
+        A corrupt or exhausted head raises before anything is written.
+        """
+        layout = self._layout
+        head_key = command.layout.head_key(command.partition)
+        head_version = layout.version(head_key.encoded)
+        pipe.watch(head_version)
+        version = pipe.get(head_version)
+        head = None
+        if version is not None:
+            document, entries = pipe.hmget(layout.record(head_key.encoded), "d", "x")
+            if document is None or entries is None:
+                raise StorageCorruptionError(f"stream head {head_key} has a version but no body")
+            head = stored_record(head_key, version, document, entries)
+        start = read_storage_stream_position(command.stream, command.partition, head)
+        placed = materialize_storage_append(command, start)
+        targets = [layout.version(record.key.encoded) for record in placed.records]
+        pipe.watch(*targets)
+        for record, found in zip(placed.records, pipe.mget(targets), strict=True):
+            if found is not None:
+                raise StorageCorruptionError(
+                    f"stream {command.stream.value}/{command.partition}: a record already exists at "
+                    f"{record.key}, beyond the head's next position {start}"
+                )
+        return placed, head
 
     def _queue_write(self, pipe: Pipeline, ekey: str, version: int, record: NewStorageRecord) -> None:
         pipe.set(self._layout.version(ekey), str(version))

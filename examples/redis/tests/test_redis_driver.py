@@ -21,6 +21,7 @@ from runlane_redis_driver import (
     delete_prefix,
     harness,
     probe,
+    release_holds,
 )
 
 from runlane_conformance import (
@@ -36,7 +37,6 @@ from runlane_conformance import (
     StorageRangeBound,
     StorageStreamName,
     StorageTransaction,
-    StorageUnsupportedError,
     read_storage_stream_position,
     storage_stream_layouts,
 )
@@ -82,6 +82,7 @@ def redis_harness() -> Iterator[RedisHarness]:
         ({"colour": "blue"}, "does not know option(s) colour"),
         ({"url": "http://127.0.0.1:6379"}, "not a redis URL"),
         ({"max_transaction_attempts": "0"}, "max_transaction_attempts"),
+        ({"exclusive_hold_ms": "-5"}, "exclusive_hold_ms"),
         ({"max_point_reads": "many"}, "max_point_reads"),
         ({"max_record_bytes": "10", "max_transaction_bytes": "5"}, "incoherent"),
     ],
@@ -107,18 +108,67 @@ def test_options_shape_the_profile_and_the_attempt_budget() -> None:
         profile = made.open_store().connect().profile
         assert profile.limits == StorageLimits(max_point_reads=7)
         assert profile.durability is StorageDurability.PROCESS, "Redis here persists nothing"
-        assert profile.append and not profile.exclusive_candidates
-        assert made.max_transaction_attempts == 32
+        assert profile.append and profile.exclusive_candidates
+        assert made.max_transaction_attempts == 32 and made.exclusive_hold_ms == 60_000
     finally:
         made.close()
 
 
-def test_exclusive_candidates_are_refused(redis_harness: RedisHarness) -> None:
+def _create_rows(driver: RedisStorageDriver, leases: Leases, count: int) -> None:
+    def create(tx: StorageTransaction) -> None:
+        for at in range(count):
+            tx.create(leases.record(f"n{at}", at=at))
+
+    driver.transaction(create)
+
+
+def test_exclusive_holds_expire_and_are_released_at_commit() -> None:
+    made = harness({"exclusive_hold_ms": "45000"})
+    try:
+        driver = made.open_store().connect()
+        leases = _leases()
+        _create_rows(driver, leases, 2)
+        hold = driver.layout.hold(leases.key("n0").encoded)
+        client = redis.Redis.from_url(DEFAULT_URL)
+        ttl: list[int] = []
+
+        def select(tx: StorageTransaction) -> None:
+            tx.query_candidates(leases.query(limit=1), mode=StorageCandidateMode.EXCLUSIVE)
+            ttl.append(int(client.pttl(hold)))
+
+        try:
+            driver.transaction(select)
+            assert 0 < ttl[0] <= 45_000, "a hold must expire, so a crashed owner cannot keep a row forever"
+            assert client.exists(hold) == 0, "a committed attempt releases its holds"
+        finally:
+            client.close()
+    finally:
+        made.close()
+
+
+def test_a_row_held_by_a_foreign_token_is_skipped_and_never_released_by_another_owner(
+    redis_harness: RedisHarness,
+) -> None:
     driver = redis_harness.open_store().connect()
-    with pytest.raises(StorageUnsupportedError):
-        driver.transaction(
-            lambda tx: tx.query_candidates(_leases().query(), mode=StorageCandidateMode.EXCLUSIVE)
+    leases = _leases()
+    _create_rows(driver, leases, 2)
+    hold = driver.layout.hold(leases.key("n0").encoded)
+    client = redis.Redis.from_url(DEFAULT_URL)
+    try:
+        client.set(hold, "someone-else")  # as a process that crashed mid-attempt would leave it
+        page = driver.transaction(
+            lambda tx: tx.query_candidates(leases.query(), mode=StorageCandidateMode.EXCLUSIVE)
         )
+        assert [item.key for item in page.items] == [leases.key("n1")]
+        release_holds(client, driver.layout, "not-the-owner", [leases.key("n0").encoded])
+        assert client.get(hold) == b"someone-else", "only the owner's token may release a hold"
+        client.delete(hold)  # what the hold's expiry does
+        page = driver.transaction(
+            lambda tx: tx.query_candidates(leases.query(), mode=StorageCandidateMode.EXCLUSIVE)
+        )
+        assert [item.key for item in page.items] == [leases.key("n0"), leases.key("n1")]
+    finally:
+        client.close()
 
 
 # -- prefixes and cleanup --------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from .driver import RedisStorageDriver, RedisTransaction, redis_profile
+from .driver import RedisStorageDriver, RedisTransaction, redis_profile, release_holds
 from .harness import (
     DEFAULT_URL,
     RedisHarness,
@@ -32,4 +32,5 @@ __all__ = [
     "new_prefix",
     "probe",
     "redis_profile",
+    "release_holds",
 ]

@@ -31,12 +31,17 @@ an attempt that then loses wastes them, which leaves gaps but never repeats.
 
 Append places a batch after the stream head as it stands at commit (read
 under the same ``WATCH``), so positions are never consumed by a lost or
-replayed attempt. Exclusive candidates are not offered.
+replayed attempt.
+
+Exclusive candidates claim each returned row with ``SET <hold key> <token>
+NX PX <hold_ms>`` and release the claims (only where the token is still
+theirs) when the attempt commits, rolls back or loses.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -56,6 +61,7 @@ from runlane_conformance import (
     StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
+    StorageCursorPosition,
     StorageDuplicateMutationError,
     StorageDurability,
     StorageIndexConsistency,
@@ -69,7 +75,6 @@ from runlane_conformance import (
     StorageRecordKey,
     StorageSealedError,
     StorageTransactionMeter,
-    StorageUnsupportedError,
     StorageUsageError,
     StorageValidationError,
     StoredRecord,
@@ -93,7 +98,7 @@ from .layout import (
     stored_record,
 )
 
-__all__ = ["RedisStorageDriver", "RedisTransaction", "redis_profile"]
+__all__ = ["RedisStorageDriver", "RedisTransaction", "redis_profile", "release_holds"]
 
 T = TypeVar("T")
 Pipeline = Any  # redis.client.Pipeline; redis-py's generic stubs vary between releases
@@ -106,7 +111,7 @@ def redis_profile(limits: StorageLimits | None = None) -> StorageProfile:
         clock_authority=StorageClockAuthority.CLIENT,
         index_consistency=StorageIndexConsistency.STRONG,
         limits=StorageLimits() if limits is None else limits,
-        exclusive_candidates=False,
+        exclusive_candidates=True,
         append=True,
     )
 
@@ -125,14 +130,38 @@ def _page(command: QueryRecordsCommand, rows: Sequence[bytes]) -> QueryRecordsRe
     return QueryRecordsResult(tuple(items), cursor)
 
 
-def queue_scan(pipe: Pipeline, layout: KeyLayout, command: QueryRecordsCommand) -> None:
-    """Queue one page of ``command`` (plus one lookahead member) on ``pipe``."""
-    low, high = lex_window(command, decode_storage_query_cursor(command))
+def queue_scan(
+    pipe: Pipeline,
+    layout: KeyLayout,
+    command: QueryRecordsCommand,
+    position: StorageCursorPosition | None,
+    count: int,
+) -> None:
+    """Queue up to ``count`` members of ``command``'s window after ``position``, in scan order."""
+    low, high = lex_window(command, position)
     key = layout.index(command.index, command.partition)
     if command.direction is StorageQueryDirection.DESCENDING:
-        pipe.zrevrangebylex(key, high, low, start=0, num=command.limit + 1)
+        pipe.zrevrangebylex(key, high, low, start=0, num=count)
     else:
-        pipe.zrangebylex(key, low, high, start=0, num=command.limit + 1)
+        pipe.zrangebylex(key, low, high, start=0, num=count)
+
+
+def release_holds(client: redis.Redis, layout: KeyLayout, token: str, ekeys: Sequence[str]) -> None:
+    """Delete the holds on ``ekeys`` that still carry ``token`` (an expired one may belong to another)."""
+    keys = [layout.hold(ekey) for ekey in ekeys]
+    mine = token.encode("ascii")
+    for _try in range(8):
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(*keys)  # type: ignore[no-untyped-call]
+                ours = [key for key, value in zip(keys, pipe.mget(keys), strict=True) if value == mine]
+                pipe.multi()
+                if ours:
+                    pipe.delete(*ours)
+                pipe.execute()
+                return
+            except redis.WatchError:
+                continue  # a hold expired and was taken meanwhile: look again
 
 
 class RedisTransaction:
@@ -143,8 +172,19 @@ class RedisTransaction:
     attempt ended gets ``StorageAttemptEndedError``.
     """
 
-    def __init__(self, client: redis.Redis, layout: KeyLayout, limits: StorageLimits, clock: Clock) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        layout: KeyLayout,
+        limits: StorageLimits,
+        clock: Clock,
+        *,
+        hold_ms: int = 60_000,
+    ) -> None:
         self._client = client
+        self._hold_ms = hold_ms
+        self._token: str | None = None
+        self._held: dict[str, None] = {}  # encoded keys this attempt holds exclusively, in order
         self._layout = layout
         self._clock = clock
         self._meter = StorageTransactionMeter(limits)
@@ -260,21 +300,69 @@ class RedisTransaction:
                 mode = StorageCandidateMode(mode)
             except ValueError as error:
                 raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
-            if mode is StorageCandidateMode.EXCLUSIVE:
-                raise StorageUnsupportedError("the redis driver does not offer exclusive candidates")
             self._require_unsealed("query_candidates")
             self._metered(lambda: self._meter.check_query(command))
+            position = decode_storage_query_cursor(command)
+            if mode is StorageCandidateMode.EXCLUSIVE:
+                return self._select_exclusive(command, position)
             range_key = self._layout.range_version(command.index, command.partition)
 
             def queue(pipe: Pipeline) -> None:
                 pipe.get(range_key)
-                queue_scan(pipe, self._layout, command)
+                queue_scan(pipe, self._layout, command, position, command.limit + 1)
 
             counter, rows = self._read_block(queue)
             self._deps[range_key] = counter
             return _page(command, rows)
         finally:
             self._leave()
+
+    def _select_exclusive(
+        self, command: QueryRecordsCommand, position: StorageCursorPosition | None
+    ) -> QueryRecordsResult:
+        """Walk the window in order, claiming rows no other attempt holds, until the page is full.
+
+        Each claim is ``SET hold token NX PX``: atomic across every instance
+        and process, and only on a row that will be returned, so nothing
+        beyond the page is ever held. A full page always carries a cursor
+        (there is no lookahead to prove more rows exist).
+        """
+        if self._token is None:
+            self._token = uuid.uuid4().hex
+        token = self._token
+        layout = self._layout
+        range_key = layout.range_version(command.index, command.partition)
+        chunk = command.limit + 16
+        items: list[StorageIndexReference] = []
+        while len(items) < command.limit:
+
+            def queue(pipe: Pipeline, after: StorageCursorPosition | None = position) -> None:
+                pipe.get(range_key)
+                queue_scan(pipe, layout, command, after, chunk)
+
+            counter, rows = self._read_block(queue)
+            self._deps[range_key] = counter
+            for raw in rows:
+                sort, ekey = split_member(raw)
+                position = StorageCursorPosition(sort, ekey)
+                claimed = ekey in self._held or bool(
+                    self._client.set(layout.hold(ekey), token, nx=True, px=self._hold_ms)
+                )
+                if claimed:
+                    self._held[ekey] = None
+                    items.append(StorageIndexReference(key_from_encoded(ekey), sort))
+                    if len(items) == command.limit:
+                        break
+            if len(rows) < chunk:
+                break
+        cursor = encode_storage_query_cursor(command, items[-1]) if len(items) == command.limit else None
+        return QueryRecordsResult(tuple(items), cursor)
+
+    def release(self) -> None:
+        """Give up every exclusive hold of this attempt (after commit, rollback or a lost race)."""
+        if self._held and self._token is not None:
+            held, self._held = list(self._held), {}
+            release_holds(self._client, self._layout, self._token, held)
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""
@@ -547,9 +635,11 @@ class RedisStorageDriver:
         clock: Clock | None = None,
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 32,
+        hold_ms: int = 60_000,
     ) -> None:
         if type(max_transaction_attempts) is not int or max_transaction_attempts < 1:
             raise StorageValidationError("max_transaction_attempts must be a positive integer")
+        self._hold_ms = hold_ms
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = redis_profile(limits)
         self._max_attempts = max_transaction_attempts
@@ -581,21 +671,26 @@ class RedisStorageDriver:
         self._check_open()
         reason = "no attempt was made"
         for _attempt in range(self._max_attempts):
-            attempt = RedisTransaction(self._client, self._layout, self._profile.limits, self._clock)
+            attempt = RedisTransaction(
+                self._client, self._layout, self._profile.limits, self._clock, hold_ms=self._hold_ms
+            )
             try:
-                result = callback(attempt)
-            except BaseException:
-                attempt._rollback()
-                if attempt.lost is None:
-                    raise
-                reason = attempt.lost
-                continue
-            try:
-                attempt._commit()
-            except _AttemptLost as lost:
-                reason = str(lost)
-                continue
-            return result
+                try:
+                    result = callback(attempt)
+                except BaseException:
+                    attempt._rollback()
+                    if attempt.lost is None:
+                        raise
+                    reason = attempt.lost
+                    continue
+                try:
+                    attempt._commit()
+                except _AttemptLost as lost:
+                    reason = str(lost)
+                    continue
+                return result
+            finally:
+                attempt.release()
         raise StorageConflictError(
             f"transaction gave up after {self._max_attempts} conflicting attempts; last: {reason}"
         )
@@ -607,7 +702,7 @@ class RedisStorageDriver:
             raise StorageValidationError("query() takes a QueryRecordsCommand")
         StorageTransactionMeter(self._profile.limits).check_query(command)
         with self._client.pipeline(transaction=False) as pipe:
-            queue_scan(pipe, self._layout, command)
+            queue_scan(pipe, self._layout, command, decode_storage_query_cursor(command), command.limit + 1)
             (rows,) = pipe.execute()
         return _page(command, rows)
 

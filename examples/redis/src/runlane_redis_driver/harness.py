@@ -4,6 +4,8 @@ Options (``--runlane-option key=value``):
 
 * ``url``: the server and database (default ``redis://127.0.0.1:6379/0``);
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
+* ``exclusive_hold_ms``: how long an exclusive hold survives an owner that never releases it (a
+  crashed process), in milliseconds (default 60000);
 * the five limits (``max_point_reads``, ``max_query_results``,
   ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
   each replaces that one default; together they must stay coherent.
@@ -41,7 +43,7 @@ __all__ = [
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 _LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
-_OPTIONS = ("url", "max_transaction_attempts", *_LIMIT_OPTIONS)
+_OPTIONS = ("url", "max_transaction_attempts", "exclusive_hold_ms", *_LIMIT_OPTIONS)
 _SCAN_BATCH = 1000
 
 
@@ -110,6 +112,7 @@ class RedisStoreHandle:
             clock=clock,
             limits=harness.limits,
             max_transaction_attempts=harness.max_transaction_attempts,
+            hold_ms=harness.exclusive_hold_ms,
         )
         self._drivers.append(driver)
         return driver
@@ -138,10 +141,12 @@ class RedisHarness:
         url: str = DEFAULT_URL,
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 32,
+        exclusive_hold_ms: int = 60_000,
     ) -> None:
         self.url = url
         self.limits = limits
         self.max_transaction_attempts = max_transaction_attempts
+        self.exclusive_hold_ms = exclusive_hold_ms
         self._admin: redis.Redis | None = None
         self._lock = threading.Lock()
         self._open: list[RedisStoreHandle] = []
@@ -209,6 +214,11 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
         if "max_transaction_attempts" in options
         else 32
     )
+    hold_ms = (
+        _positive_int("exclusive_hold_ms", options["exclusive_hold_ms"])
+        if "exclusive_hold_ms" in options
+        else 60_000
+    )
     limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
     limits = None
     if limit_values:
@@ -216,4 +226,4 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
             limits = replace(StorageLimits(), **limit_values)
         except StorageProfileError as error:
             raise RedisOptionError(f"redis driver limits are incoherent: {error}") from error
-    return RedisHarness(url=url, limits=limits, max_transaction_attempts=attempts)
+    return RedisHarness(url=url, limits=limits, max_transaction_attempts=attempts, exclusive_hold_ms=hold_ms)

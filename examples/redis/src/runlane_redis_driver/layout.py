@@ -20,6 +20,9 @@ Per store:
   counter every commit that changes that index partition increments. A scan
   depends on it, so a scan (even one that returned nothing) conflicts with
   any later write to the partition.
+* ``<prefix>h:<encoded key>``: an exclusive hold on a record, holding the
+  owning attempt's token, with an expiry so that a crashed owner cannot hold
+  a row forever.
 * ``<prefix>versions``: the counter versions are drawn from with ``INCRBY``;
   it only grows, so a version is never handed out twice.
 """
@@ -70,6 +73,9 @@ class KeyLayout:
 
     def range_version(self, index: StorageIndexName, partition: str) -> str:
         return f"{self.prefix}rv:{index.value}:{encode_partition(partition)}"
+
+    def hold(self, ekey: str) -> str:
+        return f"{self.prefix}h:{ekey}"
 
 
 def encode_partition(partition: str) -> str:

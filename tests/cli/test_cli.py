@@ -25,6 +25,7 @@ def one_error_line(result: Any) -> str:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.output
+    assert not result.stdout.strip(), f"a usage error must be the only output, got: {result.stdout!r}"
     return lines[0]
 
 

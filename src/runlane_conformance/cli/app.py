@@ -36,6 +36,7 @@ from ..runner import (
     RunResult,
     RunUsageError,
     TestFinished,
+    probe_driver,
     run_suites,
 )
 from .badge import badge_for, endpoint_json, render_svg
@@ -262,6 +263,24 @@ def _print_verdict(result: RunResult) -> None:
     )
 
 
+def _allow_local_modules(driver: str) -> None:
+    if ":" in driver and os.getcwd() not in sys.path:
+        # Like ``python -m``, let ``module:factory`` name a module in the current directory.
+        sys.path.insert(0, os.getcwd())
+
+
+def _preflight(driver: str, option: Sequence[str] | None, areas: Sequence[str]) -> None:
+    """Refuse a bad area, option or driver with one line before anything else is printed."""
+    unknown = [name for name in areas if name not in AREAS]
+    if unknown:
+        _stop(ExitCode.USAGE, f"unknown area {unknown[0]!r} (areas: {', '.join(AREAS)})")
+    _allow_local_modules(driver)
+    try:
+        probe_driver(driver, parse_driver_options(option or []))
+    except HarnessError as error:
+        _stop(ExitCode.USAGE, str(error))
+
+
 def _execute(
     driver: str,
     option: Sequence[str] | None,
@@ -272,9 +291,7 @@ def _execute(
     listener: Callable[[RunEvent], None] | None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
-    if ":" in driver and os.getcwd() not in sys.path:
-        # Like ``python -m``, let ``module:factory`` name a module in the current directory.
-        sys.path.insert(0, os.getcwd())
+    _allow_local_modules(driver)
     try:
         options = parse_driver_options(option or [])
         return run_suites(
@@ -345,6 +362,7 @@ def run(
     _check_output_path(junit, "JUnit file")
     seed = secrets.randbelow(2**32) if seed is None else seed
     areas = tuple(area or ())
+    _preflight(driver, option, areas)
     console.print(
         Text(
             f"Certifying driver {driver} (Hypothesis profile {profile}, seed {seed}"

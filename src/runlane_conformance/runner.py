@@ -446,6 +446,9 @@ def run_suites(
         f"timeout={CHECK_TIMEOUT_SECONDS}",
     ]
     args += ["-p", "no:cacheprovider", "-p", "no:randomly", "-p", __name__, "-q", "--no-header"]
+    # Capture at the sys level only: fd-level capture would also swallow the caller's live progress
+    # display, which writes to the real terminal while the checks run.
+    args += ["--capture=sys"]
     args += list(SUITE_ARGS)
     args += ["--runlane-driver", driver]
     for key, value in options.items():

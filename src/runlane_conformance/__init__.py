@@ -6,6 +6,7 @@ implementation detail and may move.
 
 from __future__ import annotations
 
+from .contract.attempt import StorageAttemptRules
 from .contract.catalog import (
     StorageCandidateMode,
     StorageIndexName,
@@ -145,6 +146,7 @@ __all__ = [
     "StepStatus",
     "StorageAppendMeasurement",
     "StorageAttemptEndedError",
+    "StorageAttemptRules",
     "StorageCandidateMode",
     "StorageClockAuthority",
     "StorageConcurrentUseError",

@@ -42,6 +42,8 @@ AREAS: tuple[str, ...] = (
     "limits",
     "profile",
     "model",
+    "operator_reads",
+    "completion_waits",
     "append",
     "exclusive_selection",
 )

@@ -1,0 +1,267 @@
+"""Completion-wait presence: the marker is an ordinary stored record that only ever appears.
+
+Core registers a completion wait with ``register_completion_wait`` (a fenced
+read of the source run and its marker, then a conditional create of the
+marker) and, when the source finishes, skips the waiter scan only if a point
+read finds no marker. That is sound only if the driver stores the marker like
+any record: visible to every instance, created once under a race, never
+invented and never removed by deleting waiting runs. Every driver must keep
+this; there is no capability to opt out.
+
+The waiter index ``RunsWaitingForCompletion`` is only compared exactly on
+drivers whose profile promises a strongly consistent index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
+from runlane_conformance.contract.values import QueryRecordsResult, StorageIndexConsistency
+from runlane_conformance.core.completion_waits import (
+    CompletionWaitPlan,
+    RunCompletionWaitPresence,
+    find_completion_waiters,
+    plan_completion_wait,
+    register_completion_wait,
+)
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._operator_support import fresh_environment, read_keys, run_record, write
+
+CLAUSE = "Preserve completion-wait presence"
+
+STORED = requirement(
+    "completion_waits.marker-stored-for-every-instance",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A marker created by one instance is seen by point reads on every other instance of the store, so "
+    "their waits and waiter scans agree.",
+)
+RACE = requirement(
+    "completion_waits.racing-first-waiters-create-one-marker",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Two first waiters racing on two instances end serializably: exactly one created the marker, the "
+    "other saw it, and both waiting runs are kept.",
+)
+MONOTONIC = requirement(
+    "completion_waits.marker-outlives-waiters",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Once registered, the marker stays: deleting the waiting runs, finishing the source or reconnecting "
+    "instances never removes it.",
+)
+ABSENT = requirement(
+    "completion_waits.absent-marker-means-no-wait",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "No marker exists for a source nobody registered a wait on (ordinary runs and waits refused because the "
+    "source already finished create none), so skipping the waiter scan is safe.",
+)
+
+
+def _strong(driver: StorageDriver) -> bool:
+    return driver.profile.index_consistency is StorageIndexConsistency.STRONG
+
+
+def _wait(driver: StorageDriver, presence: RunCompletionWaitPresence, waiter: str) -> CompletionWaitPlan:
+    """Register ``waiter`` as waiting on the presence's source, the way core does; returns the plan."""
+
+    def callback(tx: StorageTransaction) -> CompletionWaitPlan:
+        plan, _extra = register_completion_wait(tx, presence)
+        if plan is not CompletionWaitPlan.SOURCE_TERMINAL:
+            tx.create(
+                run_record(
+                    presence.environment, waiter, status=RunStatus.WAITING, waiting_for=presence.source_run_id
+                )
+            )
+        return plan
+
+    return driver.transaction(callback)
+
+
+def _marker_present(driver: StorageDriver, presence: RunCompletionWaitPresence) -> bool:
+    [marker] = read_keys(driver, [presence.key])
+    if marker is not None:
+        assert marker.key == presence.key, f"a point read of {presence.key} returned {marker.key}"
+        assert marker.document.value["sourceRunId"] == presence.source_run_id
+    return marker is not None
+
+
+def _scan(
+    presence: RunCompletionWaitPresence, cursor: str | None
+) -> Callable[[StorageTransaction], QueryRecordsResult | None]:
+    return lambda tx: find_completion_waiters(tx, presence, limit=10, cursor=cursor)
+
+
+def _waiters(driver: StorageDriver, presence: RunCompletionWaitPresence) -> list[str] | None:
+    """Waiting run ids found by core's terminal-transition scan, or None when the absent marker skipped it."""
+    found: list[str] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = driver.transaction(_scan(presence, cursor))
+        if page is None:
+            assert not found, "the marker vanished between two pages of one scan"
+            return None
+        found.extend(item.key.id[1] for item in page.items)
+        cursor = page.cursor
+        if cursor is None:
+            return sorted(found)
+    raise AssertionError("the waiter scan did not end")
+
+
+def _set_status(driver: StorageDriver, env: str, run_id: str, status: RunStatus) -> None:
+    def callback(tx: StorageTransaction) -> None:
+        [current] = tx.get([run_record_key(env, run_id)])
+        assert current is not None
+        tx.replace(current, run_record(env, run_id, status=status))
+
+    driver.transaction(callback)
+
+
+@STORED
+def test_a_marker_created_by_one_instance_is_read_by_another(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"))
+
+    assert _wait(driver, presence, "waiter-1") is CompletionWaitPlan.CREATE_MARKER
+    assert _marker_present(other_driver, presence), "another instance does not see the marker"
+    assert _wait(other_driver, presence, "waiter-2") is CompletionWaitPlan.MARKER_PRESENT, (
+        "the second wait, on another instance, did not find the first wait's marker"
+    )
+    third = connect()
+    waiters = _waiters(third, presence)
+    assert waiters is not None, "a new instance's terminal transition would skip the waiter scan"
+    if _strong(third):
+        assert waiters == ["waiter-1", "waiter-2"], f"the waiter index holds {waiters}"
+
+
+@STORED
+def test_a_wait_on_a_future_source_leaves_a_marker_every_instance_sees(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "not-created-yet")
+    assert _wait(driver, presence, "early") is CompletionWaitPlan.CREATE_MARKER
+    assert _marker_present(other_driver, presence), "the marker of a wait on a future run id is not stored"
+
+
+@RACE
+@pytest.mark.parametrize("race_point", ["after-read", "after-create"])
+def test_two_first_waiters_on_two_instances_leave_one_marker_and_both_waits(
+    driver: StorageDriver, other_driver: StorageDriver, race_point: str
+) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"))
+    started: list[Competitor[CompletionWaitPlan]] = []
+
+    def race() -> None:
+        if not started:
+            started.append(compete(lambda: _wait(other_driver, presence, "theirs")))
+
+    def callback(tx: StorageTransaction) -> CompletionWaitPlan:
+        source, marker = tx.get([presence.source_key, presence.key])
+        plan = plan_completion_wait(source, marker)
+        if race_point == "after-read":
+            race()
+        if plan is CompletionWaitPlan.CREATE_MARKER:
+            tx.create(presence.record(tx.now()))
+        if race_point == "after-create":
+            race()
+        tx.create(run_record(env, "mine", status=RunStatus.WAITING, waiting_for="source"))
+        return plan
+
+    mine = driver.transaction(callback)
+    theirs = started[0].settle()
+
+    assert sorted([mine, theirs]) == sorted(
+        [CompletionWaitPlan.CREATE_MARKER, CompletionWaitPlan.MARKER_PRESENT]
+    ), f"racing first waiters returned plans {mine} and {theirs}: exactly one must have created the marker"
+    assert _marker_present(other_driver, presence), "the race left no marker"
+    mine_run, theirs_run = read_keys(driver, [run_record_key(env, "mine"), run_record_key(env, "theirs")])
+    assert mine_run is not None and theirs_run is not None, "a racing waiter's waiting run was lost"
+    waiters = _waiters(other_driver, presence)
+    assert waiters is not None
+    if _strong(other_driver):
+        assert waiters == ["mine", "theirs"], f"the waiter index holds {waiters}"
+
+
+@MONOTONIC
+def test_deleting_the_waiting_runs_and_finishing_the_source_keep_the_marker(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"))
+    _wait(driver, presence, "waiter-1")
+    _wait(other_driver, presence, "waiter-2")
+
+    def delete_waiters(tx: StorageTransaction) -> None:
+        for current in tx.get([run_record_key(env, "waiter-1"), run_record_key(env, "waiter-2")]):
+            assert current is not None
+            tx.delete(current)
+
+    other_driver.transaction(delete_waiters)
+    assert _marker_present(driver, presence), "deleting the waiting runs removed the marker"
+    _set_status(driver, env, "source", RunStatus.SUCCEEDED)
+
+    for reader in (connect(), connect()):
+        assert _marker_present(reader, presence), "the marker is gone for a newly connected instance"
+        waiters = _waiters(reader, presence)
+        assert waiters is not None, "a terminal transition would now skip a scan it must make"
+        if _strong(reader):
+            assert waiters == [], f"deleted waiters are still indexed: {waiters}"
+
+
+@MONOTONIC
+def test_later_waits_leave_the_marker_unchanged(driver: StorageDriver, other_driver: StorageDriver) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    _wait(driver, presence, "waiter-1")
+    [first] = read_keys(other_driver, [presence.key])
+    for index, instance in enumerate((other_driver, driver, other_driver), start=2):
+        assert _wait(instance, presence, f"waiter-{index}") is CompletionWaitPlan.MARKER_PRESENT
+    [last] = read_keys(driver, [presence.key])
+    assert first is not None and last is not None, "the marker disappeared"
+    assert (last.version, last.document) == (first.version, first.document), (
+        "a later wait rewrote the marker: it is a one-time flag, not a counter"
+    )
+
+
+@ABSENT
+def test_ordinary_runs_and_their_completion_create_no_marker(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"), run_record(env, "bystander", status=RunStatus.PENDING))
+    _set_status(driver, env, "source", RunStatus.FAILED)
+
+    for reader in (driver, other_driver):
+        assert not _marker_present(reader, presence), "an ordinary run got a completion-wait marker"
+        assert _waiters(reader, presence) is None
+        assert not _marker_present(reader, RunCompletionWaitPresence(env, "bystander"))
+
+
+@ABSENT
+def test_a_wait_on_a_finished_source_creates_no_marker(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("waits")
+    done = RunCompletionWaitPresence(env, "done")
+    live = RunCompletionWaitPresence(env, "live")
+    write(driver, run_record(env, "done", status=RunStatus.SUCCEEDED), run_record(env, "live"))
+    assert _wait(driver, done, "late") is CompletionWaitPlan.SOURCE_TERMINAL
+    assert _wait(driver, live, "waiter") is CompletionWaitPlan.CREATE_MARKER
+
+    assert not _marker_present(other_driver, done), "a wait refused for a finished source left a marker"
+    assert read_keys(other_driver, [run_record_key(env, "late")]) == [None]
+    assert _marker_present(other_driver, live), "the other source's marker is missing"

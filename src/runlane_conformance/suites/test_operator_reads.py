@@ -1,0 +1,341 @@
+"""Operator reads: the optional read model shows exactly what is committed, no more and no later.
+
+Only drivers offering ``OperatorReadDriver`` (callable ``get_run``,
+``list_runs`` and ``list_run_events``) are checked. Runs and events are
+written through ordinary transactions on one instance and read through the
+operator model on another, so a view that trails the commit, keeps
+tombstoned runs, shuffles a history or shares mutable results fails here.
+
+Not checked: that an opaque raw document which does not decode as a
+canonical run stays out of the projection. The table codecs refuse to build
+such a ``runs`` record (``NewStorageRecord`` validates its document against
+the run schema on construction), so no portable check can write one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from runlane_conformance.contract.errors import StorageCursorError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
+from runlane_conformance.contract.values import NewStorageRecord
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._operator_support import (
+    collect_pages,
+    document_of,
+    event_record,
+    event_value,
+    fresh_environment,
+    page_of,
+    read_keys,
+    run_record,
+    run_value,
+    scribble,
+    tombstoned,
+    write,
+)
+
+CLAUSE = "Keep operator reads separate"
+CAPABILITY = "operator_reads"
+
+VISIBLE_AT_ONCE = requirement(
+    "operator_reads.committed-run-visible-at-once",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Right after a commit, another instance's operator reads show the run with exactly the committed "
+    "summary (the same document a point read returns) and its committed history.",
+    capability=CAPABILITY,
+)
+LISTED_ONCE = requirement(
+    "operator_reads.list-shows-each-visible-run-once",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Paging through list_runs with its cursors yields every visible run of the environment exactly once, "
+    "each page within its limit, and nothing from other environments.",
+    capability=CAPABILITY,
+)
+HISTORY_ORDER = requirement(
+    "operator_reads.history-in-sequence-order",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "list_run_events returns exactly the run's own events, in ascending sequence order across pages, "
+    "whatever order they were committed in.",
+    capability=CAPABILITY,
+)
+TOMBSTONE_HIDES = requirement(
+    "operator_reads.tombstone-hides-run-and-history",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "The commit that tombstones a run removes it and its whole history from every operator read at once; "
+    "no read shows a partial history, before or after.",
+    capability=CAPABILITY,
+)
+CURSOR_SCOPE = requirement(
+    "operator_reads.cursor-bound-to-filters",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A list cursor only continues the listing it came from: used with another environment, run or list "
+    "it is refused, or at most ignored, and never skips or leaks rows.",
+    capability=CAPABILITY,
+)
+DEFENSIVE_COPIES = requirement(
+    "operator_reads.returns-defensive-copies",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Changing a returned run, summary, event, nested value or page changes nothing the driver returns later.",
+    capability=CAPABILITY,
+)
+
+LIMITS = pytest.mark.parametrize("limit", [1, 2, 50], ids=lambda limit: f"limit-{limit}")
+
+
+def _ops(driver: StorageDriver) -> Any:
+    """The driver as an operator read model (the capability gate already proved the methods exist)."""
+    return driver
+
+
+def _get(driver: StorageDriver, environment: str, run_id: str) -> dict[str, Any] | None:
+    found = _ops(driver).get_run(environment, run_id)
+    return None if found is None else document_of(found)
+
+
+def _runs(driver: StorageDriver, environment: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    items = collect_pages(
+        lambda cursor: _ops(driver).list_runs(environment, limit=limit, cursor=cursor), limit=limit
+    )
+    return [document_of(item) for item in items]
+
+
+def _events(driver: StorageDriver, environment: str, run_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    items = collect_pages(
+        lambda cursor: _ops(driver).list_run_events(environment, run_id, limit=limit, cursor=cursor),
+        limit=limit,
+    )
+    return [document_of(item) for item in items]
+
+
+def _by_id(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {str(run["runId"]): run for run in runs}
+
+
+def _replace(driver: StorageDriver, record: NewStorageRecord, *also: NewStorageRecord) -> None:
+    """Replace the record at ``record.key`` and create ``also``, in one commit."""
+
+    def callback(tx: StorageTransaction) -> None:
+        [current] = tx.get([record.key])
+        assert current is not None, f"{record.key} vanished"
+        tx.replace(current, record)
+        for extra in also:
+            tx.create(extra)
+
+    driver.transaction(callback)
+
+
+@VISIBLE_AT_ONCE
+def test_a_committed_run_and_its_history_are_visible_at_once_on_another_instance(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment()
+    assert _get(other_driver, env, "run-1") is None, "a run nobody wrote is visible"
+    run = run_value(env, "run-1", note="first", events=3)
+    write(
+        driver,
+        run_record(env, "run-1", note="first", events=3),
+        *[event_record(env, "run-1", s) for s in (1, 2, 3)],
+    )
+
+    assert _get(other_driver, env, "run-1") == run, "get_run does not show the committed summary at once"
+    [stored] = read_keys(other_driver, [run_record_key(env, "run-1")])
+    assert stored is not None and _get(other_driver, env, "run-1") == document_of(stored), (
+        "get_run and a point read of the canonical record disagree"
+    )
+    assert _by_id(_runs(other_driver, env)) == {"run-1": run}, "list_runs does not show the committed run"
+    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2, 3)]
+
+
+@VISIBLE_AT_ONCE
+def test_a_committed_change_replaces_the_summary_at_once(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment()
+    write(driver, run_record(env, "run-1", note="before", events=1), event_record(env, "run-1", 1))
+    assert _get(other_driver, env, "run-1") == run_value(env, "run-1", note="before", events=1)
+
+    finished = run_value(env, "run-1", status=RunStatus.SUCCEEDED, note="after", events=2)
+    _replace(
+        driver,
+        run_record(env, "run-1", status=RunStatus.SUCCEEDED, note="after", events=2),
+        event_record(env, "run-1", 2),
+    )
+
+    assert _get(other_driver, env, "run-1") == finished, "get_run still shows the summary before the commit"
+    assert _by_id(_runs(other_driver, env)) == {"run-1": finished}, "list_runs shows a stale summary"
+    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2)]
+
+
+@LISTED_ONCE
+@LIMITS
+def test_listing_runs_pages_through_every_visible_run_once(
+    driver: StorageDriver, other_driver: StorageDriver, limit: int
+) -> None:
+    env, elsewhere = fresh_environment(), fresh_environment()
+    expected = {f"run-{i}": run_value(env, f"run-{i}", created=i % 3, note=str(i)) for i in range(7)}
+    write(driver, *[run_record(env, f"run-{i}", created=i % 3, note=str(i)) for i in range(7)])
+    write(driver, *[run_record(elsewhere, f"run-{i}", created=i) for i in range(3)])
+
+    listed = _runs(other_driver, env, limit=limit)
+    ids = [str(run["runId"]) for run in listed]
+    assert sorted(ids) == sorted(expected), (
+        f"list_runs({limit=}) yielded {ids}, expected each of {sorted(expected)} once"
+    )
+    assert _by_id(listed) == expected, "a listed run does not carry its committed summary"
+
+
+@HISTORY_ORDER
+@LIMITS
+def test_a_history_reads_back_in_sequence_order(
+    driver: StorageDriver, other_driver: StorageDriver, limit: int
+) -> None:
+    env = fresh_environment()
+    sequences = [3, 11, 1, 10, 2, 9, 12]
+    write(driver, run_record(env, "run-a", events=len(sequences)), run_record(env, "run-b", events=2))
+    for batch in ([3, 11], [1], [10, 2, 9], [12]):
+        write(driver, *[event_record(env, "run-a", s) for s in batch])
+    write(driver, event_record(env, "run-b", 4), event_record(env, "run-b", 5))
+
+    history = _events(other_driver, env, "run-a", limit=limit)
+    assert [int(event["sequence"]) for event in history] == sorted(sequences), (
+        f"list_run_events({limit=}) is not the run's history in sequence order"
+    )
+    assert history == [event_value(env, "run-a", s) for s in sorted(sequences)], "an event changed"
+
+
+def _observe(driver: StorageDriver, env: str, run: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    """Every operator read shows the run whole, or not at all."""
+    seen = _get(driver, env, str(run["runId"]))
+    assert seen in (None, run), f"get_run showed a partial tombstoning: {seen}"
+    history = _events(driver, env, str(run["runId"]))
+    assert history in ([], events), f"list_run_events showed part of a history: {history}"
+    listed = _by_id(_runs(driver, env)).get(str(run["runId"]))
+    assert listed in (None, run), f"list_runs showed a partial tombstoning: {listed}"
+
+
+@TOMBSTONE_HIDES
+def test_the_tombstoning_commit_hides_the_run_and_its_history_at_once(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    env = fresh_environment()
+    run = run_value(env, "gone", status=RunStatus.SUCCEEDED, events=3)
+    events = [event_value(env, "gone", s) for s in (1, 2, 3)]
+    survivor = run_value(env, "kept", status=RunStatus.SUCCEEDED, events=1)
+    write(
+        driver,
+        run_record(env, "gone", status=RunStatus.SUCCEEDED, events=3),
+        run_record(env, "kept", status=RunStatus.SUCCEEDED, events=1),
+        *[event_record(env, "gone", s) for s in (1, 2, 3)],
+        event_record(env, "kept", 1),
+    )
+    _observe(other_driver, env, run, events)
+    assert _get(other_driver, env, "gone") == run, "the run is not visible before it is tombstoned"
+
+    started: list[Competitor[None]] = []
+    hidden, stone = tombstoned(run)
+
+    def callback(tx: StorageTransaction) -> None:
+        [current] = tx.get([hidden.key])
+        assert current is not None
+        tx.replace(current, hidden)
+        tx.create(stone)
+        if not started:
+            started.append(compete(lambda: _observe(other_driver, env, run, events)))
+
+    driver.transaction(callback)
+    started[0].settle()
+
+    for reader in (other_driver, connect()):
+        assert _get(reader, env, "gone") is None, "get_run still shows a tombstoned run"
+        assert _events(reader, env, "gone") == [], "list_run_events still shows a tombstoned run's history"
+        assert _by_id(_runs(reader, env)) == {"kept": survivor}, "list_runs does not reflect the tombstone"
+        assert _events(reader, env, "kept") == [event_value(env, "kept", 1)], (
+            "another run's history was hidden"
+        )
+
+
+def _refused_or_restarted(fetch: Callable[[str | None], object], foreign: str, limit: int) -> None:
+    """Continuing with ``foreign`` must fail with StorageCursorError, or behave as if no cursor was given."""
+    fresh = collect_pages(fetch, limit=limit)
+    try:
+        first = fetch(foreign)
+    except StorageCursorError:
+        return
+    items, cursor = page_of(first)
+    rest = (
+        [] if cursor is None else collect_pages(lambda c: fetch(c if c is not None else cursor), limit=limit)
+    )
+    continued = [document_of(item) for item in [*items, *rest]]
+    assert continued == [document_of(item) for item in fresh], (
+        "a cursor from another listing was accepted and skipped or leaked rows: refuse it"
+    )
+
+
+@CURSOR_SCOPE
+def test_a_run_list_cursor_is_bound_to_its_environment(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env_a, env_b = fresh_environment(), fresh_environment()
+    for env in (env_a, env_b):
+        write(driver, *[run_record(env, f"run-{i}", created=i, note=env) for i in range(5)])
+    _items, cursor = page_of(_ops(other_driver).list_runs(env_a, limit=2))
+    assert cursor is not None, "a full page of list_runs with more runs after it returned no cursor"
+
+    _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env_b, limit=2, cursor=c), cursor, 2)
+
+
+@CURSOR_SCOPE
+def test_a_history_cursor_is_bound_to_its_run_and_list(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment()
+    for run_id in ("run-x", "run-y"):
+        write(driver, run_record(env, run_id, events=5), *[event_record(env, run_id, s) for s in range(1, 6)])
+    _items, cursor = page_of(_ops(other_driver).list_run_events(env, "run-x", limit=2))
+    assert cursor is not None, "a full page of list_run_events with more events after it returned no cursor"
+
+    _refused_or_restarted(
+        lambda c: _ops(other_driver).list_run_events(env, "run-y", limit=2, cursor=c), cursor, 2
+    )
+    _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env, limit=2, cursor=c), cursor, 2)
+    _runs_items, runs_cursor = page_of(_ops(other_driver).list_runs(env, limit=1))
+    assert runs_cursor is not None
+    _refused_or_restarted(
+        lambda c: _ops(other_driver).list_run_events(env, "run-x", limit=2, cursor=c), runs_cursor, 2
+    )
+
+
+@DEFENSIVE_COPIES
+def test_changing_returned_runs_events_and_pages_changes_nothing(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment()
+    run = run_value(env, "run-1", status=RunStatus.SUCCEEDED, note="orig", events=2)
+    events = [event_value(env, "run-1", s) for s in (1, 2)]
+    write(
+        driver,
+        run_record(env, "run-1", status=RunStatus.SUCCEEDED, note="orig", events=2),
+        *[event_record(env, "run-1", s) for s in (1, 2)],
+    )
+    ops = _ops(other_driver)
+
+    scribble(ops.get_run(env, "run-1"))
+    assert _get(other_driver, env, "run-1") == run, "changing a returned run changed the next get_run"
+    scribble(ops.list_runs(env, limit=10))
+    assert _runs(other_driver, env) == [run], "changing a returned page changed the next list_runs"
+    assert _get(other_driver, env, "run-1") == run, "changing a listed run changed get_run"
+    scribble(ops.list_run_events(env, "run-1", limit=10))
+    assert _events(other_driver, env, "run-1") == events, "changing returned events changed the history"
+    assert _get(driver, env, "run-1") == run, "changing returned values leaked into another instance"

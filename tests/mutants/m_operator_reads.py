@@ -1,0 +1,236 @@
+"""Broken drivers for the operator_reads area.
+
+Each mutant wraps the reference driver and offers the operator read model
+(``get_run``, ``list_runs``, ``list_run_events``) through ``OperatorDriver``,
+which delegates all three; a mutant overrides the one read it breaks. Mutants
+that need to see what an attempt wrote record it in their attempt wrapper
+and act after the commit, the way a projection maintained outside the
+commit would.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from runlane_conformance import (
+    QueryRecordsCommand,
+    StorageIndexName,
+    StorageQueryDirection,
+    StorageQueryRange,
+    StorageTableName,
+    encode_storage_query_cursor,
+    thaw_json,
+)
+from runlane_conformance.contract.table_definitions import run_record_key
+from runlane_conformance.contract.values import StorageIndexReference
+from runlane_conformance.local.operator import OperatorPage
+from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+
+
+class OperatorDriver(WrappedDriver):
+    """A wrapped driver that also delegates the operator read model."""
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        return self.inner.get_run(environment, run_id)
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        return self.inner.list_runs(environment, limit=limit, cursor=cursor)
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        return self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+
+
+# -- a projection that trails the commit -----------------------------------------------------------
+
+
+class RecordsRunWrites(WrappedTransaction):
+    """Remembers the run records this attempt writes (for a projection updated outside the commit)."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.runs: list[tuple[Any, Any]] = []  # (key, new record or None)
+
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table is StorageTableName.RUNS:
+            self.runs.append((record.key, record))
+
+    def replace(self, current: Any, record: Any) -> None:
+        super().replace(current, record)
+        if record.key.table is StorageTableName.RUNS:
+            self.runs.append((record.key, record))
+
+    def delete(self, current: Any) -> None:
+        super().delete(current)
+        if current.key.table is StorageTableName.RUNS:
+            self.runs.append((current.key, None))
+
+
+class LazyRunView(OperatorDriver):
+    """get_run answers from a projection that applies a commit's run writes only when the next
+    transaction starts, so a run appears one transaction late."""
+
+    transaction_class = RecordsRunWrites
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        view: dict[Any, Any] = self.store.shared.setdefault("view", {})
+        pending: list[tuple[Any, Any]] = self.store.shared.setdefault("pending", [])
+        for key, record in pending:
+            hidden = record is None or record.document.value.get("tombstonedAt") is not None
+            if hidden:
+                view.pop(key, None)
+            else:
+                view[key] = record
+        pending.clear()
+        attempts: list[RecordsRunWrites] = []
+
+        def run(tx: Any) -> T:
+            attempts.append(RecordsRunWrites(tx, self))
+            return callback(attempts[-1])
+
+        result: T = self.inner.transaction(run)
+        pending.extend(attempts[-1].runs)
+        return result
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        return self.store.shared.setdefault("view", {}).get(run_record_key(environment, run_id))
+
+
+# -- list and history reads ------------------------------------------------------------------------
+
+
+class DropsRunListCursor(OperatorDriver):
+    """list_runs never returns a cursor, so listings stop after the first page."""
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        return OperatorPage(self.inner.list_runs(environment, limit=limit, cursor=cursor).items, None)
+
+
+class ReversedHistoryPages(OperatorDriver):
+    """list_run_events returns each page of a history newest event first."""
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+        return OperatorPage(tuple(reversed(page.items)), page.cursor)
+
+
+class ShowsTombstonedRuns(OperatorDriver):
+    """get_run returns the raw run record without checking whether it was tombstoned."""
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        key = run_record_key(environment, run_id)
+        return self.inner.transaction(lambda tx: tx.get([key]))[0]
+
+
+class ListsTombstonedHistories(OperatorDriver):
+    """list_run_events reads the events index directly, so a tombstoned run's history stays listed."""
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        command = QueryRecordsCommand(
+            StorageIndexName.EVENTS_BY_RUN,
+            environment,
+            limit,
+            StorageQueryRange.prefix((run_id,)),
+            StorageQueryDirection.ASCENDING,
+            cursor,
+        )
+        page = self.inner.query(command)
+        keys = [item.key for item in page.items]
+        records = self.inner.transaction(lambda tx: tx.get(keys)) if keys else []
+        return OperatorPage(tuple(record for record in records if record is not None), page.cursor)
+
+
+class CursorIgnoresEnvironment(OperatorDriver):
+    """list_runs cursors remember only the position, not the environment they were issued for."""
+
+    _tokens = itertools.count()
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        positions: dict[str, StorageIndexReference] = self.store.shared.setdefault("positions", {})
+        command = QueryRecordsCommand(
+            StorageIndexName.RUNS_BY_CREATED_AT,
+            environment,
+            limit,
+            StorageQueryRange(),
+            StorageQueryDirection.DESCENDING,
+        )
+        if cursor in positions:
+            cursor = encode_storage_query_cursor(command, positions[cursor])
+        page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
+        if page.cursor is None or not page.items:
+            return page
+        last = page.items[-1]
+        [entry] = [entry for entry in last.indexes if entry.index is StorageIndexName.RUNS_BY_CREATED_AT]
+        token = f"position-{next(self._tokens)}"
+        positions[token] = StorageIndexReference(last.key, entry.sort)
+        return OperatorPage(page.items, token)
+
+
+class SharesMutableRuns(OperatorDriver):
+    """get_run hands every caller the same mutable run document (cached per record version)."""
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        found = self.inner.get_run(environment, run_id)
+        if found is None:
+            return None
+        cache: dict[Any, Any] = self.store.shared.setdefault("documents", {})
+        return cache.setdefault((found.key, found.version), thaw_json(found.document.value))
+
+
+MUTANTS = [
+    Mutant(
+        "lazy-operator-view",
+        "tests.mutants.m_operator_reads:lazy_run_view",
+        "operator_reads.committed-run-visible-at-once",
+        "get_run serves a projection that applies a commit only when the next transaction starts",
+    ),
+    Mutant(
+        "drops-run-list-cursor",
+        "tests.mutants.m_operator_reads:drops_run_list_cursor",
+        "operator_reads.list-shows-each-visible-run-once",
+        "list_runs returns no cursor, so runs after the first page are never listed",
+    ),
+    Mutant(
+        "reversed-history-pages",
+        "tests.mutants.m_operator_reads:reversed_history_pages",
+        "operator_reads.history-in-sequence-order",
+        "list_run_events returns events out of sequence order",
+    ),
+    Mutant(
+        "shows-tombstoned-runs",
+        "tests.mutants.m_operator_reads:shows_tombstoned_runs",
+        "operator_reads.tombstone-hides-run-and-history",
+        "get_run still returns a tombstoned run",
+    ),
+    Mutant(
+        "lists-tombstoned-histories",
+        "tests.mutants.m_operator_reads:lists_tombstoned_histories",
+        "operator_reads.tombstone-hides-run-and-history",
+        "list_run_events still lists a tombstoned run's events",
+    ),
+    Mutant(
+        "run-cursor-ignores-environment",
+        "tests.mutants.m_operator_reads:cursor_ignores_environment",
+        "operator_reads.cursor-bound-to-filters",
+        "a list_runs cursor from one environment continues a listing of another",
+    ),
+    Mutant(
+        "shares-mutable-runs",
+        "tests.mutants.m_operator_reads:shares_mutable_runs",
+        "operator_reads.returns-defensive-copies",
+        "get_run returns one shared mutable document to every caller",
+    ),
+]
+
+lazy_run_view = mutant_harness(LazyRunView)
+drops_run_list_cursor = mutant_harness(DropsRunListCursor)
+reversed_history_pages = mutant_harness(ReversedHistoryPages)
+shows_tombstoned_runs = mutant_harness(ShowsTombstonedRuns)
+lists_tombstoned_histories = mutant_harness(ListsTombstonedHistories)
+cursor_ignores_environment = mutant_harness(CursorIgnoresEnvironment)
+shares_mutable_runs = mutant_harness(SharesMutableRuns)

@@ -19,23 +19,19 @@ from runlane_conformance import (
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
-    StorageAttemptEndedError,
+    StorageAttemptRules,
     StorageCandidateMode,
     StorageConflictError,
-    StorageDuplicateMutationError,
     StorageIndexReference,
-    StorageKeyChangeError,
     StorageProfile,
     StorageQueryDirection,
     StorageRecordKey,
     StorageRecordVersion,
-    StorageSealedError,
     StorageTransactionMeter,
     StorageUnsupportedError,
     StoredRecord,
     decode_storage_query_cursor,
     encode_storage_query_cursor,
-    parse_new_storage_record,
 )
 from runlane_conformance.contract.cursors import is_after_cursor
 
@@ -52,99 +48,67 @@ class TinyStore:
 
 
 class TinyTransaction:
+    """One attempt. ``StorageAttemptRules`` keeps the contract's attempt rules; this class keeps the dict."""
+
     def __init__(self, store: TinyStore, profile: StorageProfile, clock: Callable[[], datetime]) -> None:
         self._store = store
-        self._meter = StorageTransactionMeter(profile.limits)
-        self._clock = clock
-        self._now: datetime | None = None
-        self._sealed = False
-        self._ended = False
-        self._read: dict[str, StorageRecordVersion | None] = {}
-        self._writes: dict[str, StoredRecord | None] = {}
-
-    def _check_open(self, reading: bool = False) -> None:
-        if self._ended:
-            raise StorageAttemptEndedError("this transaction attempt has ended")
-        if reading and self._sealed:
-            raise StorageSealedError("reads are not allowed after now() or the first mutation")
+        self._rules = StorageAttemptRules(profile.limits, clock)
 
     def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
-        self._check_open(reading=True)
-        keys = list(keys)
-        self._meter.add_point_reads(keys)
-        results = []
-        for key in keys:
-            record = self._store.records.get(key.encoded)
-            self._read[key.encoded] = None if record is None else record.version
-            results.append(record)
-        return results
+        with self._rules:
+            keys = self._rules.begin_get(keys)
+            results = [self._store.records.get(key.encoded) for key in keys]
+            self._rules.record_reads([key.encoded for key in keys], results)
+            return results
 
     def query_candidates(
         self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
     ) -> QueryRecordsResult:
-        self._check_open(reading=True)
-        if mode is not StorageCandidateMode.ADVISORY:
-            raise StorageUnsupportedError("tiny driver does not offer exclusive candidates")
-        self._meter.check_query(command)
-        return scan(self._store, command)
+        with self._rules:
+            if self._rules.begin_query(command, mode) is not StorageCandidateMode.ADVISORY:
+                raise StorageUnsupportedError("tiny driver does not offer exclusive candidates")
+            return scan(self._store, command)
 
     def now(self) -> datetime:
-        self._check_open()
-        self._sealed = True
-        if self._now is None:
-            self._now = self._clock()
-        return self._now
-
-    def _stage(
-        self, key: StorageRecordKey, record: StoredRecord | None, new: NewStorageRecord | None
-    ) -> None:
-        if key.encoded in self._writes:
-            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
-        self._meter.add_write(key, new)
-        self._sealed = True
-        self._writes[key.encoded] = record
+        with self._rules:
+            return self._rules.now()
 
     def create(self, record: NewStorageRecord) -> None:
-        self._check_open()
-        new = parse_new_storage_record(record)
-        if self._read.get(new.key.encoded) is not None:
-            raise StorageDuplicateMutationError(f"{new.key} was read as present; create needs it absent")
-        if new.key.encoded in self._store.records:
-            raise StorageConflictError(f"{new.key} already exists")
-        self._stage(new.key, StoredRecord.committed(new, self._version()), new)
+        with self._rules:
+            self._rules.stage_create(record)
 
     def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
-        self._check_open()
-        new = parse_new_storage_record(record)
-        self._check_current(current)
-        if new.key != current.key:
-            raise StorageKeyChangeError("a replacement cannot change the key")
-        self._stage(new.key, StoredRecord.committed(new, self._version()), new)
+        with self._rules:
+            self._rules.stage_replace(current, record)
 
     def delete(self, current: StoredRecord) -> None:
-        self._check_open()
-        self._check_current(current)
-        self._stage(current.key, None, None)
+        with self._rules:
+            self._rules.stage_delete(current)
 
     def append(self, command: object) -> None:
         raise StorageUnsupportedError("tiny driver does not offer append")
 
-    def _check_current(self, current: StoredRecord) -> None:
-        if self._read.get(current.key.encoded) != current.version:
-            raise StorageKeyChangeError(f"{current.key} at that version was not read by this attempt")
+    def commit(self) -> None:
+        """Apply every staged mutation; the store's lock is held, so checking first keeps it atomic."""
+        rules = self._rules
+        rules.end_for_commit()
+        rules.check_within_limits()
+        records = self._store.records
+        for ekey, new in rules.creates:
+            if ekey in records:
+                raise StorageConflictError(f"{new.key} already exists")
+        for ekey, new in rules.creates:
+            records[ekey] = StoredRecord.committed(new, self._version())
+        for ekey, _current, new in rules.replaces:
+            records[ekey] = StoredRecord.committed(new, self._version())
+        for ekey, _current in rules.deletes:
+            del records[ekey]
 
     def _version(self) -> StorageRecordVersion:
         return StorageRecordVersion(str(next(self._store.versions)))
 
-    def commit(self) -> None:
-        for encoded, record in self._writes.items():
-            if record is None:
-                del self._store.records[encoded]
-            else:
-                self._store.records[encoded] = record
-
     def end(self) -> None:
-        self._ended = True
+        self._rules.end()
 
 
 def scan(store: TinyStore, command: QueryRecordsCommand) -> QueryRecordsResult:

@@ -44,26 +44,22 @@ from runlane_conformance import (
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
-    StorageAttemptEndedError,
+    StorageAttemptRules,
     StorageCandidateMode,
     StorageClockAuthority,
     StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
     StorageCursorPosition,
-    StorageDuplicateMutationError,
     StorageDurability,
     StorageIndexConsistency,
     StorageIndexEntry,
     StorageIndexReference,
-    StorageKeyChangeError,
-    StorageLimitError,
     StorageLimits,
     StorageProfile,
     StorageQueryDirection,
     StorageRecordKey,
     StorageRecordVersion,
-    StorageSealedError,
     StorageTransactionMeter,
     StorageUnsupportedError,
     StorageUsageError,
@@ -71,7 +67,6 @@ from runlane_conformance import (
     StoredRecord,
     decode_storage_query_cursor,
     encode_storage_query_cursor,
-    parse_new_storage_record,
     parse_storage_document,
     storage_record_key_codec,
 )
@@ -255,10 +250,9 @@ class SqliteTransaction:
     """One attempt, running inside ``BEGIN IMMEDIATE`` on its own connection.
 
     Reads go to the database at once (the write lock keeps them true);
-    mutations are staged and written by ``_commit``. Every method first
-    claims the attempt without blocking, so a second thread using the same
-    attempt gets ``StorageConcurrentUseError``; any call after the attempt
-    ended gets ``StorageAttemptEndedError``.
+    mutations are staged and written by ``_commit``. The contract's attempt
+    rules (one thread at a time, nothing after the end, sealing, the frozen
+    ``now()``, what may be mutated, metering) are kept by ``StorageAttemptRules``.
     """
 
     def __init__(
@@ -266,66 +260,19 @@ class SqliteTransaction:
     ) -> None:
         self._conn = conn
         self._exclusive_offered = exclusive
-        self._clock = clock
-        self._meter = StorageTransactionMeter(limits)
-        self._use = threading.Lock()
-        self._ended = False
-        self._sealed = False
-        self._now: datetime | None = None
-        self._reads: dict[str, StoredRecord | None] = {}
-        self._creates: list[tuple[str, NewStorageRecord]] = []
-        self._replaces: list[tuple[str, StorageRecordVersion, NewStorageRecord]] = []
-        self._deletes: list[tuple[str, StorageRecordVersion]] = []
-        self._mutated: set[str] = set()
-        self._limit_error: StorageLimitError | None = None
-
-    # -- guard -----------------------------------------------------------------------------------
-
-    def _enter(self) -> None:
-        if self._ended:
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
-        if not self._use.acquire(blocking=False):
-            raise StorageConcurrentUseError("this transaction attempt is already in use by another thread")
-        if self._ended:
-            self._use.release()
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
-
-    def _leave(self) -> None:
-        self._use.release()
-
-    def _require_unsealed(self, operation: str) -> None:
-        if self._sealed:
-            raise StorageSealedError(f"{operation}() after now() or a mutation: the read set is sealed")
-
-    def _metered(self, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except StorageLimitError as error:
-            self._limit_error = error
-            raise
+        self._rules = StorageAttemptRules(limits, clock)
 
     # -- reads -----------------------------------------------------------------------------------
 
     def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
         """Each key's committed record (None when absent), in request order, duplicates kept."""
-        self._enter()
-        try:
-            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
-                raise StorageValidationError("get() takes a sequence of StorageRecordKey")
-            keys = tuple(keys)
-            for key in keys:
-                if not isinstance(key, StorageRecordKey):
-                    raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
-            self._require_unsealed("get")
-            self._metered(lambda: self._meter.add_point_reads(keys))
+        with self._rules:
+            keys = self._rules.begin_get(keys)
             ekeys = [key.encoded for key in keys]
             found = fetch_records(self._conn, list(dict.fromkeys(ekeys)))
             results = [found.get(ekey) for ekey in ekeys]
-            for ekey, record in zip(ekeys, results, strict=True):
-                self._reads[ekey] = record
+            self._rules.record_reads(ekeys, results)
             return results
-        finally:
-            self._leave()
 
     def query_candidates(
         self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
@@ -338,16 +285,8 @@ class SqliteTransaction:
         without a lookahead row (a full page always carries a cursor), so
         exactly the returned rows are what this attempt selected.
         """
-        self._enter()
-        try:
-            if not isinstance(command, QueryRecordsCommand):
-                raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
-            try:
-                mode = StorageCandidateMode(mode)
-            except ValueError as error:
-                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
-            self._require_unsealed("query_candidates")
-            self._metered(lambda: self._meter.check_query(command))
+        with self._rules:
+            mode = self._rules.begin_query(command, mode)
             position = decode_storage_query_cursor(command)
             if mode is StorageCandidateMode.EXCLUSIVE:
                 if not self._exclusive_offered:
@@ -360,114 +299,45 @@ class SqliteTransaction:
             return page_result(
                 command, scan(self._conn, command, position, command.limit + 1), lookahead=True
             )
-        finally:
-            self._leave()
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""
-        self._enter()
-        try:
-            if self._now is None:
-                sampled = self._clock()
-                if not isinstance(sampled, datetime) or sampled.utcoffset() is None:
-                    raise StorageValidationError("the clock must return a timezone-aware datetime")
-                self._now = sampled
-            self._sealed = True
-            return self._now
-        finally:
-            self._leave()
+        with self._rules:
+            return self._rules.now()
 
     # -- mutations -------------------------------------------------------------------------------
 
-    def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
-        if ekey in self._mutated:
-            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
-
-    def _check_current(self, current: StoredRecord, operation: str) -> str:
-        if not isinstance(current, StoredRecord):
-            raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
-        ekey = current.key.encoded
-        read = self._reads.get(ekey)
-        if read is None or read.version != current.version:
-            raise StorageKeyChangeError(
-                f"{operation}() of {current.key} at version {current.version}: "
-                "this attempt did not read that record at that version"
-            )
-        self._check_mutable(ekey, current.key)
-        return ekey
-
     def create(self, record: NewStorageRecord) -> None:
         """Stage a conditional insert of a key this attempt did not read as present."""
-        self._enter()
-        try:
-            parsed = parse_new_storage_record(record)
-            ekey = parsed.key.encoded
-            self._check_mutable(ekey, parsed.key)
-            if self._reads.get(ekey) is not None:
-                raise StorageDuplicateMutationError(f"{parsed.key} was read as present; it cannot be created")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
-            self._creates.append((ekey, parsed))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_create(record)
 
     def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
         """Stage a replacement of exactly ``current``, moving all its index entries."""
-        self._enter()
-        try:
-            parsed = parse_new_storage_record(record)
-            if isinstance(current, StoredRecord) and current.key != parsed.key:
-                raise StorageKeyChangeError(
-                    f"a replacement cannot change the key {current.key} to {parsed.key}"
-                )
-            ekey = self._check_current(current, "replace")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
-            self._replaces.append((ekey, current.version, parsed))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_replace(current, record)
 
     def delete(self, current: StoredRecord) -> None:
         """Stage a delete of exactly ``current``, removing all its index entries."""
-        self._enter()
-        try:
-            ekey = self._check_current(current, "delete")
-            self._metered(lambda: self._meter.add_write(current.key, None))
-            self._deletes.append((ekey, current.version))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_delete(current)
 
     def append(self, command: object) -> None:
         raise StorageUnsupportedError("the sqlite driver does not offer append")
 
     # -- ending ----------------------------------------------------------------------------------
 
-    def _end(self) -> None:
-        """Mark the attempt ended; refuse to commit if another thread is still inside it."""
-        if not self._use.acquire(blocking=False):
-            self._ended = True
-            raise StorageConcurrentUseError(
-                "the callback returned while another thread was using its attempt"
-            )
-        self._ended = True
-        self._use.release()
-
     def _rollback(self) -> None:
-        self._ended = True
+        self._rules.end()
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
     def _commit(self) -> None:
         """Write every staged mutation and commit, or roll back and raise."""
         try:
-            self._end()
-            if self._limit_error is not None:
-                raise self._limit_error
-            if not self._mutated:
+            self._rules.end_for_commit()
+            self._rules.check_within_limits()
+            if not self._rules.mutated:
                 self._conn.execute("ROLLBACK")  # nothing to write: ending a read-only attempt
                 return
             self._flush()
@@ -478,12 +348,13 @@ class SqliteTransaction:
 
     def _flush(self) -> None:
         conn = self._conn
+        rules = self._rules
         (last,) = conn.execute("SELECT last FROM versions WHERE id = 1").fetchone()
-        written = len(self._creates) + len(self._replaces)
+        written = len(rules.creates) + len(rules.replaces)
         conn.execute("UPDATE versions SET last = ? WHERE id = 1", (last + written,))
         version = last
         entries: list[tuple[str, str, str, str]] = []
-        for ekey, record in self._creates:
+        for ekey, record in rules.creates:
             version += 1
             try:
                 conn.execute(
@@ -493,19 +364,19 @@ class SqliteTransaction:
             except sqlite3.IntegrityError as error:
                 raise StorageConflictError(f"{record.key} already exists, so it cannot be created") from error
             entries.extend(_entry_rows(ekey, record))
-        for ekey, expected, record in self._replaces:
+        for ekey, current, record in rules.replaces:
             version += 1
             updated = conn.execute(
                 "UPDATE records SET version = ?, document = ? WHERE key = ? AND version = ?",
-                (version, record.document.text, ekey, int(expected.value)),
+                (version, record.document.text, ekey, int(current.version.value)),
             )
             if updated.rowcount != 1:
                 raise StorageConflictError(f"{record.key} changed after this attempt read it")
             conn.execute("DELETE FROM index_entries WHERE key = ?", (ekey,))
             entries.extend(_entry_rows(ekey, record))
-        for ekey, expected in self._deletes:
+        for ekey, current in rules.deletes:
             deleted = conn.execute(
-                "DELETE FROM records WHERE key = ? AND version = ?", (ekey, int(expected.value))
+                "DELETE FROM records WHERE key = ? AND version = ?", (ekey, int(current.version.value))
             )
             if deleted.rowcount != 1:
                 raise StorageConflictError(f"record {ekey} changed after this attempt read it")

@@ -50,26 +50,21 @@ from runlane_conformance import (
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
-    StorageAttemptEndedError,
+    StorageAttemptRules,
     StorageCandidateMode,
     StorageClockAuthority,
-    StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
     StorageCursorPosition,
-    StorageDuplicateMutationError,
     StorageDurability,
     StorageIndexConsistency,
     StorageIndexEntry,
     StorageIndexReference,
-    StorageKeyChangeError,
-    StorageLimitError,
     StorageLimits,
     StorageProfile,
     StorageQueryDirection,
     StorageRecordKey,
     StorageRecordVersion,
-    StorageSealedError,
     StorageTransactionMeter,
     StorageUnsupportedError,
     StorageUsageError,
@@ -77,7 +72,6 @@ from runlane_conformance import (
     StoredRecord,
     decode_storage_query_cursor,
     encode_storage_query_cursor,
-    parse_new_storage_record,
     parse_storage_document,
     storage_record_key_codec,
 )
@@ -275,54 +269,18 @@ def _sqlstate(error: BaseException) -> str | None:
 class PostgresTransaction:
     """One attempt: a SERIALIZABLE transaction on its own connection.
 
-    Every method first claims the attempt without blocking, so a second
-    thread using it gets ``StorageConcurrentUseError``; any call after the
-    attempt ended gets ``StorageAttemptEndedError``.
+    The contract's attempt rules (one thread at a time, nothing after the
+    end, sealing, the frozen ``now()``, what may be mutated, metering) are
+    kept by ``StorageAttemptRules``; this class talks to the server.
     """
 
     def __init__(
         self, conn: psycopg.Connection[Any], limits: StorageLimits, clock: Clock, *, exclusive: bool
     ) -> None:
         self._conn = conn
-        self._clock = clock
         self._exclusive_offered = exclusive
-        self._meter = StorageTransactionMeter(limits)
-        self._use = threading.Lock()
-        self._ended = False
-        self._sealed = False
-        self._now: datetime | None = None
-        self._reads: dict[str, StoredRecord | None] = {}
-        self._creates: list[tuple[str, NewStorageRecord]] = []
-        self._replaces: list[tuple[str, StorageRecordVersion, NewStorageRecord]] = []
-        self._deletes: list[tuple[str, StorageRecordVersion]] = []
-        self._mutated: set[str] = set()
-        self._limit_error: StorageLimitError | None = None
+        self._rules = StorageAttemptRules(limits, clock)
         self.lost: BaseException | None = None
-
-    # -- guard -----------------------------------------------------------------------------------
-
-    def _enter(self) -> None:
-        if self._ended:
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
-        if not self._use.acquire(blocking=False):
-            raise StorageConcurrentUseError("this transaction attempt is already in use by another thread")
-        if self._ended:
-            self._use.release()
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
-
-    def _leave(self) -> None:
-        self._use.release()
-
-    def _require_unsealed(self, operation: str) -> None:
-        if self._sealed:
-            raise StorageSealedError(f"{operation}() after now() or a mutation: the read set is sealed")
-
-    def _metered(self, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except StorageLimitError as error:
-            self._limit_error = error
-            raise
 
     def _server(self, action: Callable[[], T]) -> T:
         """Run a statement; a serialization failure or deadlock dooms the attempt to a replay."""
@@ -340,42 +298,22 @@ class PostgresTransaction:
 
     def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
         """Each key's record at this attempt's snapshot (None when absent), positions and duplicates kept."""
-        self._enter()
-        try:
-            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
-                raise StorageValidationError("get() takes a sequence of StorageRecordKey")
-            keys = tuple(keys)
-            for key in keys:
-                if not isinstance(key, StorageRecordKey):
-                    raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
-            self._require_unsealed("get")
-            self._metered(lambda: self._meter.add_point_reads(keys))
+        with self._rules:
+            keys = self._rules.begin_get(keys)
             ekeys = [key.encoded for key in keys]
             found = self._server(lambda: fetch_records(self._conn, list(dict.fromkeys(ekeys))))
             results = [found.get(ekey) for ekey in ekeys]
-            for ekey, record in zip(ekeys, results, strict=True):
-                self._reads[ekey] = record
+            self._rules.record_reads(ekeys, results)
             return results
-        finally:
-            self._leave()
 
     def query_candidates(
         self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
     ) -> QueryRecordsResult:
         """One page of index references in (sort, key) order; SSI guards the scanned range."""
-        self._enter()
-        try:
-            if not isinstance(command, QueryRecordsCommand):
-                raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
-            try:
-                mode = StorageCandidateMode(mode)
-            except ValueError as error:
-                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
-            exclusive = mode is StorageCandidateMode.EXCLUSIVE
+        with self._rules:
+            exclusive = self._rules.begin_query(command, mode) is StorageCandidateMode.EXCLUSIVE
             if exclusive and not self._exclusive_offered:
                 raise StorageUnsupportedError("exclusive candidates are not enabled for this postgres store")
-            self._require_unsealed("query_candidates")
-            self._metered(lambda: self._meter.check_query(command))
             position = decode_storage_query_cursor(command)
             fetch = command.limit if exclusive else command.limit + 1
             statement, params = scan_statement(command, position, fetch, exclusive=exclusive)
@@ -383,116 +321,48 @@ class PostgresTransaction:
                 lambda: [(sort, ekey) for sort, ekey in self._conn.execute(statement, params)]
             )
             return page_result(command, rows, lookahead=not exclusive)
-        finally:
-            self._leave()
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""
-        self._enter()
-        try:
-            if self._now is None:
-                sampled = self._clock()
-                if not isinstance(sampled, datetime) or sampled.utcoffset() is None:
-                    raise StorageValidationError("the clock must return a timezone-aware datetime")
-                self._now = sampled
-            self._sealed = True
-            return self._now
-        finally:
-            self._leave()
+        with self._rules:
+            return self._rules.now()
 
     # -- mutations -------------------------------------------------------------------------------
 
-    def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
-        if ekey in self._mutated:
-            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
-
-    def _check_current(self, current: StoredRecord, operation: str) -> str:
-        if not isinstance(current, StoredRecord):
-            raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
-        ekey = current.key.encoded
-        read = self._reads.get(ekey)
-        if read is None or read.version != current.version:
-            raise StorageKeyChangeError(
-                f"{operation}() of {current.key} at version {current.version}: "
-                "this attempt did not read that record at that version"
-            )
-        self._check_mutable(ekey, current.key)
-        return ekey
-
     def create(self, record: NewStorageRecord) -> None:
         """Stage a conditional insert of a key this attempt did not read as present."""
-        self._enter()
-        try:
-            parsed = parse_new_storage_record(record)
-            ekey = parsed.key.encoded
-            self._check_mutable(ekey, parsed.key)
-            if self._reads.get(ekey) is not None:
-                raise StorageDuplicateMutationError(f"{parsed.key} was read as present; it cannot be created")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
-            self._creates.append((ekey, parsed))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_create(record)
 
     def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
         """Stage a replacement of exactly ``current``, moving all its index entries."""
-        self._enter()
-        try:
-            parsed = parse_new_storage_record(record)
-            if isinstance(current, StoredRecord) and current.key != parsed.key:
-                raise StorageKeyChangeError(
-                    f"a replacement cannot change the key {current.key} to {parsed.key}"
-                )
-            ekey = self._check_current(current, "replace")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
-            self._replaces.append((ekey, current.version, parsed))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_replace(current, record)
 
     def delete(self, current: StoredRecord) -> None:
         """Stage a delete of exactly ``current``, removing all its index entries."""
-        self._enter()
-        try:
-            ekey = self._check_current(current, "delete")
-            self._metered(lambda: self._meter.add_write(current.key, None))
-            self._deletes.append((ekey, current.version))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_delete(current)
 
     def append(self, command: object) -> None:
         raise StorageUnsupportedError("the postgres driver does not offer append")
 
     # -- ending ----------------------------------------------------------------------------------
 
-    def _end(self) -> None:
-        if not self._use.acquire(blocking=False):
-            self._ended = True
-            raise StorageConcurrentUseError(
-                "the callback returned while another thread was using its attempt"
-            )
-        self._ended = True
-        self._use.release()
-
     def _rollback(self) -> None:
-        self._ended = True
+        self._rules.end()
         if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not self._conn.closed:
             self._conn.execute("ROLLBACK")
 
     def _commit(self) -> None:
         """Write every staged mutation and commit; ``_AttemptLost`` means "replay"."""
         try:
-            self._end()
+            self._rules.end_for_commit()
             if self.lost is not None:
                 raise _AttemptLost(f"the server refused this attempt: {self.lost}")
-            if self._limit_error is not None:
-                raise self._limit_error
+            self._rules.check_within_limits()
             try:
-                if self._mutated:
+                if self._rules.mutated:
                     self._flush()
                 self._conn.execute("COMMIT")
             except psycopg.Error as error:
@@ -505,7 +375,8 @@ class PostgresTransaction:
 
     def _flush(self) -> None:
         conn = self._conn
-        written = len(self._creates) + len(self._replaces)
+        rules = self._rules
+        written = len(rules.creates) + len(rules.replaces)
         versions: list[int] = []
         if written:
             versions = [
@@ -514,20 +385,20 @@ class PostgresTransaction:
             ]
         numbered = iter(versions)
         entries: list[tuple[str, str, str, str]] = []
-        if self._creates:
-            rows = [(ekey, next(numbered), record.document.text) for ekey, record in self._creates]
+        if rules.creates:
+            rows = [(ekey, next(numbered), record.document.text) for ekey, record in rules.creates]
             conn.execute(
                 "INSERT INTO records (key, version, document) "
                 "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[])",
                 _columns(rows, 3),
             )
-            for ekey, record in self._creates:
+            for ekey, record in rules.creates:
                 entries.extend(_entry_rows(ekey, record))
         moved: list[str] = []
-        if self._replaces:
+        if rules.replaces:
             changes = [
-                (ekey, int(expected.value), next(numbered), record.document.text)
-                for ekey, expected, record in self._replaces
+                (ekey, int(current.version.value), next(numbered), record.document.text)
+                for ekey, current, record in rules.replaces
             ]
             updated = conn.execute(
                 "UPDATE records r SET version = u.version, document = u.document "
@@ -538,11 +409,11 @@ class PostgresTransaction:
             )
             if updated.rowcount != len(changes):
                 raise _AttemptLost("a record to replace changed after this attempt read it")
-            for ekey, _expected, record in self._replaces:
+            for ekey, _current, record in rules.replaces:
                 moved.append(ekey)
                 entries.extend(_entry_rows(ekey, record))
-        if self._deletes:
-            gone = [(ekey, int(expected.value)) for ekey, expected in self._deletes]
+        if rules.deletes:
+            gone = [(ekey, int(current.version.value)) for ekey, current in rules.deletes]
             deleted = conn.execute(
                 "DELETE FROM records r USING unnest(%s::text[], %s::bigint[]) AS d(key, old) "
                 "WHERE r.key = d.key AND r.version = d.old",

@@ -40,7 +40,6 @@ theirs) when the attempt commits, rolls back or loses.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -55,25 +54,20 @@ from runlane_conformance import (
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
-    StorageAttemptEndedError,
+    StorageAttemptRules,
     StorageCandidateMode,
     StorageClockAuthority,
-    StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
     StorageCursorPosition,
-    StorageDuplicateMutationError,
     StorageDurability,
     StorageIndexConsistency,
     StorageIndexEntry,
     StorageIndexReference,
-    StorageKeyChangeError,
-    StorageLimitError,
     StorageLimits,
     StorageProfile,
     StorageQueryDirection,
     StorageRecordKey,
-    StorageSealedError,
     StorageTransactionMeter,
     StorageUsageError,
     StorageValidationError,
@@ -81,11 +75,7 @@ from runlane_conformance import (
     decode_storage_query_cursor,
     encode_storage_query_cursor,
     materialize_storage_append,
-    measure_storage_append,
-    parse_append_records_command,
-    parse_new_storage_record,
     read_storage_stream_position,
-    storage_tuple_codec,
 )
 
 from .layout import (
@@ -167,9 +157,9 @@ def release_holds(client: redis.Redis, layout: KeyLayout, token: str, ekeys: Seq
 class RedisTransaction:
     """One attempt. Reads go to Redis at once; mutations are staged until the callback returns.
 
-    Every method first claims the attempt without blocking, so a second
-    thread using it gets ``StorageConcurrentUseError``; any call after the
-    attempt ended gets ``StorageAttemptEndedError``.
+    The contract's attempt rules (one thread at a time, nothing after the
+    end, sealing, the frozen ``now()``, what may be mutated, append ownership,
+    metering) are kept by ``StorageAttemptRules``; this class talks to Redis.
     """
 
     def __init__(
@@ -186,47 +176,9 @@ class RedisTransaction:
         self._token: str | None = None
         self._held: dict[str, None] = {}  # encoded keys this attempt holds exclusively, in order
         self._layout = layout
-        self._clock = clock
-        self._meter = StorageTransactionMeter(limits)
-        self._use = threading.Lock()
-        self._ended = False
-        self._sealed = False
-        self._now: datetime | None = None
+        self._rules = StorageAttemptRules(limits, clock)
         self._deps: dict[str, bytes | None] = {}  # redis key -> the value this attempt saw
-        self._reads: dict[str, StoredRecord | None] = {}
-        self._creates: list[tuple[str, NewStorageRecord]] = []
-        self._replaces: list[tuple[str, StoredRecord, NewStorageRecord]] = []
-        self._deletes: list[tuple[str, StoredRecord]] = []
-        self._mutated: set[str] = set()
-        self._limit_error: StorageLimitError | None = None
-        self._append: AppendRecordsCommand | None = None
-        self._stream_keys: tuple[str, str] | None = None  # (head key, record key prefix) once appended
         self.lost: str | None = None
-
-    # -- guard -----------------------------------------------------------------------------------
-
-    def _enter(self) -> None:
-        if self._ended:
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
-        if not self._use.acquire(blocking=False):
-            raise StorageConcurrentUseError("this transaction attempt is already in use by another thread")
-        if self._ended:
-            self._use.release()
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
-
-    def _leave(self) -> None:
-        self._use.release()
-
-    def _require_unsealed(self, operation: str) -> None:
-        if self._sealed:
-            raise StorageSealedError(f"{operation}() after now() or a mutation: the read set is sealed")
-
-    def _metered(self, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except StorageLimitError as error:
-            self._limit_error = error
-            raise
 
     def _lose(self, reason: str) -> _AttemptLost:
         self.lost = reason
@@ -253,16 +205,8 @@ class RedisTransaction:
 
     def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
         """Each key's record (None when absent), positions and duplicates kept, from one atomic view."""
-        self._enter()
-        try:
-            if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
-                raise StorageValidationError("get() takes a sequence of StorageRecordKey")
-            keys = tuple(keys)
-            for key in keys:
-                if not isinstance(key, StorageRecordKey):
-                    raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
-            self._require_unsealed("get")
-            self._metered(lambda: self._meter.add_point_reads(keys))
+        with self._rules:
+            keys = self._rules.begin_get(keys)
             unique = list(dict.fromkeys(key.encoded for key in keys))
             if not unique:
                 return []
@@ -283,25 +227,15 @@ class RedisTransaction:
                     record = stored_record(key_from_encoded(ekey), version, document, entries)
                 found[ekey] = record
                 self._deps[layout.version(ekey)] = version
-                self._reads[ekey] = record
+                self._rules.record_read(ekey, record)
             return [found[key.encoded] for key in keys]
-        finally:
-            self._leave()
 
     def query_candidates(
         self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
     ) -> QueryRecordsResult:
         """One page of index references in (sort, key) order; the whole partition becomes a dependency."""
-        self._enter()
-        try:
-            if not isinstance(command, QueryRecordsCommand):
-                raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
-            try:
-                mode = StorageCandidateMode(mode)
-            except ValueError as error:
-                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
-            self._require_unsealed("query_candidates")
-            self._metered(lambda: self._meter.check_query(command))
+        with self._rules:
+            mode = self._rules.begin_query(command, mode)
             position = decode_storage_query_cursor(command)
             if mode is StorageCandidateMode.EXCLUSIVE:
                 return self._select_exclusive(command, position)
@@ -314,8 +248,6 @@ class RedisTransaction:
             counter, rows = self._read_block(queue)
             self._deps[range_key] = counter
             return _page(command, rows)
-        finally:
-            self._leave()
 
     def _select_exclusive(
         self, command: QueryRecordsCommand, position: StorageCursorPosition | None
@@ -366,86 +298,25 @@ class RedisTransaction:
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""
-        self._enter()
-        try:
-            if self._now is None:
-                sampled = self._clock()
-                if not isinstance(sampled, datetime) or sampled.utcoffset() is None:
-                    raise StorageValidationError("the clock must return a timezone-aware datetime")
-                self._now = sampled
-            self._sealed = True
-            return self._now
-        finally:
-            self._leave()
+        with self._rules:
+            return self._rules.now()
 
     # -- mutations -------------------------------------------------------------------------------
 
-    def _check_mutable(self, ekey: str, key: StorageRecordKey) -> None:
-        if ekey in self._mutated:
-            raise StorageDuplicateMutationError(f"{key} is already mutated in this attempt")
-        owned = self._stream_keys
-        if owned is not None and (ekey == owned[0] or ekey.startswith(owned[1])):
-            raise StorageDuplicateMutationError(
-                f"{key} belongs to the stream partition this attempt appends to; the append owns it"
-            )
-
-    def _check_current(self, current: StoredRecord, operation: str) -> str:
-        if not isinstance(current, StoredRecord):
-            raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
-        ekey = current.key.encoded
-        read = self._reads.get(ekey)
-        if read is None or read.version != current.version:
-            raise StorageKeyChangeError(
-                f"{operation}() of {current.key} at version {current.version}: "
-                "this attempt did not read that record at that version"
-            )
-        self._check_mutable(ekey, current.key)
-        return ekey
-
     def create(self, record: NewStorageRecord) -> None:
         """Stage a conditional insert of a key this attempt did not read as present."""
-        self._enter()
-        try:
-            parsed = parse_new_storage_record(record)
-            ekey = parsed.key.encoded
-            self._check_mutable(ekey, parsed.key)
-            if self._reads.get(ekey) is not None:
-                raise StorageDuplicateMutationError(f"{parsed.key} was read as present; it cannot be created")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
-            self._creates.append((ekey, parsed))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_create(record)
 
     def replace(self, current: StoredRecord, record: NewStorageRecord) -> None:
         """Stage a replacement of exactly ``current``, moving all its index entries."""
-        self._enter()
-        try:
-            parsed = parse_new_storage_record(record)
-            if isinstance(current, StoredRecord) and current.key != parsed.key:
-                raise StorageKeyChangeError(
-                    f"a replacement cannot change the key {current.key} to {parsed.key}"
-                )
-            ekey = self._check_current(current, "replace")
-            self._metered(lambda: self._meter.add_write(parsed.key, parsed))
-            self._replaces.append((ekey, current, parsed))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_replace(current, record)
 
     def delete(self, current: StoredRecord) -> None:
         """Stage a delete of exactly ``current``, removing all its index entries."""
-        self._enter()
-        try:
-            ekey = self._check_current(current, "delete")
-            self._metered(lambda: self._meter.add_write(current.key, None))
-            self._deletes.append((ekey, current))
-            self._mutated.add(ekey)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_delete(current)
 
     def append(self, command: AppendRecordsCommand) -> None:
         """Stage one ordered batch; its positions are taken from the head only at commit.
@@ -454,62 +325,30 @@ class RedisTransaction:
         head or records, and may stage only one batch. Appending seals the
         read set like any mutation.
         """
-        self._enter()
-        try:
-            parsed = parse_append_records_command(command)
-            if self._append is not None:
-                raise StorageDuplicateMutationError("an attempt may stage only one append batch")
-            layout = parsed.layout
-            head = layout.head_key(parsed.partition).encoded
-            prefix = storage_tuple_codec.encode((layout.record_table.value, parsed.partition)) + "/"
-            if any(ekey == head or ekey.startswith(prefix) for ekey in self._mutated):
-                raise StorageDuplicateMutationError(
-                    f"this attempt already mutated {parsed.stream.value}/{parsed.partition}; "
-                    "it cannot also append to it"
-                )
-            if any(ekey == head or ekey.startswith(prefix) for ekey in self._reads):
-                raise StorageUsageError(
-                    f"this attempt point-read {parsed.stream.value}/{parsed.partition}; "
-                    "an appending attempt may not depend on the stream it appends to"
-                )
-            limits = self._meter.limits
-            self._metered(lambda: measure_storage_append(parsed, limits).charge(self._meter))
-            self._append = parsed
-            self._stream_keys = (head, prefix)
-            self._sealed = True
-        finally:
-            self._leave()
+        with self._rules:
+            self._rules.stage_append(command)
 
     # -- ending ----------------------------------------------------------------------------------
 
-    def _end(self) -> None:
-        if not self._use.acquire(blocking=False):
-            self._ended = True
-            raise StorageConcurrentUseError(
-                "the callback returned while another thread was using its attempt"
-            )
-        self._ended = True
-        self._use.release()
-
     def _rollback(self) -> None:
         """Nothing was written before commit, so rolling back is only ending the attempt."""
-        self._ended = True
+        self._rules.end()
 
     def _commit(self) -> None:
         """Validate the read set under WATCH and write everything in one MULTI/EXEC.
 
         Raises ``_AttemptLost`` when the attempt must be replayed; then nothing was written.
         """
-        self._end()
+        rules = self._rules
+        rules.end_for_commit()
         if self.lost is not None:
             raise _AttemptLost(f"this attempt lost a race: {self.lost}")
-        if self._limit_error is not None:
-            raise self._limit_error
-        if not self._mutated and self._append is None:
+        rules.check_within_limits()
+        if not rules.has_writes:
             return  # read-only: the latest read block proved the whole read set consistent
         layout = self._layout
         deps = list(self._deps)
-        blind = [layout.version(ekey) for ekey, _ in self._creates if ekey not in self._reads]
+        blind = [layout.version(ekey) for ekey, _ in rules.creates if ekey not in rules.reads]
         watched = deps + blind
         with self._client.pipeline(transaction=True) as pipe:
             try:
@@ -523,21 +362,21 @@ class RedisTransaction:
                 for key, value in zip(blind, current[len(deps) :], strict=True):
                     if value is not None:
                         raise self._lose(f"{key} exists, so it cannot be created")
-                placed = None if self._append is None else self._place_append(pipe, self._append)
-                drawn = len(self._creates) + len(self._replaces)
+                placed = None if rules.append is None else self._place_append(pipe, rules.append)
+                drawn = len(rules.creates) + len(rules.replaces)
                 if placed is not None:
                     drawn += len(placed[0].records) + 1
                 top = int(pipe.incrby(layout.versions, drawn)) if drawn else 0
                 versions = iter(range(top - drawn + 1, top + 1))
                 touched: set[str] = set()
                 pipe.multi()
-                for ekey, record in self._creates:
+                for ekey, record in rules.creates:
                     self._queue_write(pipe, ekey, next(versions), record)
                     self._queue_entries(pipe, ekey, (), record.indexes, touched)
-                for ekey, old, record in self._replaces:
+                for ekey, old, record in rules.replaces:
                     self._queue_write(pipe, ekey, next(versions), record)
                     self._queue_entries(pipe, ekey, old.indexes, record.indexes, touched)
-                for ekey, old in self._deletes:
+                for ekey, old in rules.deletes:
                     pipe.unlink(layout.version(ekey), layout.record(ekey))
                     self._queue_entries(pipe, ekey, old.indexes, (), touched)
                 if placed is not None:

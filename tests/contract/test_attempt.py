@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -84,34 +85,32 @@ def query() -> QueryRecordsCommand:
 # -- one thread at a time, nothing after the end ---------------------------------------------------
 
 
-def test_a_second_thread_using_the_attempt_at_once_gets_concurrent_use_error() -> None:
-    attempt = rules()
+@contextmanager
+def held_by_another_thread(attempt: StorageAttemptRules) -> Iterator[None]:
+    """Run the body while a second thread is inside ``attempt`` (bounded waits, no sleeps)."""
     inside = threading.Event()
     release = threading.Event()
-    errors: list[BaseException] = []
 
     def hold() -> None:
         with attempt:
             inside.set()
             release.wait(5)
 
-    def intrude() -> None:
-        try:
-            with attempt:
-                pass
-        except BaseException as error:
-            errors.append(error)
-
     holder = threading.Thread(target=hold)
     holder.start()
     assert inside.wait(5)
-    intruder = threading.Thread(target=intrude)
-    intruder.start()
-    intruder.join(5)
-    release.set()
-    holder.join(5)
-    assert not intruder.is_alive() and not holder.is_alive()
-    assert len(errors) == 1 and isinstance(errors[0], StorageConcurrentUseError)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join(5)
+    assert not holder.is_alive()
+
+
+def test_a_second_thread_using_the_attempt_at_once_gets_concurrent_use_error() -> None:
+    attempt = rules()
+    with held_by_another_thread(attempt), pytest.raises(StorageConcurrentUseError), attempt:
+        pass
 
 
 def test_the_guard_is_released_after_each_call_even_when_it_raises() -> None:
@@ -139,48 +138,18 @@ def test_use_after_end_for_commit_gets_attempt_ended_error() -> None:
 
 def test_an_ended_attempt_reports_ended_even_while_a_straggler_is_inside() -> None:
     attempt = rules()
-    inside = threading.Event()
-    release = threading.Event()
-
-    def hold() -> None:
-        with attempt:
-            inside.set()
-            release.wait(5)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert inside.wait(5)
-    try:
+    with held_by_another_thread(attempt):
         attempt.end()
         with pytest.raises(StorageAttemptEndedError), attempt:
             pass
-    finally:
-        release.set()
-        holder.join(5)
-    assert not holder.is_alive()
 
 
 def test_ending_for_commit_while_another_thread_is_inside_is_concurrent_use() -> None:
     attempt = rules()
-    inside = threading.Event()
-    release = threading.Event()
-
-    def hold() -> None:
-        with attempt:
-            inside.set()
-            release.wait(5)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert inside.wait(5)
-    try:
+    with held_by_another_thread(attempt):
         with pytest.raises(StorageConcurrentUseError):
             attempt.end_for_commit()
         assert attempt.ended
-    finally:
-        release.set()
-        holder.join(5)
-    assert not holder.is_alive()
 
 
 # -- sealing ---------------------------------------------------------------------------------------

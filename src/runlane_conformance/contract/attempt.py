@@ -83,6 +83,7 @@ class StorageAttemptRules:
 
     __slots__ = (
         "_clock",
+        "_handed",
         "_now",
         "_stream_keys",
         "_use",
@@ -108,6 +109,7 @@ class StorageAttemptRules:
         self._clock = clock
         self._use = threading.Lock()
         self._now: datetime | None = None
+        self._handed: dict[int, str] = {}  # id of each present record read -> its encoded key
         self._stream_keys: tuple[str, str] | None = None  # (head key, record key prefix) once appended
         self.meter = StorageTransactionMeter(limits) if meter is None else meter
         #: True once the attempt ended; every later call is refused.
@@ -201,9 +203,13 @@ class StorageAttemptRules:
         for key in keys:
             if not isinstance(key, StorageRecordKey):
                 raise StorageValidationError(f"{key!r} is not a StorageRecordKey")
-        self.check_readable("get")
-        meter = self.meter
-        self.charge(lambda: meter.add_point_reads(keys))
+        if self.sealed:
+            self.check_readable("get")
+        try:  # inline rather than charge(): this is every read's hot path
+            self.meter.add_point_reads(keys)
+        except StorageLimitError as error:
+            self.limit_error = error
+            raise
         return keys
 
     def begin_query(self, command: QueryRecordsCommand, mode: object) -> StorageCandidateMode:
@@ -214,20 +220,29 @@ class StorageAttemptRules:
             parsed = StorageCandidateMode(mode)  # type: ignore[arg-type]
         except ValueError as error:
             raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
-        self.check_readable("query_candidates")
-        meter = self.meter
-        self.charge(lambda: meter.check_query(command))
+        if self.sealed:
+            self.check_readable("query_candidates")
+        try:
+            self.meter.check_query(command)
+        except StorageLimitError as error:
+            self.limit_error = error
+            raise
         return parsed
 
     def record_read(self, ekey: str, record: StoredRecord | None) -> None:
         """Remember what this attempt saw at one encoded key (``None``: absent)."""
         self.reads[ekey] = record
+        if record is not None:
+            self._handed[id(record)] = ekey
 
     def record_reads(self, ekeys: Sequence[str], records: Sequence[StoredRecord | None]) -> None:
         """``record_read`` for matching sequences of encoded keys and results."""
         reads = self.reads
+        handed = self._handed
         for ekey, record in zip(ekeys, records, strict=True):
             reads[ekey] = record
+            if record is not None:
+                handed[id(record)] = ekey
 
     # -- time ------------------------------------------------------------------------------------
 
@@ -255,7 +270,11 @@ class StorageAttemptRules:
     def _check_current(self, current: StoredRecord, operation: str) -> str:
         if not isinstance(current, StoredRecord):
             raise StorageValidationError(f"{operation}() needs the StoredRecord this attempt read")
-        ekey = current.key.encoded
+        # The record object this attempt handed out names its key without encoding it again;
+        # the identity check makes a stale id (a collected record's) harmless.
+        ekey = self._handed.get(id(current))
+        if ekey is None or self.reads.get(ekey) is not current:
+            ekey = current.key.encoded
         read = self.reads.get(ekey)
         if read is None or read.version != current.version:
             raise StorageKeyChangeError(
@@ -264,6 +283,13 @@ class StorageAttemptRules:
             )
         self._check_mutable(ekey, current.key)
         return ekey
+
+    def _charge_write(self, ekey: str, record: NewStorageRecord | None) -> None:
+        try:
+            self.meter.add_encoded_write(ekey, record)
+        except StorageLimitError as error:
+            self.limit_error = error
+            raise
 
     def stage_create(self, record: NewStorageRecord) -> NewStorageRecord:
         """Check and stage a conditional insert; returns the parsed record.
@@ -279,8 +305,7 @@ class StorageAttemptRules:
             raise StorageDuplicateMutationError(
                 f"{key} was read as present in this attempt, so it cannot be created"
             )
-        meter = self.meter
-        self.charge(lambda: meter.add_write(key, parsed))
+        self._charge_write(ekey, parsed)
         self.creates.append((ekey, parsed))
         self.mutated.add(ekey)
         self.sealed = True
@@ -292,8 +317,7 @@ class StorageAttemptRules:
         if isinstance(current, StoredRecord) and current.key != parsed.key:
             raise StorageKeyChangeError(f"a replacement cannot change the key {current.key} to {parsed.key}")
         ekey = self._check_current(current, "replace")
-        meter = self.meter
-        self.charge(lambda: meter.add_write(parsed.key, parsed))
+        self._charge_write(ekey, parsed)
         self.replaces.append((ekey, current, parsed))
         self.mutated.add(ekey)
         self.sealed = True
@@ -302,8 +326,7 @@ class StorageAttemptRules:
     def stage_delete(self, current: StoredRecord) -> str:
         """Check and stage a delete of exactly ``current``; returns its encoded key."""
         ekey = self._check_current(current, "delete")
-        meter = self.meter
-        self.charge(lambda: meter.add_write(current.key, None))
+        self._charge_write(ekey, None)
         self.deletes.append((ekey, current))
         self.mutated.add(ekey)
         self.sealed = True

@@ -76,8 +76,12 @@ class StorageTransactionMeter:
 
     def add_write(self, key: StorageRecordKey, record: NewStorageRecord | None) -> None:
         """Count a create/replace (``record`` given) or a delete (``record`` None)."""
+        self.add_encoded_write(key.encoded, record)
+
+    def add_encoded_write(self, encoded_key: str, record: NewStorageRecord | None) -> None:
+        """``add_write`` for a key the caller has already encoded (saves encoding it again)."""
         size = 0 if record is None else check_storage_record_size(record, self.limits)
-        self._touch((key.encoded,))
+        self._touch((encoded_key,))
         self._add_bytes(size)
 
     def add_appended(self, encoded_keys: Sequence[str], sizes: Sequence[int]) -> None:

@@ -144,9 +144,7 @@ def test_junit_has_a_testcase_per_requirement_with_its_id_as_name_and_property(
     fake_suite: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "junit.xml"
-    result = invoke(
-        "run", "-d", fake_suite, "-o", "break=limits.record-bytes-boundary", "--junit", str(path)
-    )
+    result = invoke("run", "-d", fake_suite, "-o", "break=limits.record-bytes-boundary", "--junit", str(path))
     assert result.exit_code == 1
     root = ET.parse(path).getroot()
     assert root.tag == "testsuites"
@@ -200,9 +198,7 @@ def test_report_runs_only_limits_and_profile_and_shows_limits_verified_at_their_
 
 
 def test_report_marks_a_limit_that_fails_its_boundary_and_exits_1(fake_suite: str) -> None:
-    result = invoke(
-        "report", "--driver", fake_suite, "-o", "break=limits.record-bytes-boundary", "--json"
-    )
+    result = invoke("report", "--driver", fake_suite, "-o", "break=limits.record-bytes-boundary", "--json")
     assert result.exit_code == 1
     document = json.loads(result.stdout)
     limits = {entry["name"]: entry for entry in document["limits"]}

@@ -21,9 +21,7 @@ MUTANTS = all_mutants()
 def test_mutant_is_killed_by_the_requirement_it_breaks(mutant: Mutant) -> None:
     outcomes, _ = requirement_outcomes(mutant.target, requirements=[mutant.kills])
     verdict = outcomes.get(mutant.kills, "not run")
-    KILL_TABLE.append(
-        (mutant.name, mutant.kills, "yes" if verdict == "failed" else f"NO ({verdict})")
-    )
+    KILL_TABLE.append((mutant.name, mutant.kills, "yes" if verdict == "failed" else f"NO ({verdict})"))
     assert verdict == "failed", (
         f"mutant {mutant.name} ({mutant.breaks}) survived requirement {mutant.kills}: outcome {verdict}"
     )
@@ -43,8 +41,6 @@ def test_every_mutant_names_a_catalogued_requirement() -> None:
 
 def test_reference_driver_passes_every_requirement() -> None:
     outcomes, messages = requirement_outcomes("local")
-    failed = {
-        req: messages.get(req, "") for req, outcome in outcomes.items() if outcome == "failed"
-    }
+    failed = {req: messages.get(req, "") for req, outcome in outcomes.items() if outcome == "failed"}
     assert not failed, f"the reference driver fails: {failed}"
     assert outcomes, "no conformance check ran against the reference driver"

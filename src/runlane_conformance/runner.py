@@ -38,6 +38,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .contract.errors import RunlaneError
 from .contract.values import StorageProfile
 from .harness import DriverInfo, DriverLoadError, HarnessError, available_drivers, load_harness
@@ -467,7 +469,6 @@ def run_suites(
     started_at = datetime.now(UTC)
     started = time.perf_counter()
     import hypothesis
-    import pytest
 
     # Hypothesis fixes a test's settings when ``@given`` decorates it, i.e. at import. The plugin
     # activates the chosen settings profile when pytest configures, so the suite modules must be
@@ -664,6 +665,7 @@ class _Collector:
         if session.items:
             self._announce(item.nodeid for item in session.items)
 
+    @pytest.hookimpl(optionalhook=True)  # defined by pytest-xdist, an optional extra
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         self._announce(ids)
 

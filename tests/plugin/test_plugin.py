@@ -180,3 +180,13 @@ def harness(options):
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 6 and outcomes.get("failed") == 1, outcomes
     result.stdout.fnmatch_lines(["*Timeout*"])
+
+
+def test_import_suites_brings_every_area_into_a_test_module() -> None:
+    from runlane_conformance.fixtures.collect import import_suites
+    from runlane_conformance.requirements import AREAS
+
+    namespace: dict[str, object] = {}
+    assert import_suites(namespace) == list(AREAS)
+    assert "test_get_returns_one_result_per_position_in_order" in namespace
+    assert "test_two_increments_of_one_record_both_survive" in namespace

@@ -225,6 +225,47 @@ def test_forged_cursor_helper_builds_cursors_the_decoder_accepts() -> None:
     assert decode_storage_query_cursor(BASE.with_cursor(forge(payload))) is not None
 
 
+@settings(max_examples=300)
+@given(
+    partition=st.text(),
+    lower=st.none() | st.tuples(st.text(), st.booleans()),
+    upper=st.none() | st.tuples(st.text(), st.booleans()),
+    last_sort=st.text(),
+    name=st.text(min_size=1),
+    direction=st.sampled_from(list(StorageQueryDirection)),
+)
+def test_cursor_body_is_exactly_the_key_sorted_compact_json_of_its_scope_and_position(
+    partition: str,
+    lower: tuple[str, bool] | None,
+    upper: tuple[str, bool] | None,
+    last_sort: str,
+    name: str,
+    direction: StorageQueryDirection,
+) -> None:
+    # The encoder writes its JSON by hand for speed; the pinned format is json.dumps' output.
+    command = QueryRecordsCommand(
+        index=StorageIndexName.LEASES_BY_EXPIRY,
+        partition=partition,
+        limit=1,
+        range=StorageQueryRange(
+            None if lower is None else StorageRangeBound(*lower),
+            None if upper is None else StorageRangeBound(*upper),
+        ),
+        direction=direction,
+    )
+    last = StorageIndexReference(lease(name), last_sort)
+    expected = {
+        "d": direction.value,
+        "i": command.index.value,
+        "k": last.key.encoded,
+        "p": partition,
+        "r": [None if lower is None else list(lower), None if upper is None else list(upper)],
+        "s": last_sort,
+        "v": 1,
+    }
+    assert encode_storage_query_cursor(command, last) == forge(expected)
+
+
 # --- golden vectors ----------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _quote
 
 from .catalog import StorageQueryDirection
 from .encodings import storage_record_key_codec, storage_tuple_codec
@@ -24,6 +25,7 @@ from .values import (
     QueryRecordsResult,
     StorageIndexReference,
     StorageQueryRange,
+    StorageRangeBound,
     StorageRecordKey,
 )
 
@@ -79,12 +81,29 @@ def _digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:16]
 
 
+def _bound_text(bound: StorageRangeBound | None) -> str:
+    if bound is None:
+        return "null"
+    return f"[{_quote(bound.value)},{'true' if bound.inclusive else 'false'}]"
+
+
 def encode_storage_query_cursor(command: QueryRecordsCommand, last: StorageIndexReference) -> str:
-    """A continuation after ``last`` that is bound to ``command``'s whole scope."""
-    payload = dict(_scope(command))
-    payload["s"] = last.sort
-    payload["k"] = last.key.encoded
-    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    """A continuation after ``last`` that is bound to ``command``'s whole scope.
+
+    Every query page that fills up issues one, so the JSON body is written
+    out directly (keys in sorted order, compact separators, ASCII escapes)
+    instead of going through ``json.dumps``; the result is byte-for-byte
+    what ``json.dumps(..., sort_keys=True, separators=(",", ":"))`` gives,
+    which the cursor vectors pin.
+    """
+    scope = command.range
+    text = (
+        f'{{"d":{_quote(command.direction.value)},"i":{_quote(command.index.value)},'
+        f'"k":{_quote(last.key.encoded)},"p":{_quote(command.partition)},'
+        f'"r":[{_bound_text(scope.lower)},{_bound_text(scope.upper)}],'
+        f'"s":{_quote(last.sort)},"v":{SCHEMA_VERSION}}}'
+    )
+    body = text.encode("ascii")
     token = base64.urlsafe_b64encode(body).decode("ascii").rstrip("=")
     return f"{_PREFIX}{token}.{_digest(body)}"
 

@@ -240,7 +240,10 @@ class LocalStore:
         self._references: dict[str, tuple[StorageIndexReference, str]] = {}
         self._recent: dict[str, list[tuple[int, bool]]] = {}
         self._log: deque[_LogEntry] = deque()
-        self._live: SortedList = SortedList()
+        # Live snapshot -> how many attempts hold it. Snapshots are registered at the latest
+        # sequence, which never decreases, so insertion order is ascending order and the
+        # oldest live snapshot is simply the first key.
+        self._live: dict[int, int] = {}
         self._holds: dict[str, int] = {}
         self._tokens = itertools.count(1)
         self._closed = False
@@ -274,8 +277,10 @@ class LocalStore:
         """Register and return a snapshot of the latest commit; it pins the versions it can see."""
         with self._lock:
             self._check_open()
-            self._live.add(self._seq)
-            return self._seq
+            seq = self._seq
+            live = self._live
+            live[seq] = live.get(seq, 0) + 1
+            return seq
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -393,16 +398,18 @@ class LocalStore:
         new commit sequence, assigning each written record a fresh version.
         Either way the attempt's holds and snapshot are released in the same
         critical section, so no other attempt can observe a half-ended one.
+        They are released *before* the writes are applied, so that a commit
+        with no other live snapshot can skip keeping old versions at all.
         """
         with self._lock:
             try:
                 self._check_open()
                 self._validate(plan)
                 writes = self._writes(plan)
-                if writes:
-                    self._apply(writes)
             finally:
                 self._finish(plan.token, plan.snapshot, plan.held)
+            if writes:
+                self._apply(writes)
 
     def _validate(self, plan: CommitPlan) -> None:
         chains = self._chains
@@ -461,6 +468,51 @@ class LocalStore:
         return writes
 
     def _apply(self, writes: Sequence[tuple[str, NewStorageRecord | None]]) -> None:
+        """Apply ``writes`` under one new commit sequence, each written record with a fresh version.
+
+        While some snapshot is live the old versions and index entries must
+        stay visible to it, so the commit is recorded as versions, index
+        events and a log entry (collected once no snapshot needs them). With
+        no live snapshot nobody can look back, and the writes replace the
+        current state directly: the common, uncontended case pays for no
+        history at all.
+        """
+        if self._live:
+            self._apply_versioned(writes)
+        else:
+            self._apply_settled(writes)
+
+    def _apply_settled(self, writes: Sequence[tuple[str, NewStorageRecord | None]]) -> None:
+        # No live snapshot means the log was collected: every chain holds just its current version
+        # and no index entry has pending events.
+        self._seq += 1
+        seq = self._seq
+        chains = self._chains
+        index = self._index
+        references = self._references
+        for ekey, new in writes:
+            chain = chains.get(ekey)
+            before = _NO_ENTRIES if chain is None else chain[-1][2]
+            if new is None:
+                if chain is not None:
+                    del chains[ekey]
+                after = _NO_ENTRIES
+            else:
+                self._version += 1
+                stored = StoredRecord.committed(new, _version(self._version))
+                version = _stored(seq, stored, ekey)
+                chains[ekey] = [version]
+                after = version[2]
+                for flat, entry in after.items():
+                    if flat not in before:
+                        index.add(flat)
+                        references[flat] = (_reference(stored.key, entry[2]), ekey)
+            for flat in before:
+                if flat not in after:
+                    index.remove(flat)
+                    del references[flat]
+
+    def _apply_versioned(self, writes: Sequence[tuple[str, NewStorageRecord | None]]) -> None:
         self._seq += 1
         seq = self._seq
         chains = self._chains
@@ -508,12 +560,18 @@ class LocalStore:
             if holds.get(ekey) == token:
                 del holds[ekey]
         if snapshot is not None:
-            self._live.remove(snapshot)
-        self._collect()
+            live = self._live
+            count = live[snapshot] - 1
+            if count:
+                live[snapshot] = count
+            else:
+                del live[snapshot]
+        if self._log:
+            self._collect()
 
     def _collect(self) -> None:
         """Drop log entries no live snapshot needs; trim the versions and index events they made obsolete."""
-        horizon = self._live[0] if self._live else self._seq
+        horizon = next(iter(self._live)) if self._live else self._seq
         log = self._log
         while log and log[0].seq <= horizon:
             logged = log.popleft()
@@ -592,6 +650,6 @@ class LocalStore:
                 "index_entries": len(self._index),
                 "index_events": sum(len(events) for events in self._recent.values()),
                 "log_entries": len(self._log),
-                "live_snapshots": len(self._live),
+                "live_snapshots": sum(self._live.values()),
                 "holds": len(self._holds),
             }

@@ -216,10 +216,13 @@ class StorageAttemptRules:
         """Validate ``query_candidates()``'s arguments, check the read set is open, check the limit."""
         if not isinstance(command, QueryRecordsCommand):
             raise StorageValidationError("query_candidates() takes a QueryRecordsCommand")
-        try:
-            parsed = StorageCandidateMode(mode)  # type: ignore[arg-type]
-        except ValueError as error:
-            raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
+        if mode is StorageCandidateMode.ADVISORY or mode is StorageCandidateMode.EXCLUSIVE:
+            parsed = mode
+        else:
+            try:
+                parsed = StorageCandidateMode(mode)  # type: ignore[arg-type]
+            except ValueError as error:
+                raise StorageValidationError(f"unknown candidate mode {mode!r}") from error
         if self.sealed:
             self.check_readable("query_candidates")
         try:
@@ -281,7 +284,8 @@ class StorageAttemptRules:
                 f"{operation}() of {current.key} at version {current.version}: "
                 "this attempt did not read that record at that version"
             )
-        self._check_mutable(ekey, current.key)
+        if ekey in self.mutated or self._stream_keys is not None:
+            self._check_mutable(ekey, current.key)
         return ekey
 
     def _charge_write(self, ekey: str, record: NewStorageRecord | None) -> None:
@@ -297,10 +301,11 @@ class StorageAttemptRules:
         The key may be unread or read as absent; the driver must still commit
         it only while the key is absent.
         """
-        parsed = parse_new_storage_record(record)
+        parsed = record if type(record) is NewStorageRecord else parse_new_storage_record(record)
         key = parsed.key
         ekey = key.encoded
-        self._check_mutable(ekey, key)
+        if ekey in self.mutated or self._stream_keys is not None:
+            self._check_mutable(ekey, key)
         if self.reads.get(ekey) is not None:
             raise StorageDuplicateMutationError(
                 f"{key} was read as present in this attempt, so it cannot be created"
@@ -313,7 +318,7 @@ class StorageAttemptRules:
 
     def stage_replace(self, current: StoredRecord, record: NewStorageRecord) -> NewStorageRecord:
         """Check and stage a replacement of exactly ``current`` (same key); returns the parsed record."""
-        parsed = parse_new_storage_record(record)
+        parsed = record if type(record) is NewStorageRecord else parse_new_storage_record(record)
         if isinstance(current, StoredRecord) and current.key != parsed.key:
             raise StorageKeyChangeError(f"a replacement cannot change the key {current.key} to {parsed.key}")
         ekey = self._check_current(current, "replace")

@@ -11,6 +11,7 @@ security boundary), only a guard against accidents.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 _PREFIX = "rlc1."
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 @dataclass(frozen=True)
@@ -98,13 +100,13 @@ def encode_storage_query_cursor(command: QueryRecordsCommand, last: StorageIndex
     """
     scope = command.range
     text = (
-        f'{{"d":{_quote(command.direction.value)},"i":{_quote(command.index.value)},'
+        f'{{"d":{_quote(command.direction)},"i":{_quote(command.index)},'
         f'"k":{_quote(last.key.encoded)},"p":{_quote(command.partition)},'
         f'"r":[{_bound_text(scope.lower)},{_bound_text(scope.upper)}],'
         f'"s":{_quote(last.sort)},"v":{SCHEMA_VERSION}}}'
     )
     body = text.encode("ascii")
-    token = base64.urlsafe_b64encode(body).decode("ascii").rstrip("=")
+    token = binascii.b2a_base64(body, newline=False).translate(_URLSAFE).decode("ascii").rstrip("=")
     return f"{_PREFIX}{token}.{_digest(body)}"
 
 

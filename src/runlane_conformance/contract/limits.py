@@ -18,11 +18,14 @@ past a limit, before anything is committed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from .errors import StorageLimitName, create_storage_limit_error
 from .values import NewStorageRecord, QueryRecordsCommand, StorageLimits, StorageRecordKey
 
 __all__ = ["StorageTransactionMeter", "check_storage_record_size", "measure_storage_record"]
+
+_ENCODED = attrgetter("encoded")
 
 
 def measure_storage_record(record: NewStorageRecord) -> int:
@@ -48,10 +51,11 @@ class StorageTransactionMeter:
         self.bytes = 0
 
     def _touch(self, encoded_keys: Iterable[str]) -> None:
-        self.keys.update(encoded_keys)
-        if len(self.keys) > self.limits.max_transaction_records:
+        keys = self.keys
+        keys.update(encoded_keys)
+        if len(keys) > self.limits.max_transaction_records:
             raise create_storage_limit_error(
-                StorageLimitName.TRANSACTION_RECORDS, self.limits.max_transaction_records, len(self.keys)
+                StorageLimitName.TRANSACTION_RECORDS, self.limits.max_transaction_records, len(keys)
             )
 
     def _add_bytes(self, size: int) -> None:
@@ -61,12 +65,15 @@ class StorageTransactionMeter:
                 StorageLimitName.TRANSACTION_BYTES, self.limits.max_transaction_bytes, self.bytes
             )
 
+    # The add_* methods run on every read and write of every attempt, so they are written
+    # flat (no helper calls on the path that stays within the limits).
+
     def add_point_reads(self, keys: Sequence[StorageRecordKey]) -> None:
         total = self.point_reads + len(keys)
         if total > self.limits.max_point_reads:
             raise create_storage_limit_error(StorageLimitName.POINT_READS, self.limits.max_point_reads, total)
         self.point_reads = total
-        self._touch(key.encoded for key in keys)
+        self._touch(map(_ENCODED, keys))
 
     def check_query(self, command: QueryRecordsCommand) -> None:
         if command.limit > self.limits.max_query_results:
@@ -80,9 +87,24 @@ class StorageTransactionMeter:
 
     def add_encoded_write(self, encoded_key: str, record: NewStorageRecord | None) -> None:
         """``add_write`` for a key the caller has already encoded (saves encoding it again)."""
-        size = 0 if record is None else check_storage_record_size(record, self.limits)
-        self._touch((encoded_key,))
-        self._add_bytes(size)
+        limits = self.limits
+        size = 0
+        if record is not None:
+            size = record.document.size
+            if size > limits.max_record_bytes:
+                raise create_storage_limit_error(StorageLimitName.RECORD_BYTES, limits.max_record_bytes, size)
+        keys = self.keys
+        keys.add(encoded_key)
+        if len(keys) > limits.max_transaction_records:
+            raise create_storage_limit_error(
+                StorageLimitName.TRANSACTION_RECORDS, limits.max_transaction_records, len(keys)
+            )
+        total = self.bytes + size
+        self.bytes = total
+        if total > limits.max_transaction_bytes:
+            raise create_storage_limit_error(
+                StorageLimitName.TRANSACTION_BYTES, limits.max_transaction_bytes, total
+            )
 
     def add_appended(self, encoded_keys: Sequence[str], sizes: Sequence[int]) -> None:
         """Count an append batch: its records and head, with their widest possible sizes."""

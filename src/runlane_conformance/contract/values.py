@@ -176,10 +176,10 @@ class StoredRecord:
     def committed(cls, record: NewStorageRecord, version: StorageRecordVersion) -> StoredRecord:
         """The stored form of an already validated write; skips re-checking the table rules."""
         stored = object.__new__(cls)
-        object.__setattr__(stored, "key", record.key)
-        object.__setattr__(stored, "version", version)
-        object.__setattr__(stored, "document", record.document)
-        object.__setattr__(stored, "indexes", record.indexes)
+        # One dict update instead of four frozen-attribute writes: this runs for every committed write.
+        stored.__dict__.update(
+            key=record.key, version=version, document=record.document, indexes=record.indexes
+        )
         return stored
 
     def as_new(self) -> NewStorageRecord:

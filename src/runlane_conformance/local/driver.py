@@ -46,6 +46,7 @@ from .store import CommitPlan, LocalStore, RangeDependency, StoreConflict
 __all__ = ["LocalStorageDriver", "LocalTransaction", "create_local_storage_driver", "local_profile"]
 
 T = TypeVar("T")
+_CLOSED = "this local driver instance was closed"
 
 
 def _utc_now() -> datetime:
@@ -123,10 +124,10 @@ class LocalTransaction:
         """
         with self._rules:
             exclusive = self._rules.begin_query(command, mode) is StorageCandidateMode.EXCLUSIVE
-            position = decode_storage_query_cursor(command)
+            position = None if command.cursor is None else decode_storage_query_cursor(command)
             page = self._store.scan(
                 self._ensure_snapshot(),
-                command.index.value,
+                command.index,
                 command.partition,
                 command.range,
                 command.direction,
@@ -135,9 +136,9 @@ class LocalTransaction:
                 self._token if exclusive else None,
             )
             if exclusive:
-                self._held.update(ekey for ekey, _reference in page.items)
+                self._held.update(page.ekeys)
             self._ranges.append(page.dependency)
-            return _page_result(command, page.items)
+            return _page_result(command, page.references)
 
     def now(self) -> datetime:
         """The attempt's time: sampled once from the clock, then frozen. Seals the read set."""
@@ -186,7 +187,7 @@ class LocalTransaction:
         except BaseException:
             self._store.rollback(self._token, self._snapshot, self._held)
             raise
-        if not rules.has_writes:
+        if not rules.mutated and rules.append is None:  # read-only: nothing to validate or write
             self._store.rollback(self._token, self._snapshot, self._held)
             return
         self._store.commit(
@@ -205,13 +206,15 @@ class LocalTransaction:
 
 
 def _page_result(
-    command: QueryRecordsCommand, items: Sequence[tuple[str, StorageIndexReference]]
+    command: QueryRecordsCommand, references: tuple[StorageIndexReference, ...]
 ) -> QueryRecordsResult:
-    references = tuple(reference for _ekey, reference in items)
     cursor = None
     if references and len(references) == command.limit:
         cursor = encode_storage_query_cursor(command, references[-1])
-    return QueryRecordsResult(references, cursor)
+    # Built without QueryRecordsResult's own normalisation: ``references`` is already a tuple.
+    result = object.__new__(QueryRecordsResult)
+    result.__dict__.update(items=references, cursor=cursor)
+    return result
 
 
 class LocalStorageDriver:
@@ -250,7 +253,7 @@ class LocalStorageDriver:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageUsageError("this local driver instance was closed")
+            raise StorageUsageError(_CLOSED)
 
     def transaction(self, callback: Callable[[StorageTransaction], T]) -> T:
         """Run ``callback`` in attempts until one commits and return that attempt's value.
@@ -260,7 +263,8 @@ class LocalStorageDriver:
         raised. An exception from the callback rolls the attempt back and
         propagates unchanged, without replay.
         """
-        self._check_open()
+        if self._closed:
+            raise StorageUsageError(_CLOSED)
         limits = self._profile.limits
         reason = "no attempt was made"
         for _attempt in range(self._max_attempts):
@@ -301,7 +305,7 @@ class LocalStorageDriver:
             )
         finally:
             store.rollback(0, snapshot, ())
-        return _page_result(command, page.items)
+        return _page_result(command, page.references)
 
     # -- OperatorReadDriver ----------------------------------------------------------------------
 

@@ -72,11 +72,11 @@ def _page(
         position,
         command.limit,
     )
-    records = store.read(snapshot, [ekey for ekey, _reference in page.items])
+    records = store.read(snapshot, page.ekeys)
     items = tuple(record for record in records if record is not None)
     cursor = None
-    if page.items and len(page.items) == command.limit:
-        cursor = encode_storage_query_cursor(command, page.items[-1][1])
+    if page.references and len(page.references) == command.limit:
+        cursor = encode_storage_query_cursor(command, page.references[-1])
     return OperatorPage(items, cursor)
 
 

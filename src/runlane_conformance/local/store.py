@@ -61,6 +61,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
@@ -87,6 +88,8 @@ _Entries = dict[str, IndexKey]
 _Version = tuple[int, StoredRecord | None, _Entries]
 _Chain = list[_Version]
 _NO_ENTRIES: _Entries = {}
+_NONE: frozenset[str] = frozenset()
+_CLOSED = "the local store was closed"
 
 
 @lru_cache(maxsize=4096)
@@ -114,7 +117,7 @@ def _stored(seq: int, record: StoredRecord | None, ekey: str) -> _Version:
         return (seq, None, _NO_ENTRIES)
     entries: _Entries = {}
     for entry in record.indexes:
-        index = entry.index.value
+        index = entry.index  # a StrEnum member is its own value as a string; .value costs a descriptor call
         entries[f"{_partition_prefix(index, entry.partition)}{entry.sort}\x00{ekey}"] = (
             index,
             entry.partition,
@@ -143,8 +146,7 @@ def _present(events: list[tuple[int, bool]], snapshot: int) -> bool:
     return state
 
 
-@dataclass(frozen=True)
-class RangeDependency:
+class RangeDependency(NamedTuple):
     """The part of an index an attempt scanned, which must not change before it commits.
 
     It covers the query's partition and range, from just after the cursor the
@@ -152,9 +154,11 @@ class RangeDependency:
     when the page was full, or to the end of the range when it was not. Rows
     skipped because another attempt held them exclusively are not covered:
     the attempt never saw them, and an empty exclusive page promises nothing.
+    (A named tuple rather than a dataclass: one is built per query, and a
+    tuple is immutable and several times cheaper to build.)
     """
 
-    index: str
+    index_name: str
     partition: str
     range: StorageQueryRange
     direction: StorageQueryDirection
@@ -164,7 +168,7 @@ class RangeDependency:
 
     def covers(self, entry: IndexKey) -> bool:
         index, partition, sort, ekey = entry
-        if index != self.index or partition != self.partition or not self.range.contains(sort):
+        if index != self.index_name or partition != self.partition or not self.range.contains(sort):
             return False
         if ekey in self.skipped:
             return False
@@ -178,11 +182,11 @@ class RangeDependency:
         return self.stop is None or position >= self.stop
 
 
-@dataclass(frozen=True)
-class ScanPage:
-    """What one index scan found: the visible records in order, and where it stopped."""
+class ScanPage(NamedTuple):
+    """What one index scan found: the visible references in order, their encoded keys, and its extent."""
 
-    items: tuple[tuple[str, StorageIndexReference], ...]  # (encoded key, reference)
+    references: tuple[StorageIndexReference, ...]
+    ekeys: tuple[str, ...]
     dependency: RangeDependency
 
 
@@ -265,10 +269,6 @@ class LocalStore:
             self._log.clear()
             self._holds.clear()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageUsageError("the local store was closed")
-
     def new_token(self) -> int:
         """A fresh attempt identity (used to own exclusive holds)."""
         return next(self._tokens)
@@ -276,7 +276,8 @@ class LocalStore:
     def open_snapshot(self) -> int:
         """Register and return a snapshot of the latest commit; it pins the versions it can see."""
         with self._lock:
-            self._check_open()
+            if self._closed:
+                raise StorageUsageError(_CLOSED)
             seq = self._seq
             live = self._live
             live[seq] = live.get(seq, 0) + 1
@@ -286,12 +287,19 @@ class LocalStore:
 
     def read(self, snapshot: int, ekeys: Sequence[str]) -> list[StoredRecord | None]:
         with self._lock:
-            self._check_open()
+            if self._closed:
+                raise StorageUsageError(_CLOSED)
             chains = self._chains
             found: list[StoredRecord | None] = []
             for ekey in ekeys:
-                version = _visible(chains.get(ekey), snapshot)
-                found.append(None if version is None else version[1])
+                chain = chains.get(ekey)
+                if chain is None:
+                    found.append(None)
+                elif chain[-1][0] <= snapshot:  # the usual case: the newest version is visible
+                    found.append(chain[-1][1])
+                else:
+                    version = _visible(chain, snapshot)
+                    found.append(None if version is None else version[1])
             return found
 
     def latest_seq(self) -> int:
@@ -321,50 +329,45 @@ class LocalStore:
         lower, upper = query_range.lower, query_range.upper
         # Flat bounds: NUL ends a sort inside an entry, so "sort + \x01" is just past every
         # entry with that exact sort and below every longer sort (whose next char is >= "/").
+        # Bounds holding NUL (never produced by the codecs) could compare differently in flat
+        # form, so such scans re-check every entry against the range and cursor in tuple form.
+        exotic = False
         if lower is None:
             lo = prefix
-        elif lower.inclusive:
-            lo = prefix + lower.value
         else:
-            lo = prefix + lower.value + "\x01"
+            exotic = "\x00" in lower.value
+            lo = prefix + lower.value if lower.inclusive else prefix + lower.value + "\x01"
         if upper is None:
             hi = prefix[:-1] + "\x01"
-        elif upper.inclusive:
-            hi = prefix + upper.value + "\x01"
         else:
-            hi = prefix + upper.value
+            exotic = exotic or "\x00" in upper.value
+            hi = prefix + upper.value + "\x01" if upper.inclusive else prefix + upper.value
         lo_inclusive = True
-        position = None if after is None else (after.sort, after.key)
-        if position is not None:
-            bound = f"{prefix}{position[0]}\x00{position[1]}"
+        position = None
+        if after is not None:
+            position = (after.sort, after.key)
+            exotic = exotic or "\x00" in after.sort or "\x00" in after.key
+            bound = f"{prefix}{after.sort}\x00{after.key}"
             if descending:
                 hi = min(hi, bound)
             elif bound >= lo:
                 lo, lo_inclusive = bound, False
-        # Bounds holding NUL (never produced by the codecs) could compare differently in flat
-        # form, so such scans re-check every entry against the range and cursor in tuple form.
-        exotic = any(
-            "\x00" in text
-            for text in (
-                "" if lower is None else lower.value,
-                "" if upper is None else upper.value,
-                *(position or ()),
-            )
-        )
-        items: list[tuple[str, StorageIndexReference]] = []
+        references: list[StorageIndexReference] = []
+        ekeys: list[str] = []
         skipped: set[str] = set()
         stop: tuple[str, str] | None = None
         with self._lock:
-            self._check_open()
+            if self._closed:
+                raise StorageUsageError(_CLOSED)
             recent = self._recent
-            references = self._references
+            known = self._references
             holds = self._holds
             for flat in self._index.irange(lo, hi, (lo_inclusive, False), reverse=descending):
                 if recent:
                     events = recent.get(flat)
                     if events is not None and not _present(events, snapshot):
                         continue
-                reference, ekey = references[flat]
+                reference, ekey = known[flat]
                 if exotic and not _in_scope(reference.sort, ekey, query_range, position, direction):
                     continue
                 if exclusive_token is not None:
@@ -373,14 +376,15 @@ class LocalStore:
                         skipped.add(ekey)
                         continue
                     holds[ekey] = exclusive_token
-                items.append((ekey, reference))
-                if len(items) == limit:
+                references.append(reference)
+                ekeys.append(ekey)
+                if len(ekeys) == limit:
                     stop = (reference.sort, ekey)
                     break
         dependency = RangeDependency(
-            index, partition, query_range, direction, position, stop, frozenset(skipped)
+            index, partition, query_range, direction, position, stop, frozenset(skipped) if skipped else _NONE
         )
-        return ScanPage(tuple(items), dependency)
+        return ScanPage(tuple(references), tuple(ekeys), dependency)
 
     # -- commit and rollback ---------------------------------------------------------------------
 
@@ -403,7 +407,8 @@ class LocalStore:
         """
         with self._lock:
             try:
-                self._check_open()
+                if self._closed:
+                    raise StorageUsageError(_CLOSED)
                 self._validate(plan)
                 writes = self._writes(plan)
             finally:
@@ -427,7 +432,7 @@ class LocalStore:
                         for dependency in plan.ranges:
                             if dependency.covers(change):
                                 raise StoreConflict(
-                                    f"index {dependency.index} partition {dependency.partition!r} "
+                                    f"index {dependency.index_name} partition {dependency.partition!r} "
                                     "changed inside a range this attempt scanned"
                                 )
         for ekey, _record in plan.creates:
@@ -618,7 +623,8 @@ class LocalStore:
         Refused while any attempt is live. Returns the number loaded.
         """
         with self._lock:
-            self._check_open()
+            if self._closed:
+                raise StorageUsageError(_CLOSED)
             if self._live or self._log:
                 raise StorageUsageError("bulk_load needs a store with no live attempts")
             self._seq += 1

@@ -1,0 +1,53 @@
+"""The benchmark script keeps working (it is run by hand, so nothing else would notice it rotting).
+
+These tests run it at toy sizes and check what it prints; they do not time anything.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "local_scaling.py"
+
+
+def load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("local_scaling", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scaling_benchmark_prints_a_row_per_size_and_a_verdict_per_target(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    load_benchmark().main(["--sizes", "50,120", "--transactions", "12", "--batch", "5"])
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\s+([\d,]+) \|((?: +[\d.]+x? \|){7} +[\d.]+x)$", out, flags=re.MULTILINE)
+    assert [size for size, _figures in rows] == ["50", "120"]
+    verdicts = re.findall(r"^target: (.+): .*\b(met|MISSED)\b", out, flags=re.MULTILINE)
+    assert [target.split(" 50")[0] for target, _verdict in verdicts] == [
+        "local growth",
+        "local at least as fast as sqlite raw",
+        "local at least as fast as sqlite drv",
+    ]
+
+
+def test_every_engine_leaves_its_store_consistent_after_the_mix() -> None:
+    # The timed mix must really do its writes: every create lands and every replace moves its entry.
+    bench = load_benchmark()
+    population = bench.build_population(40)
+    work = bench.plans(40, 6, seed=1)
+    local, raw, drv = bench.load(40, population)
+    for engine in (local, raw, drv):
+        for plan in work:
+            engine.run(plan)
+    assert local.driver.store.stats()["records"] == 46
+    for engine in (raw, drv):
+        assert engine.db.execute("SELECT count(*) FROM records").fetchone() == (46,)
+        assert engine.db.execute("SELECT count(*) FROM index_entries").fetchone() == (46,)

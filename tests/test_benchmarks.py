@@ -12,15 +12,19 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "local_scaling.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("local_scaling", SCRIPT)
+def load_script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_benchmark() -> ModuleType:
+    return load_script("local_scaling")
 
 
 def test_scaling_benchmark_prints_a_row_per_size_and_a_verdict_per_target(
@@ -51,3 +55,15 @@ def test_every_engine_leaves_its_store_consistent_after_the_mix() -> None:
     for engine in (raw, drv):
         assert engine.db.execute("SELECT count(*) FROM records").fetchone() == (46,)
         assert engine.db.execute("SELECT count(*) FROM index_entries").fetchone() == (46,)
+
+
+def test_instruction_counting_child_runs_both_engines_outside_valgrind(tmp_path: Path) -> None:
+    # Outside valgrind the callgrind client request is a no-op, so the child's whole path
+    # (shim, store loading, the counted loop) can be checked without the slow valgrind run.
+    instructions = load_script("local_instructions")
+    try:
+        shim = instructions.build_shim(tmp_path)
+    except SystemExit as missing:
+        pytest.skip(f"cannot build the callgrind shim here: {str(missing).splitlines()[0]}")
+    for engine in instructions.ENGINES:
+        instructions.child(30, engine, 4, str(shim))

@@ -99,8 +99,8 @@ def count(size: int, engine: str, transactions: int, shim: Path) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,100000")
-    parser.add_argument("--transactions", type=int, default=300)
+    parser.add_argument("--sizes", default="1000,100000", help="comma-separated store sizes")
+    parser.add_argument("--transactions", type=int, default=300, help="counted per size and engine")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="callgrind runs at once")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

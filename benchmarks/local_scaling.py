@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transactions", type=int, default=3000, help="per size and engine")
     parser.add_argument("--batch", type=int, default=100, help="transactions per engine per round")
-    parser.add_argument("--sizes", default="1000,10000,100000,1000000")
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="comma-separated store sizes")
     args = parser.parse_args(argv)
     sizes = [int(part) for part in args.sizes.split(",")]
     started = time.perf_counter()

@@ -127,7 +127,10 @@ from .local import LocalStorageDriver, create_local_storage_driver
 
 __version__ = "0.1.0"
 
+from .harness import STORAGE_LIMIT_OPTIONS, positive_int_option, storage_limits_from_options
+
 __all__ = [
+    "STORAGE_LIMIT_OPTIONS",
     "TERMINAL_RUN_STATUSES",
     "U64_MAX",
     "AppendRecordsCommand",
@@ -216,6 +219,7 @@ __all__ = [
     "parse_query_records_result",
     "parse_storage_document",
     "parse_storage_record_key",
+    "positive_int_option",
     "queue_capacity_record_key",
     "read_storage_stream_position",
     "run_completion_wait_presence_record_key",
@@ -224,6 +228,7 @@ __all__ = [
     "schedule_record_key",
     "step_record_key",
     "step_token",
+    "storage_limits_from_options",
     "storage_record_key_codec",
     "storage_stream_layouts",
     "storage_tables",

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
-from .contract.errors import RunlaneError
+from .contract.errors import RunlaneError, StorageProfileError
 from .contract.protocols import Clock, StorageDriver
+from .contract.values import StorageLimits
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "STORAGE_LIMIT_OPTIONS",
     "DriverHarness",
     "DriverInfo",
     "DriverLoadError",
@@ -35,9 +37,14 @@ __all__ = [
     "load_harness",
     "load_harness_factory",
     "parse_driver_options",
+    "positive_int_option",
+    "storage_limits_from_options",
 ]
 
 ENTRY_POINT_GROUP = "runlane.storage_drivers"
+
+#: The harness options every bundled driver accepts for its limits profile, one per ``StorageLimits`` field.
+STORAGE_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
 
 
 @runtime_checkable
@@ -187,3 +194,37 @@ def load_harness(spec: str, options: Mapping[str, str] | None = None) -> DriverH
     if not callable(getattr(harness, "open_store", None)):
         raise DriverLoadError(f"driver {spec!r}: the factory returned {harness!r}, which has no open_store()")
     return harness
+
+
+def positive_int_option(
+    driver: str, name: str, text: str, *, error: type[Exception] = DriverOptionError
+) -> int:
+    """Parse one ``--option name=text`` that must be a positive integer, or raise ``error`` naming it."""
+    stripped = text.strip()
+    if not stripped.isdigit() or int(stripped) < 1:
+        raise error(f"{driver} driver option {name}={text!r} is not a positive integer")
+    return int(stripped)
+
+
+def storage_limits_from_options(
+    driver: str, options: Mapping[str, str], *, error: type[Exception] = DriverOptionError
+) -> StorageLimits | None:
+    """The limits the ``STORAGE_LIMIT_OPTIONS`` among ``options`` ask for; ``None`` if none is given.
+
+    Options not given keep the contract's defaults. Values must be positive
+    integers, and together they must make a coherent profile (a record may
+    not be allowed to exceed the transaction byte limit, for example);
+    anything else raises ``error`` with one line naming the driver, so a
+    harness can raise its own option error type.
+    """
+    values = {
+        name: positive_int_option(driver, name, options[name], error=error)
+        for name in STORAGE_LIMIT_OPTIONS
+        if name in options
+    }
+    if not values:
+        return None
+    try:
+        return replace(StorageLimits(), **values)
+    except StorageProfileError as problem:
+        raise error(f"{driver} driver limits are incoherent: {problem}") from problem

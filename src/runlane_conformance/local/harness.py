@@ -10,26 +10,22 @@ Unknown keys and bad values raise ``DriverOptionError`` with one line.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields, replace
 
-from ..contract.errors import StorageProfileError
 from ..contract.protocols import Clock
 from ..contract.values import StorageLimits
-from ..harness import DriverLoadError, DriverOptionError
+from ..harness import (
+    STORAGE_LIMIT_OPTIONS,
+    DriverLoadError,
+    DriverOptionError,
+    positive_int_option,
+    storage_limits_from_options,
+)
 from .driver import LocalStorageDriver
 from .store import LocalStore
 
 __all__ = ["LocalHarness", "LocalStoreHandle", "local_harness"]
 
-_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
-_OPTIONS = (*_LIMIT_OPTIONS, "max_transaction_attempts")
-
-
-def _positive_int(name: str, text: str) -> int:
-    stripped = text.strip()
-    if not stripped.isdigit() or int(stripped) < 1:
-        raise DriverOptionError(f"local driver option {name}={text!r} is not a positive integer")
-    return int(stripped)
+_OPTIONS = (*STORAGE_LIMIT_OPTIONS, "max_transaction_attempts")
 
 
 class LocalStoreHandle:
@@ -93,12 +89,8 @@ def local_harness(options: Mapping[str, str]) -> LocalHarness:
         raise DriverOptionError(
             f"local driver does not know option(s) {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
         )
-    values = {name: _positive_int(name, text) for name, text in options.items()}
-    attempts = values.pop("max_transaction_attempts", 16)
-    limits = None
-    if values:
-        try:
-            limits = replace(StorageLimits(), **values)
-        except StorageProfileError as error:
-            raise DriverOptionError(f"local driver limits are incoherent: {error}") from error
-    return LocalHarness(limits, attempts)
+    attempts = 16
+    text = options.get("max_transaction_attempts")
+    if text is not None:
+        attempts = positive_int_option("local", "max_transaction_attempts", text)
+    return LocalHarness(storage_limits_from_options("local", options), attempts)

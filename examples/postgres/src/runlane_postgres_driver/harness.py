@@ -20,21 +20,25 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import fields, replace
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from runlane_conformance import Clock, StorageLimits, StorageProfileError
+from runlane_conformance import (
+    STORAGE_LIMIT_OPTIONS,
+    Clock,
+    StorageLimits,
+    positive_int_option,
+    storage_limits_from_options,
+)
 
 from .driver import PostgresStorageDriver, create_schema
 
 __all__ = ["DEFAULT_DSN", "PostgresHarness", "PostgresOptionError", "PostgresStoreHandle", "harness", "probe"]
 
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
-_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
-_OPTIONS = ("dsn", "max_transaction_attempts", "exclusive_candidates", *_LIMIT_OPTIONS)
+_OPTIONS = ("dsn", "max_transaction_attempts", "exclusive_candidates", *STORAGE_LIMIT_OPTIONS)
 #: How long dropping a store may wait for a lock before it gives up (a leaked transaction holds one).
 _DROP_LOCK_TIMEOUT = "10s"
 
@@ -156,10 +160,7 @@ class PostgresHarness:
 
 
 def _positive_int(name: str, text: str) -> int:
-    stripped = text.strip()
-    if not stripped.isdigit() or int(stripped) < 1:
-        raise PostgresOptionError(f"postgres driver option {name}={text!r} is not a positive integer")
-    return int(stripped)
+    return positive_int_option("postgres", name, text, error=PostgresOptionError)
 
 
 def _flag(name: str, text: str) -> bool:
@@ -190,13 +191,7 @@ def harness(options: Mapping[str, str]) -> PostgresHarness:
         else 32
     )
     exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "true"))
-    limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
-    limits = None
-    if limit_values:
-        try:
-            limits = replace(StorageLimits(), **limit_values)
-        except StorageProfileError as error:
-            raise PostgresOptionError(f"postgres driver limits are incoherent: {error}") from error
+    limits = storage_limits_from_options("postgres", options, error=PostgresOptionError)
     return PostgresHarness(
         dsn=dsn, limits=limits, max_transaction_attempts=attempts, exclusive_candidates=exclusive
     )

@@ -21,12 +21,17 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import fields, replace
 
 import redis
 from redis.connection import parse_url
 
-from runlane_conformance import Clock, StorageLimits, StorageProfileError
+from runlane_conformance import (
+    STORAGE_LIMIT_OPTIONS,
+    Clock,
+    StorageLimits,
+    positive_int_option,
+    storage_limits_from_options,
+)
 
 from .driver import RedisStorageDriver
 
@@ -42,8 +47,7 @@ __all__ = [
 ]
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
-_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
-_OPTIONS = ("url", "max_transaction_attempts", "exclusive_hold_ms", *_LIMIT_OPTIONS)
+_OPTIONS = ("url", "max_transaction_attempts", "exclusive_hold_ms", *STORAGE_LIMIT_OPTIONS)
 _SCAN_BATCH = 1000
 
 
@@ -191,10 +195,7 @@ class RedisHarness:
 
 
 def _positive_int(name: str, text: str) -> int:
-    stripped = text.strip()
-    if not stripped.isdigit() or int(stripped) < 1:
-        raise RedisOptionError(f"redis driver option {name}={text!r} is not a positive integer")
-    return int(stripped)
+    return positive_int_option("redis", name, text, error=RedisOptionError)
 
 
 def harness(options: Mapping[str, str]) -> RedisHarness:
@@ -219,11 +220,5 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
         if "exclusive_hold_ms" in options
         else 60_000
     )
-    limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
-    limits = None
-    if limit_values:
-        try:
-            limits = replace(StorageLimits(), **limit_values)
-        except StorageProfileError as error:
-            raise RedisOptionError(f"redis driver limits are incoherent: {error}") from error
+    limits = storage_limits_from_options("redis", options, error=RedisOptionError)
     return RedisHarness(url=url, limits=limits, max_transaction_attempts=attempts, exclusive_hold_ms=hold_ms)

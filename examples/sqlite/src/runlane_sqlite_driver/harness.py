@@ -27,22 +27,26 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import fields, replace
 
-from runlane_conformance import Clock, StorageLimits, StorageProfileError
+from runlane_conformance import (
+    STORAGE_LIMIT_OPTIONS,
+    Clock,
+    StorageLimits,
+    positive_int_option,
+    storage_limits_from_options,
+)
 
 from .driver import SCHEMA, SqliteStorageDriver, forget_gate, open_connection
 
 __all__ = ["SqliteHarness", "SqliteOptionError", "SqliteStoreHandle", "harness"]
 
-_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
 _OPTIONS = (
     "path",
     "busy_timeout",
     "synchronous",
     "max_transaction_attempts",
     "exclusive_candidates",
-    *_LIMIT_OPTIONS,
+    *STORAGE_LIMIT_OPTIONS,
 )
 
 
@@ -167,10 +171,7 @@ class SqliteHarness:
 
 
 def _positive_int(name: str, text: str) -> int:
-    stripped = text.strip()
-    if not stripped.isdigit() or int(stripped) < 1:
-        raise SqliteOptionError(f"sqlite driver option {name}={text!r} is not a positive integer")
-    return int(stripped)
+    return positive_int_option("sqlite", name, text, error=SqliteOptionError)
 
 
 def _positive_float(name: str, text: str) -> float:
@@ -221,13 +222,7 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
             f"sqlite driver option exclusive_candidates={options['exclusive_candidates']!r}: "
             "use true or false"
         )
-    limit_values = {name: _positive_int(name, options[name]) for name in _LIMIT_OPTIONS if name in options}
-    limits = None
-    if limit_values:
-        try:
-            limits = replace(StorageLimits(), **limit_values)
-        except StorageProfileError as error:
-            raise SqliteOptionError(f"sqlite driver limits are incoherent: {error}") from error
+    limits = storage_limits_from_options("sqlite", options, error=SqliteOptionError)
     return SqliteHarness(
         path=path,
         limits=limits,

@@ -88,11 +88,7 @@ class StorageTransactionMeter:
     def add_encoded_write(self, encoded_key: str, record: NewStorageRecord | None) -> None:
         """``add_write`` for a key the caller has already encoded (saves encoding it again)."""
         limits = self.limits
-        size = 0
-        if record is not None:
-            size = record.document.size
-            if size > limits.max_record_bytes:
-                raise create_storage_limit_error(StorageLimitName.RECORD_BYTES, limits.max_record_bytes, size)
+        size = 0 if record is None else check_storage_record_size(record, limits)
         keys = self.keys
         keys.add(encoded_key)
         if len(keys) > limits.max_transaction_records:

@@ -46,7 +46,6 @@ from .store import CommitPlan, LocalStore, RangeDependency, StoreConflict
 __all__ = ["LocalStorageDriver", "LocalTransaction", "create_local_storage_driver", "local_profile"]
 
 T = TypeVar("T")
-_CLOSED = "this local driver instance was closed"
 
 
 def _utc_now() -> datetime:
@@ -253,7 +252,7 @@ class LocalStorageDriver:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageUsageError(_CLOSED)
+            raise StorageUsageError("this local driver instance was closed")
 
     def transaction(self, callback: Callable[[StorageTransaction], T]) -> T:
         """Run ``callback`` in attempts until one commits and return that attempt's value.
@@ -263,8 +262,7 @@ class LocalStorageDriver:
         raised. An exception from the callback rolls the attempt back and
         propagates unchanged, without replay.
         """
-        if self._closed:
-            raise StorageUsageError(_CLOSED)
+        self._check_open()
         limits = self._profile.limits
         reason = "no attempt was made"
         for _attempt in range(self._max_attempts):

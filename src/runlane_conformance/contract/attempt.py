@@ -284,8 +284,7 @@ class StorageAttemptRules:
                 f"{operation}() of {current.key} at version {current.version}: "
                 "this attempt did not read that record at that version"
             )
-        if ekey in self.mutated or self._stream_keys is not None:
-            self._check_mutable(ekey, current.key)
+        self._check_mutable(ekey, current.key)
         return ekey
 
     def _charge_write(self, ekey: str, record: NewStorageRecord | None) -> None:
@@ -301,11 +300,10 @@ class StorageAttemptRules:
         The key may be unread or read as absent; the driver must still commit
         it only while the key is absent.
         """
-        parsed = record if type(record) is NewStorageRecord else parse_new_storage_record(record)
+        parsed = parse_new_storage_record(record)
         key = parsed.key
         ekey = key.encoded
-        if ekey in self.mutated or self._stream_keys is not None:
-            self._check_mutable(ekey, key)
+        self._check_mutable(ekey, key)
         if self.reads.get(ekey) is not None:
             raise StorageDuplicateMutationError(
                 f"{key} was read as present in this attempt, so it cannot be created"
@@ -318,7 +316,7 @@ class StorageAttemptRules:
 
     def stage_replace(self, current: StoredRecord, record: NewStorageRecord) -> NewStorageRecord:
         """Check and stage a replacement of exactly ``current`` (same key); returns the parsed record."""
-        parsed = record if type(record) is NewStorageRecord else parse_new_storage_record(record)
+        parsed = parse_new_storage_record(record)
         if isinstance(current, StoredRecord) and current.key != parsed.key:
             raise StorageKeyChangeError(f"a replacement cannot change the key {current.key} to {parsed.key}")
         ekey = self._check_current(current, "replace")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -40,6 +42,27 @@ def test_scaling_benchmark_prints_a_row_per_size_and_a_verdict_per_target(
         "local at least as fast as sqlite raw",
         "local at least as fast as sqlite drv",
     ]
+
+
+def test_huge_pages_run_says_what_backs_its_heap_or_why_it_cannot_run() -> None:
+    bench = load_benchmark()
+    script = BENCHMARKS / "local_scaling.py"
+    toy = ["--sizes", "30,60", "--transactions", "4", "--batch", "2"]
+    done = subprocess.run(
+        [sys.executable, str(script), *toy, "--huge-pages"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    reason = bench.huge_pages_unavailable()
+    if reason is None:
+        assert done.returncode == 0, done.stderr
+        pages = r"^memory pages: huge pages requested; [\d,]+ MiB of [\d,]+ MiB resident on huge pages$"
+        assert re.search(pages, done.stdout, re.MULTILINE)
+        assert re.search(r"^target: local growth", done.stdout, re.MULTILINE)
+    else:
+        assert done.returncode == 1
+        assert done.stderr.strip() == f"--huge-pages: {reason}"
 
 
 def test_every_engine_leaves_its_store_consistent_after_the_mix() -> None:

@@ -44,6 +44,37 @@ def test_scaling_benchmark_prints_a_row_per_size_and_a_verdict_per_target(
     ]
 
 
+def _measurement(bench: ModuleType, local_1m: list[float], raw_1m: list[float]) -> object:
+    """Four rounds of invented figures: local 100 µs at 1k in every round, SQLite raw given at 1M."""
+    rounds = {
+        (1000, "local"): [100.0] * 4,
+        (1000, "sqlite raw"): [50.0] * 4,
+        (1000, "sqlite drv"): [300.0] * 4,
+        (10**6, "local"): local_1m,
+        (10**6, "sqlite raw"): raw_1m,
+        (10**6, "sqlite drv"): [300.0] * 4,
+    }
+    medians = {slot: float(sorted(values)[1] + sorted(values)[2]) / 2 for slot, values in rounds.items()}
+    return bench.Measurement(medians, rounds)
+
+
+def test_a_verdict_whose_limit_lies_inside_the_per_round_spread_is_marked_as_noise() -> None:
+    bench = load_benchmark()
+    shaky = _measurement(bench, [112.0, 126.0, 130.0, 150.0], [100.0] * 4)
+    growth, raw, _drv = bench.verdicts(shaky, [1000, 10**6])
+    assert growth.startswith("target: local growth 1,000 -> 1,000,000 <= 1.30x: 1.28x, met (per round ")
+    assert growth.endswith(", within this run's noise)")
+    assert "MISSED" in raw and "local/raw" in raw and "within this run's noise" not in raw
+
+
+def test_a_verdict_the_whole_spread_agrees_with_is_not_marked_as_noise() -> None:
+    bench = load_benchmark()
+    firm = _measurement(bench, [150.0, 160.0, 170.0, 180.0], [100.0] * 4)
+    growth, _raw, _drv = bench.verdicts(firm, [1000, 10**6])
+    assert ": 1.65x, MISSED (per round " in growth
+    assert "noise" not in growth
+
+
 def test_huge_pages_run_says_what_backs_its_heap_or_why_it_cannot_run() -> None:
     bench = load_benchmark()
     script = BENCHMARKS / "local_scaling.py"

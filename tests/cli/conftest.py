@@ -24,3 +24,14 @@ def fake_suite(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point the runner at the fake suite; yields the driver spec of the fake driver."""
     monkeypatch.setattr(runner, "SUITE_ARGS", (str(FAKE_SUITE),))
     yield FAKE_DRIVER
+
+
+@pytest.fixture(autouse=True)
+def output_width_of_a_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every CLI test as if writing to a CI log, whatever terminal or worker runs the tests.
+
+    The CLI honours ``COLUMNS`` when it is set (a user's terminal, or pytest-xdist,
+    which sets it to 80 in its workers); without this the tests that read the
+    verdict table would depend on where they ran.
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)

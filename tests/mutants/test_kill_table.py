@@ -7,21 +7,26 @@ mutant can make fail would certify anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from runlane_conformance.requirements import all_requirements
+from tests.conftest import KILL_TABLE_ROW
 from tests.mutants.catalog import Mutant, all_mutants
-from tests.mutants.conftest import KILL_TABLE
 from tests.mutants.runner import requirement_outcomes
 
 MUTANTS = all_mutants()
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
-def test_mutant_is_killed_by_the_requirement_it_breaks(mutant: Mutant) -> None:
+def test_mutant_is_killed_by_the_requirement_it_breaks(
+    mutant: Mutant, record_property: Callable[[str, object], None]
+) -> None:
     outcomes, _ = requirement_outcomes(mutant.target, requirements=[mutant.kills])
     verdict = outcomes.get(mutant.kills, "not run")
-    KILL_TABLE.append((mutant.name, mutant.kills, "yes" if verdict == "failed" else f"NO ({verdict})"))
+    killed = "yes" if verdict == "failed" else f"NO ({verdict})"
+    record_property(KILL_TABLE_ROW, (mutant.name, mutant.kills, killed))
     assert verdict == "failed", (
         f"mutant {mutant.name} ({mutant.breaks}) survived requirement {mutant.kills}: outcome {verdict}"
     )

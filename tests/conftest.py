@@ -1,0 +1,38 @@
+"""Prints the mutant kill table (mutant -> requirement -> killed) at the end of the run.
+
+Each kill-table test records its row as a user property of its report. Reports
+reach the process that prints the summary whether the tests ran in it or in
+pytest-xdist workers, which is why the rows travel that way and not through a
+module-level list (a worker's list never reaches the controller).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The user-property name under which a kill-table test reports its row.
+KILL_TABLE_ROW = "kill_table_row"
+
+_rows: list[tuple[str, str, str]] = []
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.when != "call":
+        return
+    for name, value in report.user_properties:
+        if name == KILL_TABLE_ROW:
+            mutant, requirement, verdict = value
+            _rows.append((str(mutant), str(requirement), str(verdict)))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _rows:
+        return
+    terminalreporter.section("mutant kill table")
+    width = max(len(name) for name, _, _ in _rows)
+    req_width = max(len(req) for _, req, _ in _rows)
+    terminalreporter.write_line(f"{'mutant'.ljust(width)}  {'requirement'.ljust(req_width)}  killed")
+    for name, requirement, verdict in sorted(_rows, key=lambda row: (row[1], row[0])):
+        terminalreporter.write_line(f"{name.ljust(width)}  {requirement.ljust(req_width)}  {verdict}")
+    killed = sum(1 for _, _, verdict in _rows if verdict == "yes")
+    terminalreporter.write_line(f"{killed}/{len(_rows)} mutants killed by their intended requirement")

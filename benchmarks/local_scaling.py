@@ -40,7 +40,7 @@ access of a big store miss the TLB as well as the cache, and a TLB miss under ne
 costs several memory reads. ``--huge-pages`` re-runs the benchmark with the heap on
 transparent huge pages (CPython's allocator switched to glibc malloc, which glibc >= 2.35
 asks the kernel to back with 2 MiB pages); both engines share the process, so both get them.
-The first line of the output says which kind of pages the run had.
+The output says which kind of pages the run asked for and how much of the heap got huge ones.
 
 Run: ``python benchmarks/local_scaling.py [--transactions N] [--batch N] [--sizes 1000,10000,...]
 [--huge-pages]`` (the full run peaks at about 4.2 GB of memory and takes about 4 minutes, a
@@ -393,7 +393,7 @@ def describe_pages() -> str:
         resident = int(fields["Rss"].split()[0]) // 1024
         huge = int(fields["AnonHugePages"].split()[0]) // 1024
     except (OSError, KeyError, ValueError):
-        return f"memory pages: {asked}; how many are huge is unknown (no /proc/self/smaps_rollup)"
+        return f"memory pages: {asked}; how many are huge is unknown (cannot read /proc/self/smaps_rollup)"
     return f"memory pages: {asked}; {huge:,} MiB of {resident:,} MiB resident on huge pages"
 
 

@@ -21,6 +21,7 @@ from runlane_conformance.safe_text import (
     one_line,
     redact_options,
     redact_text,
+    safe_repr,
     safe_str,
     secret_values,
     xml_safe,
@@ -71,6 +72,11 @@ def test_safe_str_returns_plain_str_for_str_subclasses() -> None:
             return "SHOUT"
 
     assert type(safe_str(Shouty("quiet"))) is str
+
+
+def test_safe_repr_never_raises() -> None:
+    assert safe_repr(Unprintable()) == "<unprintable Unprintable>"
+    assert safe_repr("a") == "'a'"
 
 
 def test_describe_exception_names_type_and_message_and_never_raises() -> None:

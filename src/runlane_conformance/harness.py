@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from .contract.errors import RunlaneError, StorageProfileError
 from .contract.protocols import Clock, StorageDriver
 from .contract.values import StorageLimits
+from .safe_text import describe_exception, safe_repr
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -150,7 +151,7 @@ def load_harness_factory(spec: str) -> HarnessFactory:
                 loaded = point.load()
             except Exception as error:
                 raise DriverLoadError(
-                    f"driver {spec!r}: importing {point.value} failed: {type(error).__name__}: {error}"
+                    f"driver {spec!r}: importing {point.value} failed: {describe_exception(error)}"
                 ) from error
             return _callable(spec, loaded)
     if ":" not in spec:
@@ -164,19 +165,26 @@ def load_harness_factory(spec: str) -> HarnessFactory:
         module = importlib.import_module(module_name)
     except Exception as error:
         raise DriverLoadError(
-            f"driver {spec!r}: importing {module_name} failed: {type(error).__name__}: {error}"
+            f"driver {spec!r}: importing {module_name} failed: {describe_exception(error)}"
         ) from error
     target: object = module
     for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise DriverNotFoundError(f"driver {spec!r}: {module_name} has no attribute {attribute!r}")
-        target = getattr(target, part)
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise DriverNotFoundError(
+                f"driver {spec!r}: {module_name} has no attribute {attribute!r}"
+            ) from None
+        except Exception as error:
+            raise DriverLoadError(
+                f"driver {spec!r}: looking up {attribute!r} failed: {describe_exception(error)}"
+            ) from error
     return _callable(spec, target)
 
 
 def _callable(spec: str, target: object) -> HarnessFactory:
     if not callable(target):
-        raise DriverLoadError(f"driver {spec!r}: {target!r} is not callable")
+        raise DriverLoadError(f"driver {spec!r}: {safe_repr(target)} is not callable")
     return target
 
 
@@ -189,10 +197,12 @@ def load_harness(spec: str, options: Mapping[str, str] | None = None) -> DriverH
         raise
     except Exception as error:
         raise DriverLoadError(
-            f"driver {spec!r}: its harness factory raised {type(error).__name__}: {error}"
+            f"driver {spec!r}: its harness factory raised {describe_exception(error)}"
         ) from error
     if not callable(getattr(harness, "open_store", None)):
-        raise DriverLoadError(f"driver {spec!r}: the factory returned {harness!r}, which has no open_store()")
+        raise DriverLoadError(
+            f"driver {spec!r}: the factory returned {safe_repr(harness)}, which has no open_store()"
+        )
     return harness
 
 

@@ -44,6 +44,7 @@ from .contract.errors import RunlaneError
 from .contract.values import StorageProfile
 from .harness import DriverInfo, DriverLoadError, HarnessError, available_drivers, load_harness
 from .requirements import AREAS, Requirement, RequirementLevel, all_requirements
+from .safe_text import describe_exception, redact_options, safe_repr
 
 __all__ = [
     "CHECK_TIMEOUT_SECONDS",
@@ -82,7 +83,6 @@ HYPOTHESIS_PROFILES: tuple[str, ...] = ("quick", "default", "thorough")
 _REQUIREMENT_PROPERTY = "runlane_requirement"
 _REQUIREMENT_ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")
 _BLOB = re.compile(r"@reproduce_failure\([^()]*\)")
-_SECRET_OPTION = re.compile(r"pass|secret|token|key|dsn|url|credential|auth", re.IGNORECASE)
 _MODULE_AREA = re.compile(r"(?:^|/)test_([a-z_]+)\.py")
 
 # pytest's own exit codes (kept numeric so this module does not need pytest at import time).
@@ -336,11 +336,6 @@ class RunResult:
         return shlex.join(words)
 
 
-def redact_options(options: Mapping[str, str]) -> dict[str, str]:
-    """Driver options with the values of secret-looking keys (password, token, dsn...) replaced by ``***``."""
-    return {key: ("***" if _SECRET_OPTION.search(key) else value) for key, value in options.items()}
-
-
 def _suite_target_for(nodeid: str) -> list[str]:
     path = nodeid.partition("::")[0]
     marker = "runlane_conformance/suites/"
@@ -371,13 +366,13 @@ def probe_driver(driver: str, options: Mapping[str, str]) -> StorageProfile:
         raise
     except Exception as error:
         raise DriverLoadError(
-            f"driver {driver!r}: opening a store and connecting failed: {type(error).__name__}: {error}"
+            f"driver {driver!r}: opening a store and connecting failed: {describe_exception(error)}"
         ) from error
     finally:
         with contextlib.suppress(Exception):
             harness.close()
     if not isinstance(profile, StorageProfile):
-        raise DriverLoadError(f"driver {driver!r}: its profile is {profile!r}, not a StorageProfile")
+        raise DriverLoadError(f"driver {driver!r}: its profile is {safe_repr(profile)}, not a StorageProfile")
     return profile
 
 

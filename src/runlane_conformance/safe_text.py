@@ -50,6 +50,7 @@ __all__ = [
     "one_line",
     "redact_options",
     "redact_text",
+    "safe_repr",
     "safe_str",
     "secret_values",
     "xml_safe",
@@ -106,6 +107,17 @@ def safe_str(value: object) -> str:
             # A str subclass could override its own methods; keep only the characters.
             return str.__str__(text)
     return f"<unprintable {_type_name(value)}>"
+
+
+def safe_repr(value: object) -> str:
+    """``repr(value)`` that never raises (``<unprintable TypeName>`` when ``__repr__`` does); not cleaned."""
+    try:
+        text = repr(value)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        return f"<unprintable {_type_name(value)}>"
+    return str.__str__(text) if isinstance(text, str) else f"<unprintable {_type_name(value)}>"
 
 
 def describe_exception(error: BaseException) -> str:

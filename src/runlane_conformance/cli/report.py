@@ -32,7 +32,8 @@ from jsonschema.exceptions import best_match
 from .. import __version__
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageLimits
-from ..runner import RequirementOutcome, RequirementResult, RunResult, redact_options
+from ..runner import RequirementOutcome, RequirementResult, RunResult
+from ..safe_text import redact_options
 
 __all__ = [
     "LEVELS",

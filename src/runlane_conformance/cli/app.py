@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from .. import __version__
 from ..contract.values import StorageProfile
+from ..fixtures.gating import CAPABILITIES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
 from ..runner import (
@@ -42,6 +45,7 @@ from ..runner import (
 from .badge import badge_for, endpoint_json, render_svg
 from .junit import junit_xml
 from .report import REPORT_SCHEMA, ReportError, build_report, read_report, write_report, write_text_atomically
+from .wording import count
 
 __all__ = ["ExitCode", "app", "console", "main"]
 
@@ -59,9 +63,13 @@ app = typer.Typer(
     name="runlane-certify",
     help="Certify a Runlane storage driver against the storage contract.\n\n"
     "Exit codes: 0 certified, 1 a requirement failed, 2 usage or driver-loading error, "
-    "3 the run itself broke.",
+    "3 the run itself broke.\n\n"
+    "Shell completion: run [bold]runlane-certify --install-completion[/bold] once, then open a new shell.",
     no_args_is_help=True,
-    add_completion=False,
+    # Typer's own completion: --install-completion / --show-completion for bash, zsh, fish, PowerShell.
+    add_completion=True,
+    # -h works wherever --help does, on the app and on every command.
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
@@ -103,6 +111,53 @@ def _write(path: Path, text: str, what: str) -> None:
         _stop(ExitCode.USAGE, f"cannot write {what} {str(path)!r}: {error.strerror or error}")
 
 
+# --- version and shell completion ------------------------------------------------------------------
+
+
+def _version_text() -> str:
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"runlane-certify {__version__} (runlane-conformance, Python {python})"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(_version_text())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the toolkit version and exit.",
+            callback=_show_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Options of the program itself (the app's help text above is what users see)."""
+
+
+def _complete_driver(incomplete: str) -> list[str]:
+    """Installed driver names for shell completion (a module:factory spec is typed by hand)."""
+    try:
+        names = [info.name for info in available_drivers()]
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def _complete_area(incomplete: str) -> list[str]:
+    return [area for area in AREAS if area.startswith(incomplete)]
+
+
+def _complete_profile(incomplete: str) -> list[str]:
+    return [name for name in HYPOTHESIS_PROFILES if name.startswith(incomplete)]
+
+
 # --- shared option declarations ---------------------------------------------------------------------
 
 DriverOption = Annotated[
@@ -113,6 +168,7 @@ DriverOption = Annotated[
         help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory "
         "(importable from the current directory).",
         show_default=False,
+        autocompletion=_complete_driver,
     ),
 ]
 OptionsOption = Annotated[
@@ -132,6 +188,7 @@ ProfileOption = Annotated[
         "--hypothesis-profile",
         metavar="|".join(HYPOTHESIS_PROFILES),
         help="How hard the property-based checks search: quick (CI), default or thorough.",
+        autocompletion=_complete_profile,
     ),
 ]
 SeedOption = Annotated[
@@ -186,10 +243,11 @@ class _LiveProgress:
 
 
 def _describe_profile(profile: StorageProfile) -> str:
-    offered = ", ".join(profile.capabilities()) or "no optional capabilities"
+    offered = ", ".join(profile.capabilities())
     return (
-        f"{profile.durability.value} durability, {profile.clock_authority.value} clock, "
-        f"{profile.index_consistency.value} indexes; {offered}"
+        f"durability {profile.durability.value}, clock authority {profile.clock_authority.value}, "
+        f"index consistency {profile.index_consistency.value}; "
+        + (f"offers {offered}" if offered else "no optional capabilities")
     )
 
 
@@ -251,16 +309,15 @@ def _print_verdict(result: RunResult) -> None:
         console.print(
             Text.assemble(
                 ("NOT CERTIFIED", "bold red"),
-                f": {result.driver}: {len(result.must_failures)} MUST requirement(s) failed{scope}",
+                f": {result.driver}: {count(len(result.must_failures), 'MUST requirement')} failed{scope}",
             ),
             soft_wrap=True,
         )
     if should:
         console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
-    console.print(
-        Text(f"{len(result.tests)} checks in {result.duration:.1f}s; seed {result.seed}", style="dim"),
-        soft_wrap=True,
-    )
+    checks = count(len(result.tests), "check")
+    summary = f"{checks} in {result.duration:.1f}s; seed {result.seed}"
+    console.print(Text(summary, style="dim"), soft_wrap=True)
 
 
 def _allow_local_modules(driver: str) -> None:
@@ -335,6 +392,7 @@ def run(
             metavar="AREA",
             help=f"Run only this contract area (repeatable). Areas: {', '.join(AREAS)}.",
             show_default=False,
+            autocompletion=_complete_area,
         ),
     ] = None,
     profile: ProfileOption = "quick",
@@ -399,42 +457,70 @@ def _status(status: str) -> Text:
     return Text(status.replace("_", " "), style=_STATUS_STYLE.get(status, ""))
 
 
+def _report_table(title: str) -> Table:
+    # A light box leaves more of an 80-column terminal to the values; the title stays on its own line.
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+
+
+def _print_evidence(rows: list[tuple[str, list[str]]]) -> None:
+    """Which checks measured each entry, one line per entry, folded (never cut) on a narrow terminal."""
+    console.print(Text("evidence (the requirements whose checks measured it):", style="dim"))
+    grid = Table.grid(padding=(0, 1), pad_edge=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, requirements in rows:
+        grid.add_row(f" {name}:", Text(", ".join(requirements) or "no check found"))
+    console.print(grid)
+
+
 def _print_capabilities(document: dict[str, Any]) -> None:
+    """The report command's three tables, laid out to stay readable at 80 columns.
+
+    Names (limits, properties, checks) are never wrapped or cut, so two limits can never shrink to the
+    same text; long lists of requirement IDs go under each table instead of into a narrow column.
+    """
     profile = document["profile"]
-    table = Table(title="Advertised profile", title_justify="left")
-    table.add_column("property")
-    table.add_column("value")
+    table = _report_table("Advertised profile")
+    table.add_column("property", no_wrap=True)
+    table.add_column("value", no_wrap=True)
+    table.add_column("what it means", overflow="fold")
     for name in ("durability", "clock_authority", "index_consistency"):
-        table.add_row(name, str(profile[name]))
+        table.add_row(name, str(profile[name]), "")
     for name, entry in document["capabilities"].items():
-        table.add_row(name, "offered" if entry["offered"] else "not offered")
+        table.add_row(
+            name, "offered" if entry["offered"] else "not offered", Text(CAPABILITIES.get(name, ""))
+        )
     console.print(table)
 
-    table = Table(title="Limits: advertised vs verified", title_justify="left")
-    for column in ("limit", "advertised", "verified", "accepted at", "rejected at", "evidence"):
-        table.add_column(column)
+    console.print()
+    table = _report_table("Limits: advertised vs verified")
+    table.add_column("limit", no_wrap=True)
+    for column in ("advertised", "verified", "accepted at", "rejected at"):
+        table.add_column(column, justify="right" if column != "verified" else "left", overflow="fold")
     for entry in document["limits"]:
         table.add_row(
             entry["name"],
             str(entry["advertised"]),
             _status(entry["status"]),
             "" if entry["accepted_at"] is None else str(entry["accepted_at"]),
-            "" if entry["rejected_at"] is None else f"{entry['rejected_at']} (nothing committed)",
-            Text(", ".join(entry["requirements"]) or "no check found"),
+            "" if entry["rejected_at"] is None else str(entry["rejected_at"]),
         )
     console.print(table)
+    console.print(
+        Text("rejected at: refused with StorageLimitError, and nothing committed.", style="dim"),
+        overflow="fold",
+    )
+    _print_evidence([(entry["name"], entry["requirements"]) for entry in document["limits"]])
 
-    table = Table(title="Profile checks", title_justify="left")
-    for column in ("check", "status", "reason", "evidence"):
-        table.add_column(column)
+    console.print()
+    table = _report_table("Profile checks")
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("reason", overflow="fold")
     for entry in document["checks"]:
-        table.add_row(
-            entry["name"],
-            _status(entry["status"]),
-            Text(entry.get("reason") or ""),
-            Text(", ".join(entry["requirements"]) or "no check found"),
-        )
+        table.add_row(entry["name"], _status(entry["status"]), Text(entry.get("reason") or ""))
     console.print(table)
+    _print_evidence([(entry["name"], entry["requirements"]) for entry in document["checks"]])
 
 
 @app.command("report")
@@ -446,6 +532,7 @@ def report_command(
             "-d",
             help="Driver to examine: an installed name or module:factory.",
             show_default=False,
+            autocompletion=_complete_driver,
         ),
     ] = None,
     option: OptionsOption = None,

@@ -17,6 +17,7 @@ from .contract.cursors import (
     StorageCursorPosition,
     decode_storage_query_cursor,
     encode_storage_query_cursor,
+    is_after_cursor,
     parse_query_records_result,
 )
 from .contract.encodings import (
@@ -123,11 +124,21 @@ from .contract.values import (
     have_equal_storage_record_keys,
 )
 from .core.completion_waits import RunCompletionWaitPresence
+from .fixtures.collect import import_suites
+from .fixtures.records import Leases
 from .local import LocalStorageDriver, create_local_storage_driver
 
 __version__ = "0.1.0"
 
-from .harness import STORAGE_LIMIT_OPTIONS, positive_int_option, storage_limits_from_options
+from .harness import (
+    STORAGE_LIMIT_OPTIONS,
+    DriverHarness,
+    HarnessFactory,
+    StoreHandle,
+    parse_driver_options,
+    positive_int_option,
+    storage_limits_from_options,
+)
 
 __all__ = [
     "STORAGE_LIMIT_OPTIONS",
@@ -135,7 +146,10 @@ __all__ = [
     "U64_MAX",
     "AppendRecordsCommand",
     "Clock",
+    "DriverHarness",
     "FrozenJsonObject",
+    "HarnessFactory",
+    "Leases",
     "LocalStorageDriver",
     "MaterializedStorageAppend",
     "NewStorageRecord",
@@ -189,6 +203,7 @@ __all__ = [
     "StorageUnsupportedError",
     "StorageUsageError",
     "StorageValidationError",
+    "StoreHandle",
     "StoredRecord",
     "WaitTokenOutcome",
     "WaitTokenStatus",
@@ -208,6 +223,8 @@ __all__ = [
     "freeze_json",
     "get_storage_table",
     "have_equal_storage_record_keys",
+    "import_suites",
+    "is_after_cursor",
     "iso_date_codec",
     "materialize_storage_append",
     "measure_storage_append",
@@ -215,6 +232,7 @@ __all__ = [
     "outbox_message_record_key",
     "owner_record_key",
     "parse_append_records_command",
+    "parse_driver_options",
     "parse_new_storage_record",
     "parse_query_records_result",
     "parse_storage_document",

@@ -14,7 +14,7 @@ import os
 import pytest
 from runlane_postgres_driver import DEFAULT_DSN, probe
 
-from runlane_conformance.harness import parse_driver_options
+from runlane_conformance import parse_driver_options
 from runlane_conformance.suites.conftest import *  # noqa: F403  (the record builders the suites use)
 
 

@@ -21,6 +21,7 @@ from runlane_postgres_driver import (
 )
 
 from runlane_conformance import (
+    Leases,
     NewStorageRecord,
     QueryRecordsResult,
     StorageCandidateMode,
@@ -32,7 +33,6 @@ from runlane_conformance import (
     StorageTransaction,
     StorageUnsupportedError,
 )
-from runlane_conformance.fixtures.records import Leases
 
 
 def _leases() -> Leases:

@@ -5,6 +5,6 @@ capabilities the driver does not advertise skip with a ``profile:`` reason.
 Suites added to the toolkit later are picked up without editing this file.
 """
 
-from runlane_conformance.fixtures.collect import import_suites
+from runlane_conformance import import_suites
 
 import_suites(globals())

@@ -26,6 +26,7 @@ from runlane_redis_driver import (
 
 from runlane_conformance import (
     AppendRecordsCommand,
+    Leases,
     NewStorageRecord,
     StorageCandidateMode,
     StorageConflictError,
@@ -40,7 +41,6 @@ from runlane_conformance import (
     read_storage_stream_position,
     storage_stream_layouts,
 )
-from runlane_conformance.fixtures.records import Leases
 
 
 def _leases() -> Leases:

@@ -17,6 +17,7 @@ from runlane_sqlite_driver import SqliteHarness, SqliteOptionError, SqliteStorag
 from runlane_sqlite_driver.driver import sql_bound
 
 from runlane_conformance import (
+    Leases,
     StorageCandidateMode,
     StorageConcurrentUseError,
     StorageConflictError,
@@ -29,7 +30,6 @@ from runlane_conformance import (
     StorageUnsupportedError,
     StoredRecord,
 )
-from runlane_conformance.fixtures.records import Leases
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ from runlane_conformance import (
     StoredRecord,
     decode_storage_query_cursor,
     encode_storage_query_cursor,
+    is_after_cursor,
 )
-from runlane_conformance.contract.cursors import is_after_cursor
 
 T = TypeVar("T")
 

@@ -74,17 +74,28 @@ class StoreHandle(Protocol):
 
 @runtime_checkable
 class DriverHarness(Protocol):
-    """What a driver author supplies: a way to open fresh stores."""
+    """What a driver author supplies: a way to open fresh stores.
 
-    def open_store(self) -> StoreHandle: ...
+    The suites never share state between checks: each check opens its own
+    store, so a harness must make every store empty and isolated from every
+    other (its own schema, key prefix or file).
+    """
+
+    def open_store(self) -> StoreHandle:
+        """A new, empty store that no other store can see or change."""
+        ...
 
     def attach(self, address: object) -> StoreHandle:
         """A handle on an existing store by address (used in child processes; does not own it)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the harness itself holds (connection pools, servers it started)."""
+        ...
 
 
+#: The entry point's target: called with the ``--option key=value`` pairs, returns the harness.
+#: A bad option should raise an exception whose message is one line; the CLI prints it as it is.
 HarnessFactory = Callable[[Mapping[str, str]], DriverHarness]
 
 

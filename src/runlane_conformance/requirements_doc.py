@@ -3,43 +3,127 @@
 The document is generated, never edited by hand: ``python -m
 runlane_conformance.requirements_doc --write docs/requirements.md``. A test
 fails when the committed file differs from what this renders.
+
+Each requirement names the title of the specification clause it enforces.
+The specification is not shipped with this package, so the page does not
+pretend it can be read here: every row links to the section of
+``docs/contract.md`` that explains the same rule in our words instead.
+``CLAUSE_SECTIONS`` says which section that is for each clause title.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
+import unicodedata
 from pathlib import Path
 
-from .requirements import AREAS, all_requirements
+from .requirements import AREAS, Requirement, all_requirements
 
-HEADER = """# Conformance requirements
+__all__ = ["CAPABILITIES_SECTION", "CLAUSE_SECTIONS", "contract_sections", "render", "slugify"]
+
+#: The page every link points into, relative to ``docs/requirements.md``.
+CONTRACT_PAGE = "contract.md"
+
+#: The docs/contract.md section that explains the capabilities named in the "Needs" column.
+CAPABILITIES_SECTION = "11. Optional capabilities and skip reasons"
+
+#: Which docs/contract.md heading explains each specification clause. A clause part is looked up as
+#: written first ("Report a profile that is true (limits)"), then by its title alone (the text before
+#: " (" or ": "), so a qualified citation can point at a narrower section than its clause.
+CLAUSE_SECTIONS: dict[str, str] = {
+    "Keep logical records in core": "1. The JSON boundary",
+    "Use the canonical encodings": "3. Encodings, and why their order works",
+    "Use the closed index catalog": "4. Cursors and their scope",
+    "Treat each transaction callback as a new attempt": "9. Transactions: one callback, many attempts",
+    "Report a profile that is true": "10. The profile: what a driver promises",
+    "Report a profile that is true (limits)": "6. Streams and limits",
+    "Add optional ordered append": "Ordered append",
+    "Add optional ordered append (oversized atomic work)": "6. Streams and limits",
+    "Add optional exclusive candidates": "Exclusive candidates",
+    "Keep operator reads separate": "Operator reads",
+    "Preserve completion-wait presence": "12. Completion-wait presence",
+    "Use Local as the executable reference": "9. Transactions: one callback, many attempts",
+    "Verification checklist: conflict detection": "9. Transactions: one callback, many attempts",
+    "Verification checklist: cursor-scope rejection": "4. Cursors and their scope",
+    "Verification checklist: defensive copies": "1. The JSON boundary",
+    "Verification checklist: order, range bounds, tie-breaking": "3. Encodings, and why their order works",
+}
+
+#: Clause parts that only say "this is on the spec's checklist" and need no section of their own.
+_NO_SECTION = frozenset({"Verification checklist"})
+
+HEADER = f"""# Conformance requirements
 
 Generated from the requirement catalog by `python -m runlane_conformance.requirements_doc --write
 docs/requirements.md`; do not edit by hand. Each ID is frozen: it names the same rule in pytest ids,
 JUnit properties and certification reports. MUST failures deny certification; SHOULD failures are
-reported only. A capability in the last column means the check runs only when the driver's profile
-offers it (otherwise it is skipped with a `profile:` reason).
+reported only.
+
+"Explained in" links to the section of [the contract page]({CONTRACT_PAGE}) that explains the rule.
+"Spec clause" gives the title of the clause in the Runlane storage contract specification that the
+rule comes from; that specification is not part of this package, so the title is there to help you
+find it if you have the text, not as a reference you are expected to follow.
+
+A capability in the "Needs" column means the check runs only when the driver offers it, and is
+otherwise skipped with a `profile:` reason; [the capabilities section]({CONTRACT_PAGE}#{{capabilities}})
+explains each name. To run only one requirement's checks under pytest, pass `--runlane-requirement ID`
+(repeatable).
 """
+
+
+def slugify(heading: str) -> str:
+    """The anchor MkDocs (Python-Markdown's toc) and GitHub both give a plain-text heading."""
+    text = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def contract_sections(requirement: Requirement) -> list[str]:
+    """The docs/contract.md headings that explain ``requirement``'s clause, in citation order.
+
+    Raises ``KeyError`` naming the clause part when ``CLAUSE_SECTIONS`` does not cover it.
+    """
+    sections: list[str] = []
+    for part in (piece.strip() for piece in requirement.clause.split(";")):
+        if not part or part in _NO_SECTION:
+            continue
+        title = re.split(r" \(|: ", part, maxsplit=1)[0]
+        section = CLAUSE_SECTIONS.get(part) or CLAUSE_SECTIONS.get(title)
+        if section is None:
+            raise KeyError(f"{requirement.id}: no docs/contract.md section for clause {part!r}")
+        if section not in sections:
+            sections.append(section)
+    return sections
+
+
+def _explained_in(requirement: Requirement) -> str:
+    try:
+        sections = contract_sections(requirement)
+    except KeyError:
+        return "(not yet explained)"
+    return ", ".join(f"[{section}]({CONTRACT_PAGE}#{slugify(section)})" for section in sections)
 
 
 def render() -> str:
     catalog = all_requirements()
-    lines = [HEADER]
+    lines = [HEADER.replace("{capabilities}", slugify(CAPABILITIES_SECTION))]
     for area in AREAS:
         rows = [req for req in catalog.values() if req.area == area]
         if not rows:
             continue
         lines.append(f"\n## {area}\n")
-        lines.append("| ID | Level | Rule | Spec clause | Needs |")
-        lines.append("|---|---|---|---|---|")
+        lines.append("| ID | Level | Rule | Explained in | Spec clause | Needs |")
+        lines.append("|---|---|---|---|---|---|")
         for req in rows:
             summary = req.summary.replace("|", "\\|")
             clause = req.clause.replace("|", "\\|")
             needs = req.capability or ""
-            lines.append(f"| `{req.id}` | {req.level.value} | {summary} | {clause} | {needs} |")
+            explained = _explained_in(req)
+            lines.append(f"| `{req.id}` | {req.level.value} | {summary} | {explained} | {clause} | {needs} |")
     total = len(catalog)
     must = sum(1 for req in catalog.values() if req.level.value == "MUST")
     lines.append(f"\n{total} requirements ({must} MUST, {total - must} SHOULD).\n")

@@ -169,3 +169,13 @@ def test_the_completion_script_is_typer_s_for_the_requested_shell() -> None:
     result = invoke("--show-completion", "bash")
     assert result.exit_code == 0, result.output
     assert "_RUNLANE_CERTIFY_COMPLETE" in result.stdout
+
+
+def test_the_driver_list_fits_80_columns_without_cutting_a_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(app_module.console, "_width", None)
+    result = invoke("list")
+    assert result.exit_code == 0, result.output
+    assert "\u2026" not in result.stdout
+    assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines())
+    assert any(line.split()[:1] == ["local"] for line in result.stdout.splitlines())

@@ -602,9 +602,12 @@ def list_drivers() -> None:
             "No drivers installed. A driver registers an entry point in group runlane.storage_drivers."
         )
         return
-    table = Table(title="Installed drivers", title_justify="left")
-    for column in ("name", "factory", "distribution", "version"):
-        table.add_column(column)
+    table = _report_table("Installed drivers")
+    table.pad_edge = True
+    table.add_column("name", no_wrap=True)
+    table.add_column("factory", overflow="fold")  # folded, never cut: it is what --driver accepts too
+    table.add_column("distribution", overflow="fold")
+    table.add_column("version", no_wrap=True)
     for info in drivers:
         table.add_row(
             Text(info.name), Text(info.target), Text(info.distribution or "?"), Text(info.version or "?")

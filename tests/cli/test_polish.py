@@ -179,3 +179,15 @@ def test_the_driver_list_fits_80_columns_without_cutting_a_factory(monkeypatch: 
     assert "\u2026" not in result.stdout
     assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines())
     assert any(line.split()[:1] == ["local"] for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [(["colour=blue"], "does not know option colour;"), (["colour=blue", "size=1"], "options colour, size;")],
+)
+def test_an_unknown_local_option_is_named_in_the_right_number(options: list[str], expected: str) -> None:
+    args = [part for option in options for part in ("--option", option)]
+    result = invoke("report", "--driver", "local", *args)
+    assert result.exit_code == 2
+    assert expected in result.stderr
+    assert "option(s)" not in result.stderr

@@ -86,8 +86,9 @@ def local_harness(options: Mapping[str, str]) -> LocalHarness:
     """The ``runlane.storage_drivers`` entry point target for the bundled ``local`` driver."""
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
+        noun = "option" if len(unknown) == 1 else "options"
         raise DriverOptionError(
-            f"local driver does not know option(s) {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
+            f"local driver does not know {noun} {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
         )
     attempts = 16
     text = options.get("max_transaction_attempts")

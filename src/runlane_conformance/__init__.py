@@ -126,10 +126,6 @@ from .contract.values import (
 from .core.completion_waits import RunCompletionWaitPresence
 from .fixtures.collect import import_suites
 from .fixtures.records import Leases
-from .local import LocalStorageDriver, create_local_storage_driver
-
-__version__ = "0.1.0"
-
 from .harness import (
     STORAGE_LIMIT_OPTIONS,
     DriverHarness,
@@ -139,6 +135,10 @@ from .harness import (
     positive_int_option,
     storage_limits_from_options,
 )
+from .local import LocalStorageDriver, create_local_storage_driver
+
+__version__ = "0.1.0"
+"""This toolkit's version; every certification report records it (docs/releasing.md says what changes it)."""
 
 __all__ = [
     "STORAGE_LIMIT_OPTIONS",

@@ -44,8 +44,8 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "runlane.storage_drivers"
 
-#: The harness options every bundled driver accepts for its limits profile, one per ``StorageLimits`` field.
 STORAGE_LIMIT_OPTIONS = tuple(item.name for item in fields(StorageLimits))
+"""The harness options every bundled driver accepts for its limits, one per ``StorageLimits`` field."""
 
 
 @runtime_checkable
@@ -94,9 +94,11 @@ class DriverHarness(Protocol):
         ...
 
 
-#: The entry point's target: called with the ``--option key=value`` pairs, returns the harness.
-#: A bad option should raise an exception whose message is one line; the CLI prints it as it is.
 HarnessFactory = Callable[[Mapping[str, str]], DriverHarness]
+"""The entry point's target: called with the ``--option key=value`` pairs, returns the harness.
+
+A bad option should raise an exception whose message is one line; the CLI prints it as it is.
+"""
 
 
 class HarnessError(RunlaneError):

@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 U64_MAX = 2**64 - 1
+"""The largest unsigned 64-bit integer, ``2**64 - 1``: the upper end of stream positions and counters."""
 _HEX_COMPONENT = re.compile(r"(?:[0-9a-f]{2})*")
 
 
@@ -78,6 +79,12 @@ class StorageTupleCodec:
 
 
 storage_tuple_codec = StorageTupleCodec()
+"""Tuples of strings as ordered text: lowercase hex of each component's UTF-8 bytes, joined by ``/``.
+
+``encode(components) -> str``, ``decode(encoded) -> tuple[str, ...]`` and ``is_valid(encoded) -> bool``.
+Plain string order of two encodings equals component-wise UTF-8 byte order of the tuples, so a
+driver can sort and range-scan the encoded text natively (docs/contract.md, section 3).
+"""
 
 
 def encode_storage_tuple_prefix_upper_bound(prefix: Sequence[str]) -> str:
@@ -122,6 +129,11 @@ class StorageRecordKeyCodec:
 
 
 storage_record_key_codec = StorageRecordKeyCodec()
+"""Record keys as ordered text: the tuple encoding of ``(table, *id)``.
+
+``encode(key) -> str`` and ``decode_parts(encoded) -> (table, id)``. Use the encoded form as the
+key of maps and native indexes; two keys are equal exactly when their encodings are.
+"""
 
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z", re.ASCII)
 
@@ -168,6 +180,11 @@ class IsoDateCodec:
 
 
 iso_date_codec = IsoDateCodec()
+"""Instants as fixed-width UTC text, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, whose string order is time order.
+
+``encode(value: datetime) -> str`` refuses naive datetimes; ``decode(text) -> datetime`` accepts only
+that exact form; ``is_valid(text) -> bool``. Microseconds are kept, so a round trip is exact.
+"""
 
 _U64 = re.compile(r"0|[1-9][0-9]{0,19}")
 
@@ -218,3 +235,10 @@ class StorageUnsignedIntegerCodec:
 
 
 storage_unsigned_integer_codec = StorageUnsignedIntegerCodec()
+"""Unsigned 64-bit integers as canonical decimal text, never through a float.
+
+``encode(value) -> str`` / ``decode(text) -> int`` for values (no sign, no leading zeros);
+``encode_ordered`` / ``decode_ordered`` for the 20-digit zero-padded form used in sort components,
+whose string order is numeric order; ``is_valid(text) -> bool``. Booleans, floats and values outside
+``0 .. 2**64-1`` are refused.
+"""

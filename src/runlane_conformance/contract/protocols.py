@@ -27,8 +27,8 @@ __all__ = ["Clock", "OperatorReadDriver", "StorageDriver", "StorageTransaction"]
 
 T = TypeVar("T")
 
-#: A clock injected into a driver instance: returns the current time as an aware ``datetime``.
 Clock = Callable[[], datetime]
+"""A clock injected into a driver instance: each call returns the current time as an aware ``datetime``."""
 
 
 @runtime_checkable

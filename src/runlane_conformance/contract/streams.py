@@ -135,6 +135,10 @@ storage_stream_layouts: Mapping[StorageStreamName, StorageStreamLayout] = types.
         ),
     }
 )
+"""The canonical layout of every stream: its record and head tables, position index and fields.
+
+A driver with native append and one without must both lay records out exactly as described here.
+"""
 
 
 def _stream(stream: object) -> StorageStreamName:

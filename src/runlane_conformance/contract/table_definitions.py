@@ -123,6 +123,7 @@ class RunStatus(StrEnum):
 TERMINAL_RUN_STATUSES: frozenset[RunStatus] = frozenset(
     {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 )
+"""The run statuses a run never leaves: only a run in one of them may be tombstoned."""
 
 
 class StepStatus(StrEnum):

@@ -19,6 +19,7 @@ import argparse
 import io
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,9 +68,12 @@ CAPTURES: tuple[Capture, ...] = (
 def cli_program() -> str:
     """The ``runlane-certify`` script of the environment this Python belongs to."""
     script = Path(sys.executable).parent / "runlane-certify"
-    if not script.exists():
-        raise SystemExit(f"capture: runlane-certify is not installed next to {sys.executable}")
-    return str(script)
+    if script.exists():
+        return str(script)
+    found = shutil.which("runlane-certify")
+    if found is None:
+        raise SystemExit(f"capture: runlane-certify is not installed (looked next to {sys.executable})")
+    return found
 
 
 def run_cli(argv: Sequence[str], width: int, cwd: Path) -> tuple[int, str]:

@@ -1,0 +1,427 @@
+"""The toolkit's end of the pipe: one backend process, its messages, its deadlines and its failures.
+
+``BackendProcess`` starts a backend, reads its stdout on one thread and its
+stderr on another, and matches every reply to the request that is waiting
+for it. A request's caller blocks on its own queue with a deadline, so a
+silent backend costs one timeout, never a hang. A transaction's caller also
+receives, on that queue, the backend's ``attempt`` requests: it runs the
+callback itself (on the thread that called ``transaction()``, as an
+in-process driver would) and restarts its deadline afterwards, so the time
+the toolkit spends inside a callback is never counted against the backend.
+
+Anything the protocol does not allow (a line that is not one JSON object,
+not UTF-8 or too long; an answer to an id nobody is waiting for, including
+a second answer; an attempt for a transaction that is not running; an
+unknown operation) *poisons* the process: it is killed, every waiting
+caller gets the same one-line ``BackendError``, and so does every later
+call. So is a missed deadline, and a caller that abandons a request (an
+interrupt, a check's own timeout): a late answer can then never be taken
+for a fresh one. The harness starts a new backend for the next store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ..contract.errors import StorageValidationError
+from .errors import (
+    CALLBACK_FAILED,
+    BackendError,
+    BackendExitedError,
+    BackendProtocolError,
+    BackendTimeoutError,
+    error_from_wire,
+    error_kind_of,
+    error_to_wire,
+)
+from .wire import date_to_wire
+
+__all__ = ["PROTOCOL_VERSION", "BackendProcess", "MessageTap"]
+
+#: The protocol version this toolkit speaks.
+PROTOCOL_VERSION = 1
+_STDERR_LINES = 20
+_STDERR_CHARS = 2000
+
+#: Called with ("in" | "out", message) for every message; tests use it to validate both directions.
+MessageTap = Callable[[str, Mapping[str, Any]], None]
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"non-finite number {name}")
+
+
+@dataclass
+class _Pending:
+    """One request waiting for its reply (and, for a transaction, for attempt requests)."""
+
+    op: str
+    inbox: queue.SimpleQueue[tuple[str, Mapping[str, Any]] | None] = field(default_factory=queue.SimpleQueue)
+
+
+@dataclass
+class AttemptOutcomes:
+    """What each attempt's callback did, by attempt id: its value, or the exception it raised."""
+
+    values: dict[str, object] = field(default_factory=dict)
+    errors: dict[str, BaseException] = field(default_factory=dict)
+
+
+class BackendProcess:
+    """A running backend and the pending requests on its pipe.
+
+    ``timeout`` bounds every exchange; ``max_line_bytes`` bounds one
+    incoming line. ``tap`` sees every message in both directions.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        max_line_bytes: int,
+        tap: MessageTap | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.argv = tuple(argv)
+        self.timeout = timeout
+        self.max_line_bytes = max_line_bytes
+        self._tap = tap
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._next_id = 1
+        self._pending: dict[int, _Pending] = {}
+        self._failure: tuple[type[BackendError], str] | None = None
+        self._clocks: dict[str, Callable[[], Any]] = {}
+        self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+        try:
+            self._process = subprocess.Popen(
+                list(self.argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                env=None if env is None else {**os.environ, **env},
+            )
+        except OSError as error:
+            raise BackendExitedError(f"could not start backend {self.command!r}: {error}") from error
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._stdin: IO[bytes] = self._process.stdin
+        self._stderr_thread = threading.Thread(
+            target=self._read_stderr, name="runlane-backend-stderr", daemon=True
+        )
+        self._stderr_thread.start()
+        self._reader = threading.Thread(target=self._read_stdout, name="runlane-backend-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    # -- failure -----------------------------------------------------------------------------------
+
+    def _stderr_tail(self) -> str:
+        if self._process.poll() is not None:
+            self._stderr_thread.join(0.5)
+        lines = [line for line in self._stderr if line.strip()]
+        if not lines:
+            return ""
+        text = " | ".join(line.strip() for line in lines)
+        if len(text) > _STDERR_CHARS:
+            text = "..." + text[-_STDERR_CHARS:]
+        return f"; backend stderr: {text}"
+
+    def fail(self, kind: type[BackendError], message: str) -> None:
+        """Poison the process: remember the first failure, kill it, wake every waiting caller."""
+        with self._lock:
+            if self._failure is not None:
+                return
+            self._failure = (kind, message)
+            waiting = list(self._pending.values())
+            self._pending.clear()
+        for pending in waiting:
+            pending.inbox.put(None)
+        self._kill()
+
+    def failure(self) -> BackendError:
+        """A fresh exception for the failure that poisoned the process (raise it; do not share it)."""
+        assert self._failure is not None
+        kind, message = self._failure
+        return kind(f"backend {self.command!r}: {message}{self._stderr_tail()}")
+
+    def _kill(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(5)
+
+    def close(self, *, grace: float = 5.0) -> None:
+        """Ask the backend to stop (``shutdown``), then close its stdin; kill it if it lingers."""
+        if self._failure is None:
+            with contextlib.suppress(BackendError):
+                self.request("shutdown", {}, timeout=grace)
+        with contextlib.suppress(OSError):
+            self._stdin.close()
+        try:
+            self._process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(5)
+        with self._lock:
+            if self._failure is None:
+                self._failure = (BackendExitedError, "the backend was shut down")
+        self._reader.join(1)
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        try:
+            line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+        except (TypeError, ValueError) as error:
+            raise StorageValidationError(f"cannot put {message.get('op')!r} on the wire: {error}") from error
+        if self._tap is not None:
+            self._tap("out", message)
+        try:
+            with self._write_lock:
+                self._stdin.write(line.encode("utf-8"))
+                self._stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self.fail(BackendExitedError, "the backend closed its stdin (it exited)")
+            raise self.failure() from None
+
+    def _reply(
+        self, request_id: object, *, ok: object = None, error: Mapping[str, object] | None = None
+    ) -> None:
+        message: dict[str, Any] = {"re": request_id}
+        if error is None:
+            message["ok"] = ok
+        else:
+            message["error"] = dict(error)
+        self._send(message)
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def request(self, op: str, params: Mapping[str, Any], *, timeout: float | None = None) -> Any:
+        """Send one request and return its ``ok`` value, or raise what its ``error`` stands for."""
+        reply = self.exchange(op, params, timeout=timeout)
+        if "error" in reply:
+            raise self.error(reply["error"], op)
+        return reply["ok"]
+
+    def exchange(
+        self,
+        op: str,
+        params: Mapping[str, Any],
+        *,
+        on_attempt: Callable[[Mapping[str, Any]], None] | None = None,
+        timeout: float | None = None,
+    ) -> Mapping[str, Any]:
+        """Send one request and return its whole reply (``ok`` or ``error``, already checked to be one).
+
+        ``on_attempt`` runs every ``attempt`` request the backend sends for
+        this request (only ``transaction`` gets any); the deadline restarts
+        after each.
+        """
+        limit = self.timeout if timeout is None else timeout
+        pending = _Pending(op)
+        with self._lock:
+            if self._failure is not None:
+                raise self.failure()
+            request_id = self._next_id
+            self._next_id += 1
+            self._pending[request_id] = pending
+        finished = False
+        try:
+            self._send({"id": request_id, "op": op, **params})
+            deadline = time.monotonic() + limit
+            while True:
+                try:
+                    item = pending.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    self.fail(BackendTimeoutError, f"no answer to {op!r} within {limit:g}s")
+                    raise self.failure() from None
+                if item is None:
+                    raise self.failure()
+                what, message = item
+                if what == "reply":
+                    finished = True
+                    return message
+                if on_attempt is None:  # pragma: no cover - routed only to transactions
+                    self.fail(BackendProtocolError, f"an attempt request arrived for {op!r}")
+                    raise self.failure()
+                on_attempt(message)
+                deadline = time.monotonic() + limit
+        finally:
+            if not finished:
+                with self._lock:
+                    abandoned = self._pending.pop(request_id, None) is not None
+                if abandoned and self._failure is None:
+                    # The caller gave up (an interrupt or a check timeout): a late answer must never be
+                    # mistaken for a fresh one, so this backend is done.
+                    self.fail(BackendError, f"the toolkit abandoned its {op!r} request before the answer")
+
+    def error(self, wire: object, op: str) -> Exception:
+        """The exception an ``error`` member stands for; a malformed or unknown one poisons the process."""
+        if not isinstance(wire, Mapping):
+            self.fail(BackendProtocolError, f"the error answering {op!r} is not an object")
+            return self.failure()
+        error = error_from_wire(wire, context=repr(op))
+        if isinstance(error, BackendProtocolError):
+            self.fail(BackendProtocolError, str(error))
+            return self.failure()
+        return error
+
+    def run_attempt(
+        self,
+        message: Mapping[str, Any],
+        callback: Callable[[str], object],
+        outcomes: AttemptOutcomes,
+    ) -> None:
+        """Run one attempt's callback and answer the backend's ``attempt`` request."""
+        attempt = message.get("attempt")
+        if not isinstance(attempt, str) or attempt in outcomes.values or attempt in outcomes.errors:
+            self.fail(
+                BackendProtocolError, f"attempt request with a missing or reused attempt id {attempt!r}"
+            )
+            raise self.failure()
+        try:
+            value = callback(attempt)
+        except BaseException as error:
+            outcomes.errors[attempt] = error
+            wire = error_to_wire(error) if error_kind_of(error) else {"kind": CALLBACK_FAILED}
+            wire["message"] = f"{type(error).__name__}: {error}"
+            self._reply(message["id"], error=wire)
+            return
+        outcomes.values[attempt] = value
+        self._reply(message["id"], ok=None)
+
+    # -- clocks ------------------------------------------------------------------------------------
+
+    def register_clock(self, connection: str, clock: Callable[[], Any]) -> None:
+        with self._lock:
+            self._clocks[connection] = clock
+
+    def forget_clock(self, connection: str) -> None:
+        with self._lock:
+            self._clocks.pop(connection, None)
+
+    def _answer_clock(self, message: Mapping[str, Any]) -> None:
+        clock = self._clocks.get(message.get("connection"))  # type: ignore[arg-type]
+        if clock is None:
+            self.fail(BackendProtocolError, f"clock request for a connection without a clock: {message!r}")
+            return
+        try:
+            moment = date_to_wire(clock())
+        except BaseException as error:
+            with contextlib.suppress(BackendError):
+                self._reply(message["id"], error=error_to_wire(error))
+            return
+        with contextlib.suppress(BackendError):
+            self._reply(message["id"], ok=moment)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def _read_stderr(self) -> None:
+        stream = self._process.stderr
+        assert stream is not None
+        for raw in iter(lambda: stream.readline(65536), b""):
+            self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def _read_stdout(self) -> None:
+        stream = self._process.stdout
+        assert stream is not None
+        limit = self.max_line_bytes
+        while self._failure is None:
+            raw = stream.readline(limit + 1)
+            if not raw:
+                code = self._process.wait()
+                self.fail(BackendExitedError, f"the backend exited (code {code}) while the toolkit needed it")
+                return
+            if len(raw) > limit:
+                self.fail(BackendProtocolError, f"the backend sent a line longer than {limit} bytes")
+                return
+            if not raw.endswith(b"\n"):
+                # The last bytes before the end of output, with no newline: only an exit can cause it.
+                continue
+            self._dispatch(raw)
+
+    def _dispatch(self, raw: bytes) -> None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.fail(BackendProtocolError, "the backend wrote bytes that are not UTF-8 to stdout")
+            return
+        try:
+            message = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            shown = text.strip()
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            self.fail(
+                BackendProtocolError,
+                f"the backend wrote a line to stdout that is not a protocol message: {shown!r} "
+                "(stdout carries only protocol messages; log to stderr)",
+            )
+            return
+        if not isinstance(message, dict):
+            self.fail(
+                BackendProtocolError, f"the backend sent a message that is not a JSON object: {text[:80]!r}"
+            )
+            return
+        if self._tap is not None:
+            try:
+                self._tap("in", message)
+            except Exception as error:
+                self.fail(BackendProtocolError, f"invalid message from the backend: {error}")
+                return
+        if "re" in message:
+            self._route_reply(message)
+        elif message.get("op") == "attempt":
+            self._route_attempt(message)
+        elif message.get("op") == "clock":
+            threading.Thread(target=self._answer_clock, args=(message,), daemon=True).start()
+        else:
+            self.fail(BackendProtocolError, f"the backend sent an unknown message: {text.strip()[:120]!r}")
+
+    def _route_reply(self, message: dict[str, Any]) -> None:
+        request_id = message["re"]
+        ok_or_error = ("ok" in message) != ("error" in message)
+        with self._lock:
+            pending = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if pending is None:
+            self.fail(
+                BackendProtocolError,
+                f"the backend answered request id {request_id!r}, which is not waiting for an answer "
+                "(an unknown id, or a second answer)",
+            )
+            return
+        if not ok_or_error:
+            self.fail(BackendProtocolError, f"the answer to {pending.op!r} has neither exactly ok nor error")
+            pending.inbox.put(None)
+            return
+        pending.inbox.put(("reply", message))
+
+    def _route_attempt(self, message: dict[str, Any]) -> None:
+        transaction = message.get("transaction")
+        with self._lock:
+            pending = self._pending.get(transaction) if type(transaction) is int else None
+        if pending is None or pending.op != "transaction" or "id" not in message:
+            self.fail(
+                BackendProtocolError,
+                f"the backend asked for an attempt of transaction {transaction!r}, which is not running",
+            )
+            return
+        pending.inbox.put(("attempt", message))

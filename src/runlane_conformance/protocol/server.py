@@ -1,0 +1,420 @@
+"""The Python backend: serves any installed Python driver over the protocol on stdin/stdout.
+
+``python -m runlane_conformance.backend --driver local`` makes the reference
+driver answer from another process, so it is judged through the same
+boundary as a driver written in any other language; any ``--driver`` the
+CLI accepts works (an entry point name or ``module:factory``), with
+``--option k=v`` passed to its harness factory.
+
+Every request is handled on its own worker thread, because requests depend
+on each other across the pipe: a transaction's thread waits inside its
+driver's transaction loop for the toolkit to finish an attempt, while that
+attempt's ``get`` arrives and must run, and a competing transaction on
+another connection may arrive meanwhile too. A driver therefore sees
+exactly the calls, threads and overlaps the suites make in-process.
+
+The process's own stdout is moved away before any driver code runs: file
+descriptor 1 then points at stderr, so a stray ``print`` in a driver lands in
+the log the toolkit keeps, and only protocol messages reach the pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import json
+import os
+import pickle
+import queue
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import IO, Any
+
+from ..contract.errors import StorageError, StorageUsageError, StorageValidationError
+from ..contract.protocols import StorageDriver, StorageTransaction
+from ..contract.values import StoredRecord
+from ..harness import DriverHarness, HarnessError, StoreHandle, load_harness, parse_driver_options
+from .client import PROTOCOL_VERSION
+from .errors import CALLBACK_FAILED, ERROR_KINDS, error_from_wire, error_to_wire
+from .wire import (
+    append_from_wire,
+    date_from_wire,
+    date_to_wire,
+    key_from_wire,
+    mode_from_wire,
+    new_record_from_wire,
+    page_to_wire,
+    profile_to_wire,
+    query_from_wire,
+    stored_record_from_wire,
+    stored_record_to_wire,
+)
+
+__all__ = ["BackendServer", "main"]
+
+_OPERATOR_READS = ("get_run", "list_runs", "list_run_events")
+
+
+class CallbackFailedError(Exception):
+    """Raised inside the driver's callback when the toolkit's callback raised something non-contract."""
+
+
+class _Connection:
+    def __init__(self, store: str, driver: StorageDriver) -> None:
+        self.store = store
+        self.driver = driver
+        self.attempts: dict[str, StorageTransaction] = {}
+
+
+def _package_version() -> str:
+    try:
+        return version("runlane-conformance")
+    except PackageNotFoundError:  # pragma: no cover - always installed in practice
+        return "0"
+
+
+def _address_to_wire(address: object) -> object:
+    """JSON as it is if it survives a JSON round trip; otherwise a pickled object (for this backend only)."""
+    if address is None:
+        return None
+    try:
+        if json.loads(json.dumps(address)) == address:
+            return {"json": address}
+    except (TypeError, ValueError):
+        pass
+    return {"pickle": base64.b64encode(pickle.dumps(address)).decode("ascii")}
+
+
+def _address_from_wire(wire: object) -> object:
+    if isinstance(wire, Mapping) and set(wire) == {"json"}:
+        return wire["json"]
+    if isinstance(wire, Mapping) and set(wire) == {"pickle"} and isinstance(wire["pickle"], str):
+        return pickle.loads(base64.b64decode(wire["pickle"]))
+    raise StorageValidationError("not an address this backend handed out")
+
+
+class BackendServer:
+    """Answers protocol requests for one harness; ``serve()`` runs until stdin closes or ``shutdown``."""
+
+    def __init__(self, harness: DriverHarness, driver_name: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+        self._harness = harness
+        self._driver_name = driver_name
+        self._stdin = stdin
+        self._stdout = stdout
+        self._write_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._stores: dict[str, StoreHandle] = {}
+        self._connections: dict[str, _Connection] = {}
+        self._waiting: dict[int, queue.SimpleQueue[Mapping[str, Any]]] = {}
+        self._stop = threading.Event()
+        self._ops: dict[str, Callable[[Mapping[str, Any]], object]] = {
+            "hello": self._hello,
+            "open": self._open,
+            "attach": self._attach,
+            "close_store": self._close_store,
+            "connect": self._connect,
+            "disconnect": self._disconnect,
+            "transaction": self._transaction,
+            "query": self._query,
+            "get_run": self._get_run,
+            "list_runs": self._list_runs,
+            "list_run_events": self._list_run_events,
+            "get": self._get,
+            "query_candidates": self._query_candidates,
+            "now": self._now,
+            "create": self._create,
+            "replace": self._replace,
+            "delete": self._delete,
+            "append": self._append,
+            "shutdown": self._shutdown,
+        }
+
+    # -- the pipe ----------------------------------------------------------------------------------
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+        with self._write_lock:
+            self._stdout.write(line.encode("utf-8"))
+            self._stdout.flush()
+
+    def _ask(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Send a request to the toolkit and wait for its reply (the toolkit bounds its own side)."""
+        request_id = next(self._ids)
+        inbox: queue.SimpleQueue[Mapping[str, Any]] = queue.SimpleQueue()
+        with self._lock:
+            self._waiting[request_id] = inbox
+        self._send({"id": request_id, **message})
+        return inbox.get()
+
+    def serve(self) -> None:
+        for raw in iter(self._stdin.readline, b""):
+            message = json.loads(raw)
+            if "re" in message:
+                with self._lock:
+                    inbox = self._waiting.pop(message["re"])
+                inbox.put(message)
+            else:
+                threading.Thread(target=self._handle, args=(message,), daemon=True).start()
+            if self._stop.is_set():
+                break
+
+    def _handle(self, message: Mapping[str, Any]) -> None:
+        request_id = message.get("id")
+        op = message.get("op")
+        handler = self._ops.get(op) if isinstance(op, str) else None
+        try:
+            if handler is None:
+                raise StorageUsageError(f"this backend has no operation {op!r}")
+            result = handler(message)
+        except BaseException as error:
+            wire = error_to_wire(error)
+            attempt = getattr(error, "runlane_attempt", None)
+            if attempt is not None:
+                wire["attempt"] = attempt
+            self._send({"re": request_id, "error": wire})
+            return
+        self._send({"re": request_id, "ok": result})
+
+    # -- lookups -----------------------------------------------------------------------------------
+
+    def _connection(self, message: Mapping[str, Any]) -> _Connection:
+        connection = self._connections.get(message.get("connection"))  # type: ignore[arg-type]
+        if connection is None:
+            raise StorageUsageError(f"no open connection {message.get('connection')!r}")
+        return connection
+
+    def _attempt(self, message: Mapping[str, Any]) -> StorageTransaction:
+        attempt = message.get("attempt")
+        for connection in list(self._connections.values()):
+            tx = connection.attempts.get(attempt)  # type: ignore[arg-type]
+            if tx is not None:
+                return tx
+        raise StorageUsageError(f"no attempt {attempt!r} on an open connection")
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _hello(self, message: Mapping[str, Any]) -> object:
+        offered = message.get("protocol")
+        if not isinstance(offered, list) or PROTOCOL_VERSION not in offered:
+            raise StorageUsageError(f"this backend speaks protocol {PROTOCOL_VERSION}, not {offered!r}")
+        store = self._harness.open_store()
+        try:
+            driver = store.connect()
+            profile = driver.profile
+            driver.close()
+        finally:
+            store.close()
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "name": "runlane-python-backend",
+            "version": _package_version(),
+            "driver": self._driver_name,
+            "profile": profile_to_wire(profile),
+        }
+
+    def _add_store(self, handle: StoreHandle) -> object:
+        store = f"s{next(self._ids)}"
+        with self._lock:
+            self._stores[store] = handle
+        return {"store": store, "address": _address_to_wire(handle.address())}
+
+    def _open(self, message: Mapping[str, Any]) -> object:
+        return self._add_store(self._harness.open_store())
+
+    def _attach(self, message: Mapping[str, Any]) -> object:
+        return self._add_store(self._harness.attach(_address_from_wire(message.get("address"))))
+
+    def _close_store(self, message: Mapping[str, Any]) -> object:
+        store = message.get("store")
+        with self._lock:
+            handle = self._stores.pop(store, None)  # type: ignore[arg-type]
+            closing = [cid for cid, conn in self._connections.items() if conn.store == store]
+            connections = [self._connections.pop(cid) for cid in closing]
+        if handle is None:
+            raise StorageUsageError(f"no open store {store!r}")
+        for connection in connections:
+            connection.driver.close()
+        handle.close()
+        return None
+
+    def _connect(self, message: Mapping[str, Any]) -> object:
+        store = message.get("store")
+        handle = self._stores.get(store)  # type: ignore[arg-type]
+        if handle is None:
+            raise StorageUsageError(f"no open store {store!r}")
+        connection = f"c{next(self._ids)}"
+        driver = (
+            handle.connect(clock=self._remote_clock(connection)) if message.get("clock") else handle.connect()
+        )
+        with self._lock:
+            self._connections[connection] = _Connection(store, driver)  # type: ignore[arg-type]
+        return {
+            "connection": connection,
+            "profile": profile_to_wire(driver.profile),
+            "operator_reads": all(callable(getattr(driver, name, None)) for name in _OPERATOR_READS),
+        }
+
+    def _remote_clock(self, connection: str) -> Callable[[], datetime]:
+        def clock() -> datetime:
+            reply = self._ask({"op": "clock", "connection": connection})
+            if "error" in reply:
+                raise error_from_wire(reply["error"], context="clock")
+            return date_from_wire(reply["ok"])
+
+        return clock
+
+    def _disconnect(self, message: Mapping[str, Any]) -> object:
+        with self._lock:
+            connection = self._connections.pop(message.get("connection"), None)  # type: ignore[arg-type]
+        if connection is None:
+            raise StorageUsageError(f"no open connection {message.get('connection')!r}")
+        connection.driver.close()
+        return None
+
+    def _shutdown(self, message: Mapping[str, Any]) -> object:
+        self._stop.set()
+        return None
+
+    # -- transactions ------------------------------------------------------------------------------
+
+    def _transaction(self, message: Mapping[str, Any]) -> object:
+        connection = self._connection(message)
+        transaction = message.get("id")
+
+        def callback(tx: StorageTransaction) -> str:
+            attempt = f"a{next(self._ids)}"
+            connection.attempts[attempt] = tx
+            reply = self._ask({"op": "attempt", "transaction": transaction, "attempt": attempt})
+            if "ok" in reply:
+                return attempt
+            wire = reply["error"]
+            if wire.get("kind") in ERROR_KINDS:
+                error: Exception = error_from_wire(wire, context="the callback")
+            else:
+                error = CallbackFailedError(f"{CALLBACK_FAILED}: {wire.get('message', '')}")
+            error.runlane_attempt = attempt  # type: ignore[attr-defined]
+            raise error
+
+        return {"attempt": connection.driver.transaction(callback)}
+
+    def _get(self, message: Mapping[str, Any]) -> object:
+        keys = message.get("keys")
+        if not isinstance(keys, list):
+            raise StorageValidationError("get needs keys, an array")
+        records = self._attempt(message).get([key_from_wire(key) for key in keys])
+        return [None if record is None else stored_record_to_wire(record) for record in records]
+
+    def _query_candidates(self, message: Mapping[str, Any]) -> object:
+        tx = self._attempt(message)
+        command = query_from_wire(message.get("command"))
+        return page_to_wire(tx.query_candidates(command, mode=mode_from_wire(message.get("mode"))))
+
+    def _now(self, message: Mapping[str, Any]) -> object:
+        return date_to_wire(self._attempt(message).now())
+
+    def _create(self, message: Mapping[str, Any]) -> object:
+        self._attempt(message).create(new_record_from_wire(message.get("record")))
+        return None
+
+    def _replace(self, message: Mapping[str, Any]) -> object:
+        tx = self._attempt(message)
+        tx.replace(
+            stored_record_from_wire(message.get("current")), new_record_from_wire(message.get("record"))
+        )
+        return None
+
+    def _delete(self, message: Mapping[str, Any]) -> object:
+        self._attempt(message).delete(stored_record_from_wire(message.get("current")))
+        return None
+
+    def _append(self, message: Mapping[str, Any]) -> object:
+        self._attempt(message).append(append_from_wire(message.get("command")))
+        return None
+
+    # -- reads outside transactions ----------------------------------------------------------------
+
+    def _query(self, message: Mapping[str, Any]) -> object:
+        return page_to_wire(self._connection(message).driver.query(query_from_wire(message.get("command"))))
+
+    def _operator(self, message: Mapping[str, Any], name: str) -> Any:
+        reader = getattr(self._connection(message).driver, name, None)
+        if not callable(reader):
+            raise StorageUsageError(f"this backend's driver has no {name}()")
+        return reader
+
+    def _get_run(self, message: Mapping[str, Any]) -> object:
+        record = self._operator(message, "get_run")(message.get("environment"), message.get("run_id"))
+        return None if record is None else _operator_record(record)
+
+    def _list_runs(self, message: Mapping[str, Any]) -> object:
+        page = self._operator(message, "list_runs")(
+            message.get("environment"), limit=message.get("limit"), cursor=message.get("cursor")
+        )
+        return _operator_page(page)
+
+    def _list_run_events(self, message: Mapping[str, Any]) -> object:
+        page = self._operator(message, "list_run_events")(
+            message.get("environment"),
+            message.get("run_id"),
+            limit=message.get("limit"),
+            cursor=message.get("cursor"),
+        )
+        return _operator_page(page)
+
+
+def _operator_record(record: object) -> object:
+    if not isinstance(record, StoredRecord):
+        raise TypeError(
+            f"an operator read returned {type(record).__name__}; the protocol carries StoredRecord"
+        )
+    return stored_record_to_wire(record)
+
+
+def _operator_page(page: Any) -> object:
+    items = page.get("items") if isinstance(page, Mapping) else getattr(page, "items", None)
+    cursor = page.get("cursor") if isinstance(page, Mapping) else getattr(page, "cursor", None)
+    if items is None:
+        raise TypeError(f"an operator read returned {type(page).__name__}, which has no items")
+    return {"items": [_operator_record(item) for item in items], "cursor": cursor}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve one driver until the toolkit closes stdin or asks for ``shutdown``; 2 for a usage error."""
+    parser = argparse.ArgumentParser(
+        prog="python -m runlane_conformance.backend",
+        description="Serve a Python storage driver over the Runlane driver backend protocol "
+        "(JSON lines on stdin/stdout; see docs/driver-protocol.md). Started by the toolkit's "
+        "`process` driver, not by hand.",
+    )
+    parser.add_argument("--driver", required=True, help="an installed driver name or module:factory")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="driver harness option (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    # Protocol messages get a private copy of fd 1; fd 1 itself (and sys.stdout) now go to stderr.
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        harness = load_harness(args.driver, parse_driver_options(args.option))
+    except HarnessError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    server = BackendServer(harness, args.driver, sys.stdin.buffer, protocol_out)
+    try:
+        server.serve()
+    finally:
+        try:
+            harness.close()
+        except StorageError as error:
+            print(f"closing the harness failed: {error}", file=sys.stderr)
+    return 0

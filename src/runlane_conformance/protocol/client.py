@@ -22,6 +22,7 @@ for a fresh one. The harness starts a new backend for the next store.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import queue
@@ -31,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..contract.errors import StorageValidationError
 from .errors import (
@@ -336,14 +337,15 @@ class BackendProcess:
     # -- reading -----------------------------------------------------------------------------------
 
     def _read_stderr(self) -> None:
-        stream = self._process.stderr
-        assert stream is not None
+        assert self._process.stderr is not None
+        stream = io.BufferedReader(cast(io.RawIOBase, self._process.stderr), 65536)
         for raw in iter(lambda: stream.readline(65536), b""):
             self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _read_stdout(self) -> None:
-        stream = self._process.stdout
-        assert stream is not None
+        assert self._process.stdout is not None
+        # Buffered: readline() on the raw pipe would make one system call per byte.
+        stream = io.BufferedReader(cast(io.RawIOBase, self._process.stdout), 1 << 20)
         limit = self.max_line_bytes
         while self._failure is None:
             raw = stream.readline(limit + 1)

@@ -63,6 +63,36 @@ class CallbackFailedError(Exception):
     """Raised inside the driver's callback when the toolkit's callback raised something non-contract."""
 
 
+class _Workers:
+    """Runs each request on a thread of its own, reusing threads that have finished one.
+
+    Requests block on each other across the pipe (see the module docstring),
+    so there is no upper bound: a request that finds no idle thread gets a
+    new one. Reuse only saves starting a thread per request.
+    """
+
+    def __init__(self, handle: Callable[[Mapping[str, Any]], None]) -> None:
+        self._handle = handle
+        self._inbox: queue.SimpleQueue[Mapping[str, Any]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def submit(self, message: Mapping[str, Any]) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1  # one idle thread is now promised this message
+        self._inbox.put(message)
+        if spawn:
+            threading.Thread(target=self._work, name="runlane-backend-worker", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            self._handle(self._inbox.get())
+            with self._lock:
+                self._idle += 1
+
+
 class _Connection:
     def __init__(self, store: str, driver: StorageDriver) -> None:
         self.store = store
@@ -112,6 +142,7 @@ class BackendServer:
         self._connections: dict[str, _Connection] = {}
         self._waiting: dict[int, queue.SimpleQueue[Mapping[str, Any]]] = {}
         self._stop = threading.Event()
+        self._workers = _Workers(self._handle)
         self._ops: dict[str, Callable[[Mapping[str, Any]], object]] = {
             "hello": self._hello,
             "open": self._open,
@@ -159,7 +190,7 @@ class BackendServer:
                     inbox = self._waiting.pop(message["re"])
                 inbox.put(message)
             else:
-                threading.Thread(target=self._handle, args=(message,), daemon=True).start()
+                self._workers.submit(message)
             if self._stop.is_set():
                 break
 

@@ -136,6 +136,13 @@ from .harness import (
     storage_limits_from_options,
 )
 from .local import LocalStorageDriver, create_local_storage_driver
+from .protocol.errors import (
+    BackendDriverError,
+    BackendError,
+    BackendExitedError,
+    BackendProtocolError,
+    BackendTimeoutError,
+)
 
 __version__ = "0.1.0"
 """This toolkit's version; every certification report records it (docs/releasing.md says what changes it)."""
@@ -145,6 +152,11 @@ __all__ = [
     "TERMINAL_RUN_STATUSES",
     "U64_MAX",
     "AppendRecordsCommand",
+    "BackendDriverError",
+    "BackendError",
+    "BackendExitedError",
+    "BackendProtocolError",
+    "BackendTimeoutError",
     "Clock",
     "DriverHarness",
     "FrozenJsonObject",

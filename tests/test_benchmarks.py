@@ -121,3 +121,9 @@ def test_instruction_counting_child_runs_both_engines_outside_valgrind(tmp_path:
         pytest.skip(f"cannot build the callgrind shim here: {str(missing).splitlines()[0]}")
     for engine in instructions.ENGINES:
         instructions.child(30, engine, 4, str(shim))
+
+
+def test_boundary_benchmark_prints_its_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
+    load_script("process_boundary").main(["--no-certify", "--exchanges", "20"])
+    out = capsys.readouterr().out
+    assert re.fullmatch(r"round trip: one exchange \d+ us, one empty transaction \d+ us\n", out)

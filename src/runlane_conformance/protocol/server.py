@@ -6,12 +6,12 @@ boundary as a driver written in any other language; any ``--driver`` the
 CLI accepts works (an entry point name or ``module:factory``), with
 ``--option k=v`` passed to its harness factory.
 
-Every request is handled on its own worker thread, because requests depend
-on each other across the pipe: a transaction's thread waits inside its
-driver's transaction loop for the toolkit to finish an attempt, while that
-attempt's ``get`` arrives and must run, and a competing transaction on
-another connection may arrive meanwhile too. A driver therefore sees
-exactly the calls, threads and overlaps the suites make in-process.
+Requests are handled concurrently, each on a thread of its own, because
+they depend on each other across the pipe: a transaction's thread waits
+inside its driver's transaction loop for the toolkit to finish an attempt,
+while that attempt's ``get`` arrives and must run, and a competing
+transaction on another connection may arrive meanwhile too. A driver
+therefore sees the calls, threads and overlaps the suites make in process.
 
 The process's own stdout is moved away before any driver code runs: file
 descriptor 1 then points at stderr, so a stray ``print`` in a driver lands in
@@ -63,32 +63,43 @@ class CallbackFailedError(Exception):
     """Raised inside the driver's callback when the toolkit's callback raised something non-contract."""
 
 
+_READ = object()  # the task "read the next message from stdin"
+
+
 class _Workers:
-    """Runs each request on a thread of its own, reusing threads that have finished one.
+    """A pool of threads taking turns at reading stdin, each handling the request it read.
 
     Requests block on each other across the pipe (see the module docstring),
-    so there is no upper bound: a request that finds no idle thread gets a
-    new one. Reuse only saves starting a thread per request.
+    so there is no upper bound: a task that finds no idle thread gets a new
+    one. Exactly one thread reads at a time. When it reads a request it
+    passes the reading on to another thread and handles the request itself,
+    so the answer is computed by the thread that is already awake.
     """
 
-    def __init__(self, handle: Callable[[Mapping[str, Any]], None]) -> None:
+    def __init__(self, read: Callable[[], None], handle: Callable[[Mapping[str, Any]], None]) -> None:
+        self._read = read
         self._handle = handle
-        self._inbox: queue.SimpleQueue[Mapping[str, Any]] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
 
-    def submit(self, message: Mapping[str, Any]) -> None:
+    def submit(self, task: object) -> None:
+        """Queue ``_READ`` or a request for a thread of the pool."""
         with self._lock:
             spawn = self._idle == 0
             if not spawn:
-                self._idle -= 1  # one idle thread is now promised this message
-        self._inbox.put(message)
+                self._idle -= 1  # one idle thread is now promised this task
+        self._inbox.put(task)
         if spawn:
             threading.Thread(target=self._work, name="runlane-backend-worker", daemon=True).start()
 
     def _work(self) -> None:
         while True:
-            self._handle(self._inbox.get())
+            task = self._inbox.get()
+            if task is _READ:
+                self._read()
+            else:
+                self._handle(task)  # type: ignore[arg-type]
             with self._lock:
                 self._idle += 1
 
@@ -142,7 +153,7 @@ class BackendServer:
         self._connections: dict[str, _Connection] = {}
         self._waiting: dict[int, queue.SimpleQueue[Mapping[str, Any]]] = {}
         self._stop = threading.Event()
-        self._workers = _Workers(self._handle)
+        self._workers = _Workers(self._read_one_request, self._handle)
         self._ops: dict[str, Callable[[Mapping[str, Any]], object]] = {
             "hello": self._hello,
             "open": self._open,
@@ -183,16 +194,23 @@ class BackendServer:
         return inbox.get()
 
     def serve(self) -> None:
+        """Serve until stdin closes (the toolkit closes it after ``shutdown``, or when it exits)."""
+        self._workers.submit(_READ)
+        self._stop.wait()
+
+    def _read_one_request(self) -> None:
+        """Route replies until a request arrives; pass the reading on, then handle the request here."""
         for raw in iter(self._stdin.readline, b""):
             message = json.loads(raw)
             if "re" in message:
                 with self._lock:
                     inbox = self._waiting.pop(message["re"])
                 inbox.put(message)
-            else:
-                self._workers.submit(message)
-            if self._stop.is_set():
-                break
+                continue
+            self._workers.submit(_READ)
+            self._handle(message)
+            return
+        self._stop.set()
 
     def _handle(self, message: Mapping[str, Any]) -> None:
         request_id = message.get("id")
@@ -308,7 +326,7 @@ class BackendServer:
         return None
 
     def _shutdown(self, message: Mapping[str, Any]) -> object:
-        self._stop.set()
+        """Nothing to do before stdin closes, which the toolkit does next; answering is the point."""
         return None
 
     # -- transactions ------------------------------------------------------------------------------

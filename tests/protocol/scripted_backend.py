@@ -117,7 +117,7 @@ def misbehave_on_open(request: dict[str, Any]) -> None:
         raw(b"connecting to the database...\n")
         answer(request, ok)
     elif scenario == "exits":
-        print("fatal: the storage engine could not start", file=sys.stderr, flush=True)
+        print("\x1b[31mfatal:\x1b[0m the storage engine could not start", file=sys.stderr, flush=True)
         sys.exit(3)
     elif scenario == "neither-ok-nor-error":
         send({"re": request["id"]})

@@ -77,10 +77,16 @@ def test_a_broken_answer_fails_that_request_and_every_later_one(
     assert_poisoned(process, error_type, needle)
 
 
-def test_a_backend_that_exits_is_reported_with_its_stderr() -> None:
-    process = backend("exits")
-    with pytest.raises(BackendExitedError, match="the storage engine could not start"):
+def test_a_backend_that_exits_is_reported_with_its_stderr_cleaned_and_its_credentials_hidden() -> None:
+    argv = [sys.executable, str(SCRIPT), "exits", "postgres://runlane:hunter2secret@db.example/test"]
+    process = BackendProcess(argv, timeout=5.0, max_line_bytes=65536)
+    process.request("hello", {"protocol": [1]})
+    with pytest.raises(BackendExitedError) as caught:
         process.request("open", {})
+    message = str(caught.value)
+    assert "fatal: the storage engine could not start" in message, "the backend's stderr is not shown"
+    assert "\x1b" not in message, "escape sequences from the backend's stderr reached the message"
+    assert "hunter2secret" not in message, "a password in the backend's command line was shown"
 
 
 def test_a_second_answer_to_one_request_poisons_the_backend() -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from ..contract.errors import StorageValidationError
+from ..safe_text import one_line, redact_text
 from .errors import (
     CALLBACK_FAILED,
     BackendError,
@@ -159,10 +160,15 @@ class BackendProcess:
         self._kill()
 
     def failure(self) -> BackendError:
-        """A fresh exception for the failure that poisoned the process (raise it; do not share it)."""
+        """A fresh exception for the failure that poisoned the process (raise it; do not share it).
+
+        The message is one cleaned line: the backend's output is untrusted text
+        (escape sequences, control characters), and credentials in the command
+        line (a database URL's password) are redacted.
+        """
         assert self._failure is not None
         kind, message = self._failure
-        return kind(f"backend {self.command!r}: {message}{self._stderr_tail()}")
+        return kind(one_line(redact_text(f"backend {self.command!r}: {message}{self._stderr_tail()}")))
 
     def _kill(self) -> None:
         if self._process.poll() is None:

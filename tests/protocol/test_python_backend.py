@@ -68,3 +68,16 @@ def test_a_mutant_served_by_the_python_backend_is_killed_by_the_same_requirement
     assert seen.get(mutant.kills) == "failed", (
         f"mutant {mutant.name} served by the Python backend survived {mutant.kills}: {seen.get(mutant.kills)}"
     )
+
+
+def test_a_python_driver_that_prints_to_stdout_cannot_corrupt_the_protocol(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The Python backend moves file descriptor 1 to stderr before loading the driver.
+    monkeypatch.chdir(ROOT)
+    seen = outcomes(
+        "process",
+        {"command": f"{BACKEND} tests.protocol.noisy_driver:harness", "validate": "true"},
+        areas=("point_reads", "replay"),
+    )
+    assert seen and all(outcome == "passed" for outcome in seen.values()), seen

@@ -11,6 +11,7 @@ from runlane_conformance.contract import errors
 from runlane_conformance.contract.errors import (
     RunlaneError,
     StorageAttemptEndedError,
+    StorageCommitUnknownError,
     StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
@@ -23,6 +24,7 @@ from runlane_conformance.contract.errors import (
     StorageProfileError,
     StorageSealedError,
     StorageStreamExhaustedError,
+    StorageUnavailableError,
     StorageUnsupportedError,
     StorageUsageError,
     StorageValidationError,
@@ -35,6 +37,8 @@ INTENDED: dict[type[Exception], type[Exception]] = {
     StorageConflictError: Exception,
     StorageCorruptionError: Exception,
     StorageStreamExhaustedError: Exception,
+    StorageCommitUnknownError: Exception,
+    StorageUnavailableError: ConnectionError,
     StorageLimitError: ValueError,
     StorageValidationError: ValueError,
     StorageCursorError: ValueError,
@@ -81,7 +85,7 @@ def test_protocol_misuse_errors_are_usage_errors(cls: type[Exception]) -> None:
 
 @pytest.mark.parametrize(
     "cls",
-    [StorageConflictError, StorageCorruptionError, StorageStreamExhaustedError],
+    [StorageConflictError, StorageCorruptionError, StorageStreamExhaustedError, StorageCommitUnknownError],
     ids=lambda cls: cls.__name__,
 )
 def test_conflicts_and_corruption_are_not_mistaken_for_bad_input(cls: type[Exception]) -> None:
@@ -97,11 +101,21 @@ def test_core_reactions_are_distinguishable_by_type_alone() -> None:
         StorageCursorError,
         StorageCorruptionError,
         StorageUnsupportedError,
+        StorageUnavailableError,
+        StorageCommitUnknownError,
     ]
     for cls in reactions:
         for other in reactions:
             if cls is not other:
                 assert not issubclass(cls, other), (cls, other)
+
+
+def test_an_unknown_commit_is_never_caught_as_a_retryable_connection_failure() -> None:
+    # Generic "retry on ConnectionError" code may redo work whose commit is unknown only by mistake.
+    assert issubclass(StorageUnavailableError, ConnectionError)
+    assert not issubclass(StorageCommitUnknownError, (ConnectionError, OSError))
+    assert not issubclass(StorageCommitUnknownError, StorageUnavailableError)
+    assert not issubclass(StorageUnavailableError, StorageCommitUnknownError)
 
 
 def test_a_limit_error_can_be_raised_and_caught_by_type() -> None:

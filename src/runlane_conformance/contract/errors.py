@@ -3,7 +3,9 @@
 Core decides what to do after a storage failure by the *type* of the error:
 a conflict means "replay the attempt", a limit error means "split the work and
 try again", a usage error means "core (or the driver) broke a rule and must be
-fixed", corruption means "durable state or returned data cannot be trusted".
+fixed", corruption means "durable state or returned data cannot be trusted",
+unavailable means "nothing was committed, try the transaction again later"
+and commit-unknown means "find out what happened before doing it again".
 Messages are for humans only; nothing in this package ever inspects them.
 
 Each class also derives from the closest built-in exception so that generic
@@ -17,6 +19,7 @@ from enum import StrEnum
 __all__ = [
     "RunlaneError",
     "StorageAttemptEndedError",
+    "StorageCommitUnknownError",
     "StorageConcurrentUseError",
     "StorageConflictError",
     "StorageCorruptionError",
@@ -29,6 +32,7 @@ __all__ = [
     "StorageProfileError",
     "StorageSealedError",
     "StorageStreamExhaustedError",
+    "StorageUnavailableError",
     "StorageUnsupportedError",
     "StorageUsageError",
     "StorageValidationError",
@@ -49,6 +53,31 @@ class StorageConflictError(StorageError):
 
     Nothing of the attempt was committed. A driver replays the callback after
     this error until its attempt budget runs out, then raises it to the caller.
+    """
+
+
+class StorageUnavailableError(StorageError, ConnectionError):
+    """The store could not be reached or the connection broke, and nothing of the transaction committed.
+
+    A driver raises this only when it knows no attempt of the call committed:
+    the failure came before the commit request was sent, or the driver
+    established afterwards (for example by a commit marker) that the commit
+    did not happen. Retrying the whole transaction later is therefore safe.
+    It is also a ``ConnectionError``, so generic network retry code treats it
+    as the transient failure it is.
+    """
+
+
+class StorageCommitUnknownError(StorageError):
+    """The commit request may or may not have taken effect, and the driver could not find out which.
+
+    Raised when the connection failed after the commit was sent and the
+    driver could not resolve the outcome (the store stayed unreachable, or
+    it keeps no marker to read back). The transaction committed at most
+    once: the driver never replays a callback after an attempt that may have
+    committed. The caller must reconcile (read what it meant to write)
+    before retrying. Deliberately *not* a ``ConnectionError``: a generic
+    "retry on connection errors" loop must not redo work that may be done.
     """
 
 

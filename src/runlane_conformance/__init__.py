@@ -126,6 +126,7 @@ from .contract.values import (
     have_equal_storage_record_keys,
 )
 from .core.completion_waits import RunCompletionWaitPresence
+from .faults import Fault, FaultHook, FaultInjector, FaultKind, FaultProxy, FaultProxyError, InjectedFault
 from .fixtures.collect import import_suites
 from .fixtures.records import Leases
 from .harness import (
@@ -161,8 +162,15 @@ __all__ = [
     "BackendTimeoutError",
     "Clock",
     "DriverHarness",
+    "Fault",
+    "FaultHook",
+    "FaultInjector",
+    "FaultKind",
+    "FaultProxy",
+    "FaultProxyError",
     "FrozenJsonObject",
     "HarnessFactory",
+    "InjectedFault",
     "Leases",
     "LocalStorageDriver",
     "MaterializedStorageAppend",

@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from .contract.errors import RunlaneError, StorageProfileError
 from .contract.protocols import Clock, StorageDriver
 from .contract.values import StorageLimits
+from .faults.plan import FaultHook
 from .safe_text import describe_exception, safe_repr
 
 __all__ = [
@@ -31,8 +32,10 @@ __all__ = [
     "DriverLoadError",
     "DriverNotFoundError",
     "DriverOptionError",
+    "FaultHookStore",
     "HarnessError",
     "HarnessFactory",
+    "ProxiedStore",
     "StoreHandle",
     "available_drivers",
     "load_harness",
@@ -69,6 +72,42 @@ class StoreHandle(Protocol):
 
     def close(self) -> None:
         """Drop the store and everything in it."""
+        ...
+
+
+@runtime_checkable
+class ProxiedStore(Protocol):
+    """Optional: a store whose instances talk to a server over TCP, so faults can be injected on the wire.
+
+    A store offering these two methods lets the ``faults`` suite put a
+    ``FaultProxy`` between its instances and the server, with no knowledge of
+    the driver's internals. ``connect_through`` must open an instance exactly
+    like ``connect`` does (same store, options and clock), except that every
+    connection it makes, including reconnections after a failure, goes to
+    ``address`` instead of ``proxy_target()``.
+    """
+
+    def proxy_target(self) -> tuple[str, int]:
+        """The ``(host, port)`` of the server this store's instances connect to."""
+        ...
+
+    def connect_through(self, address: tuple[str, int], *, clock: Clock | None = None) -> StorageDriver:
+        """A new instance on this store whose connections all go to ``address``."""
+        ...
+
+
+@runtime_checkable
+class FaultHookStore(Protocol):
+    """Optional: a store whose driver is not networked but can route its store exchanges through a hook.
+
+    ``connect_with_faults(hook)`` opens an instance that calls
+    ``hook.round_trip(action)`` around every exchange with its store (each
+    read, each write statement, the commit) and treats the hook's
+    ``InjectedFault`` exactly like a broken connection of its own.
+    """
+
+    def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> StorageDriver:
+        """A new instance on this store whose store exchanges go through ``hook``."""
         ...
 
 

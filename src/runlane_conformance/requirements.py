@@ -46,6 +46,7 @@ AREAS: tuple[str, ...] = (
     "completion_waits",
     "append",
     "exclusive_selection",
+    "faults",
 )
 
 _ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")

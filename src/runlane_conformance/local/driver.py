@@ -23,7 +23,12 @@ from typing import TypeVar
 from ..contract.attempt import StorageAttemptRules
 from ..contract.catalog import StorageCandidateMode
 from ..contract.cursors import decode_storage_query_cursor, encode_storage_query_cursor
-from ..contract.errors import StorageConflictError, StorageUsageError, StorageValidationError
+from ..contract.errors import (
+    StorageConflictError,
+    StorageUnavailableError,
+    StorageUsageError,
+    StorageValidationError,
+)
 from ..contract.limits import StorageTransactionMeter
 from ..contract.protocols import Clock, StorageTransaction
 from ..contract.streams import AppendRecordsCommand
@@ -40,10 +45,17 @@ from ..contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
+from ..faults.plan import FaultHook, InjectedFault
 from . import operator
 from .store import CommitPlan, LocalStore, RangeDependency, StoreConflict
 
-__all__ = ["LocalStorageDriver", "LocalTransaction", "create_local_storage_driver", "local_profile"]
+__all__ = [
+    "FaultyLocalTransaction",
+    "LocalStorageDriver",
+    "LocalTransaction",
+    "create_local_storage_driver",
+    "local_profile",
+]
 
 T = TypeVar("T")
 
@@ -204,6 +216,68 @@ class LocalTransaction:
         )
 
 
+class FaultyLocalTransaction(LocalTransaction):
+    """An attempt whose exchanges with the store (each read, the commit) go through a ``FaultHook``.
+
+    Only instances opened with ``connect_with_faults`` use it, so the normal
+    path pays nothing for it. It shows how a driver keeps the fault rules:
+
+    * a read that fails leaves the attempt broken: the read raises
+      ``StorageUnavailableError``, and the attempt can no longer commit even if
+      the callback swallows that error;
+    * a commit that fails before the store applied it rolls back and raises
+      ``StorageUnavailableError`` (nothing committed, so retrying is safe);
+    * a commit whose answer is lost after the store applied it is resolved,
+      not guessed: in-process, the store call having returned proves the
+      commit, so the attempt counts as committed and is never replayed.
+    """
+
+    def __init__(self, store: LocalStore, limits: StorageLimits, clock: Clock, hook: FaultHook) -> None:
+        super().__init__(store, limits, clock)
+        self._hook = hook
+        self._broken: InjectedFault | None = None
+
+    def _exchange(self, action: Callable[[], T]) -> T:
+        if self._broken is not None:
+            raise StorageUnavailableError(f"this attempt's connection to the store failed: {self._broken}")
+        try:
+            return self._hook.round_trip(action)
+        except InjectedFault as fault:
+            self._broken = fault
+            raise StorageUnavailableError(f"the store could not be read: {fault}") from fault
+
+    def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
+        return self._exchange(lambda: LocalTransaction.get(self, keys))
+
+    def query_candidates(
+        self, command: QueryRecordsCommand, *, mode: StorageCandidateMode = StorageCandidateMode.ADVISORY
+    ) -> QueryRecordsResult:
+        return self._exchange(lambda: LocalTransaction.query_candidates(self, command, mode=mode))
+
+    def _commit(self) -> None:
+        if self._broken is not None:
+            self._rollback()
+            raise StorageUnavailableError(
+                f"nothing was committed: this attempt's connection to the store failed: {self._broken}"
+            )
+        if not self._rules.mutated and self._rules.append is None:
+            LocalTransaction._commit(self)  # read-only: no exchange with the store
+            return
+        applied: list[bool] = []
+
+        def commit() -> None:
+            LocalTransaction._commit(self)
+            applied.append(True)
+
+        try:
+            self._hook.round_trip(commit)
+        except InjectedFault as fault:
+            if applied:
+                return  # the store applied the commit; only its answer was lost
+            self._rollback()
+            raise StorageUnavailableError(f"nothing was committed: {fault}") from fault
+
+
 def _page_result(
     command: QueryRecordsCommand, references: tuple[StorageIndexReference, ...]
 ) -> QueryRecordsResult:
@@ -226,11 +300,13 @@ class LocalStorageDriver:
         clock: Clock | None = None,
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 16,
+        faults: FaultHook | None = None,
     ) -> None:
         if type(max_transaction_attempts) is not int or max_transaction_attempts < 1:
             raise StorageValidationError("max_transaction_attempts must be a positive integer")
         if limits is not None and not isinstance(limits, StorageLimits):
             raise StorageValidationError("limits must be StorageLimits")
+        self._faults = faults
         self._store = store
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = local_profile(limits)
@@ -265,8 +341,13 @@ class LocalStorageDriver:
         self._check_open()
         limits = self._profile.limits
         reason = "no attempt was made"
+        faults = self._faults
         for _attempt in range(self._max_attempts):
-            attempt = LocalTransaction(self._store, limits, self._clock)
+            attempt = (
+                LocalTransaction(self._store, limits, self._clock)
+                if faults is None
+                else FaultyLocalTransaction(self._store, limits, self._clock, faults)
+            )
             try:
                 result = callback(attempt)
             except BaseException:

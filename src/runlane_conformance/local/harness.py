@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from ..contract.protocols import Clock
 from ..contract.values import StorageLimits
+from ..faults.plan import FaultHook
 from ..harness import (
     STORAGE_LIMIT_OPTIONS,
     DriverLoadError,
@@ -44,6 +45,18 @@ class LocalStoreHandle:
     def connect(self, *, clock: Clock | None = None) -> LocalStorageDriver:
         driver = LocalStorageDriver(
             self._store, clock=clock, limits=self._limits, max_transaction_attempts=self._attempts
+        )
+        self._drivers.append(driver)
+        return driver
+
+    def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> LocalStorageDriver:
+        """An instance whose reads and commits go through ``hook``: the faults suite's in-process hook."""
+        driver = LocalStorageDriver(
+            self._store,
+            clock=clock,
+            limits=self._limits,
+            max_transaction_attempts=self._attempts,
+            faults=hook,
         )
         self._drivers.append(driver)
         return driver

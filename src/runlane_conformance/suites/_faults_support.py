@@ -1,0 +1,405 @@
+"""The machinery of the faults suite: fresh stores per trial, calibrated fault schedules, recorded outcomes.
+
+A *trial* runs one transaction on a brand-new store through an instance
+whose exchanges with the store pass a fault switch (the loopback proxy, or
+the driver's in-process hook), with one fault armed; then a plain instance
+reads what the store holds, and the faulted instance must keep working.
+Every trial opens and closes its own store, so nothing a fault leaves behind
+can reach another check or area.
+
+Where faults land. A fault-free *calibration* trial counts the writes (request
+flights) the transaction makes: W. The schedule then breaks each write 1..W
+in each way (cut before it, lose its reply, make the store unreachable from
+it on) and delays the last one. Write 1 is the attempt's first statement,
+write W is the commit, and losing W's reply is the ambiguous commit. The
+schedule depends only on what the driver does, so a reproduce run replays
+the same faults.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ..contract.errors import StorageCommitUnknownError, StorageUnavailableError
+from ..contract.protocols import StorageDriver, StorageTransaction
+from ..contract.values import StoredRecord
+from ..faults.plan import Fault, FaultInjector, FaultKind, FaultSwitch
+from ..faults.proxy import FaultProxy
+from ..fixtures.gating import fault_skip_reason
+from ..fixtures.records import Leases
+from ..harness import DriverHarness, FaultHookStore, ProxiedStore, StoreHandle
+from ._append_support import batch, read_stream
+
+__all__ = [
+    "FOLLOW_UP_TIMEOUT",
+    "BatchTrial",
+    "CounterTrial",
+    "FaultRig",
+    "RunRecord",
+    "batch_trials",
+    "counter_trials",
+    "describe_error",
+    "report",
+]
+
+#: How long a transaction after the fault is lifted may take before the instance counts as wedged.
+FOLLOW_UP_TIMEOUT = 15.0
+#: How long a proxy may live: far beyond any check, so it only ends a proxy nobody closed.
+PROXY_LIFETIME = 600.0
+#: The error types a fault may surface as.
+FAULT_ERRORS = (StorageUnavailableError, StorageCommitUnknownError)
+
+
+def describe_error(error: BaseException | None) -> str:
+    if error is None:
+        return "success"
+    text = " ".join(str(error).split())
+    return f"{type(error).__module__}.{type(error).__qualname__}: {text[:160]}"
+
+
+@dataclass
+class Trial:
+    """One fresh store, its fault switch, and how to open instances behind the switch or beside it."""
+
+    store: StoreHandle
+    switch: FaultSwitch
+    mechanism: str
+    connect_faulty: Callable[[], StorageDriver]
+
+    def fresh(self) -> StorageDriver:
+        """A plain instance on the trial's store that bypasses the fault switch."""
+        return self.store.connect()
+
+
+class FaultRig:
+    """Opens trials on the harness: each trial a fresh store, closed (with its proxy) afterwards."""
+
+    def __init__(self, harness: DriverHarness) -> None:
+        self.harness = harness
+
+    @contextmanager
+    def trial(self) -> Iterator[Trial]:
+        store = self.harness.open_store()
+        proxy: FaultProxy | None = None
+        try:
+            if isinstance(store, ProxiedStore):
+                proxy = FaultProxy(tuple(store.proxy_target()), lifetime=PROXY_LIFETIME)  # type: ignore[arg-type]
+                address = proxy.address
+                yield Trial(store, proxy, "the fault proxy", lambda: store.connect_through(address))
+            elif isinstance(store, FaultHookStore):
+                injector = FaultInjector()
+                yield Trial(
+                    store, injector, "the in-process fault hook", lambda: store.connect_with_faults(injector)
+                )
+            else:
+                pytest.skip(fault_skip_reason(store) or "profile: faults not offered")
+        finally:
+            try:
+                store.close()
+            finally:
+                if proxy is not None:
+                    proxy.close()
+
+
+def bounded(
+    action: Callable[[], Any], timeout: float = FOLLOW_UP_TIMEOUT
+) -> tuple[Any, BaseException | None]:
+    """Run ``action`` on a daemon thread; its value and error, or a TimeoutError if it did not finish."""
+    outcome: list[tuple[Any, BaseException | None]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((action(), None))
+        except BaseException as error:  # reported, never swallowed: the caller judges it
+            outcome.append((None, error))
+
+    thread = threading.Thread(target=run, name="runlane-faults-follow-up", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        return None, TimeoutError(f"did not finish within {timeout:g}s")
+    return outcome[0]
+
+
+def schedule(writes: int) -> list[Fault]:
+    """Every fault of the suite for a transaction of ``writes`` writes (see the module docstring)."""
+    faults = [
+        Fault(kind, at)
+        for kind in (FaultKind.CUT, FaultKind.LOSE_REPLY, FaultKind.REFUSE)
+        for at in range(1, writes + 1)
+    ]
+    faults.append(Fault(FaultKind.DELAY, writes))
+    return faults
+
+
+# -- the counter scenario: one read-modify-write, the outcome rules ------------------------------
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What one ``transaction()`` call did: its value or error, and the counter value each run read."""
+
+    value: object
+    error: BaseException | None
+    reads: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CounterTrial:
+    """A counter increment from 0 under ``fault``, and what the store and the instance did afterwards."""
+
+    fault: Fault
+    mechanism: str
+    planned: int
+    fired: bool
+    run: RunRecord
+    stored: int | None
+    inspect_error: BaseException | None
+    follow_up: str | None  # why the instance was not usable after the fault, or None
+
+    def where(self) -> str:
+        return f"{self.fault.describe()} of {self.planned}, via {self.mechanism}"
+
+    def applied(self) -> str:
+        if self.inspect_error is not None:
+            return f"the store could not be read afterwards ({describe_error(self.inspect_error)})"
+        return f"the store holds counter={self.stored}"
+
+
+def _counter(leases: Leases) -> Callable[[list[int]], Callable[[StorageTransaction], int]]:
+    def make(reads: list[int]) -> Callable[[StorageTransaction], int]:
+        def increment(tx: StorageTransaction) -> int:
+            (current,) = tx.get([leases.key("counter")])
+            assert current is not None, "the counter record vanished"
+            value = int(str(current.document.value["holder"]))
+            reads.append(value)
+            tx.replace(current, leases.record("counter", holder=str(value + 1)))
+            return value
+
+        return increment
+
+    return make
+
+
+def _read_counter(driver: StorageDriver, leases: Leases) -> int:
+    (current,) = driver.transaction(lambda tx: tx.get([leases.key("counter")]))
+    assert current is not None, "the counter record vanished"
+    return int(str(current.document.value["holder"]))
+
+
+def _counter_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[CounterTrial, int]:
+    leases = Leases(environment=f"faults-{uuid.uuid4().hex[:8]}")
+    make = _counter(leases)
+    with rig.trial() as trial:
+        faulty = trial.connect_faulty()
+        faulty.transaction(lambda tx: tx.create(leases.record("counter", holder="0")))
+        reads: list[int] = []
+        trial.switch.arm(fault)
+        value: object = None
+        error: BaseException | None = None
+        try:
+            value = faulty.transaction(make(reads))
+        except Exception as caught:
+            error = caught
+        writes, fired = trial.switch.writes, trial.switch.fired
+        trial.switch.disarm()
+        stored: int | None = None
+        inspect_error: BaseException | None = None
+        try:
+            stored = _read_counter(trial.fresh(), leases)
+        except Exception as caught:
+            inspect_error = caught
+        follow_up = None
+        if fault is not None and inspect_error is None and stored is not None:
+            follow_up = _follow_up(trial, faulty, leases, make, stored)
+        record = CounterTrial(
+            fault or Fault(FaultKind.DELAY, 1, delay=0.0),
+            trial.mechanism,
+            planned,
+            fired,
+            RunRecord(value, error, tuple(reads)),
+            stored,
+            inspect_error,
+            follow_up,
+        )
+        return record, writes
+
+
+def _follow_up(
+    trial: Trial,
+    faulty: StorageDriver,
+    leases: Leases,
+    make: Callable[[list[int]], Callable[[StorageTransaction], int]],
+    stored: int,
+) -> str | None:
+    """Why the faulted instance or a new one behind the switch fails after the fault; None if both work."""
+    _, error = bounded(lambda: faulty.transaction(make([])))
+    if error is not None:
+        return f"the faulted instance's next transaction failed: {describe_error(error)}"
+    newcomer, error = bounded(trial.connect_faulty)
+    if error is not None:
+        return f"a new instance could not be opened: {describe_error(error)}"
+    value, error = bounded(lambda: _read_counter(newcomer, leases))
+    if error is not None:
+        return f"a new instance could not read the store: {describe_error(error)}"
+    if value != stored + 1:
+        return f"the next transaction reported success but the store holds counter={value}, not {stored + 1}"
+    return None
+
+
+def counter_trials(harness: DriverHarness) -> list[CounterTrial]:
+    """The counter increment under every fault of the calibrated schedule."""
+    rig = FaultRig(harness)
+    _, writes = _counter_trial(rig, None, 0)
+    if writes == 0:
+        pytest.fail(
+            "the calibration transaction made no writes through the fault mechanism: the harness's "
+            "faulty instances do not route their store exchanges through it"
+        )
+    return [_counter_trial(rig, fault, writes)[0] for fault in schedule(writes)]
+
+
+# -- the batch scenario: several mutations, indexes and an append, all or nothing ----------------
+
+
+@dataclass(frozen=True)
+class BatchTrial:
+    """A multi-record transaction under ``fault``: which of its pieces the store shows afterwards."""
+
+    fault: Fault
+    mechanism: str
+    planned: int
+    fired: bool
+    error: BaseException | None
+    pieces: dict[str, bool] = field(default_factory=dict)  # piece -> applied?
+    problems: tuple[str, ...] = ()  # inconsistencies beyond all-or-nothing (index, stream head)
+    inspect_error: BaseException | None = None
+
+    def where(self) -> str:
+        return f"{self.fault.describe()} of {self.planned}, via {self.mechanism}"
+
+
+def _name(record: StoredRecord | None) -> str | None:
+    return None if record is None else str(record.document.value.get("holder"))
+
+
+def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[BatchTrial, int]:
+    leases = Leases(environment=f"faults-{uuid.uuid4().hex[:8]}")
+    partition = f"faults-{uuid.uuid4().hex[:8]}"
+    with rig.trial() as trial:
+        faulty = trial.connect_faulty()
+        appends = bool(faulty.profile.append)
+
+        def seed(tx: StorageTransaction) -> None:
+            tx.create(leases.record("keep-r", at=10, holder="r0"))
+            tx.create(leases.record("keep-d", at=20, holder="d0"))
+
+        faulty.transaction(seed)
+        if appends:
+            faulty.transaction(lambda tx: tx.append(batch(partition, "seed", 1)))
+
+        def work(tx: StorageTransaction) -> None:
+            replaced, deleted = tx.get([leases.key("keep-r"), leases.key("keep-d")])
+            assert replaced is not None and deleted is not None
+            tx.create(leases.record("new-a", at=1, holder="a"))
+            tx.create(leases.record("new-b", at=2, holder="b"))
+            tx.replace(replaced, leases.record("keep-r", at=11, holder="r1"))
+            tx.delete(deleted)
+            if appends:
+                tx.append(batch(partition, "work", 2))
+
+        trial.switch.arm(fault)
+        error: BaseException | None = None
+        try:
+            faulty.transaction(work)
+        except Exception as caught:
+            error = caught
+        writes, fired = trial.switch.writes, trial.switch.fired
+        trial.switch.disarm()
+        pieces: dict[str, bool] = {}
+        problems: list[str] = []
+        inspect_error: BaseException | None = None
+        try:
+            fresh = trial.fresh()
+            names = ["new-a", "new-b", "keep-r", "keep-d"]
+            found = dict(
+                zip(names, fresh.transaction(lambda tx: tx.get([leases.key(n) for n in names])), strict=True)
+            )
+            pieces["create new-a"] = found["new-a"] is not None
+            pieces["create new-b"] = found["new-b"] is not None
+            pieces["replace keep-r"] = _name(found["keep-r"]) == "r1"
+            pieces["delete keep-d"] = found["keep-d"] is None
+            expected_index = sorted(
+                (leases.sort(at), name)
+                for name, at in (
+                    ("new-a", 1),
+                    ("new-b", 2),
+                    ("keep-r", 11 if pieces["replace keep-r"] else 10),
+                    ("keep-d", 20),
+                )
+                if found[name] is not None
+            )
+            page = fresh.query(leases.query(limit=min(fresh.profile.limits.max_query_results, 100)))
+            index = sorted((item.sort, str(item.key.id[-1])) for item in page.items)
+            if index != expected_index:
+                problems.append(f"the index shows {index} but the records imply {expected_index}")
+            if appends:
+                view = read_stream(fresh, partition)
+                pieces["append 2 observations"] = len(view.records) == 3
+                if view.positions != list(range(1, len(view.records) + 1)):
+                    problems.append(f"stream positions {view.positions} are not contiguous from 1")
+                if view.next_position != len(view.records) + 1:
+                    problems.append(
+                        f"the stream head says next position {view.next_position} after "
+                        f"{len(view.records)} records"
+                    )
+                fresh.transaction(lambda tx: tx.append(batch(partition, "after", 1)))
+                after = read_stream(fresh, partition)
+                if after.positions != list(range(1, len(view.records) + 2)):
+                    problems.append(f"the next append landed at positions {after.positions}")
+        except Exception as caught:
+            inspect_error = caught
+        return (
+            BatchTrial(
+                fault or Fault(FaultKind.DELAY, 1, delay=0.0),
+                trial.mechanism,
+                planned,
+                fired,
+                error,
+                pieces,
+                tuple(problems),
+                inspect_error,
+            ),
+            writes,
+        )
+
+
+def batch_trials(harness: DriverHarness) -> list[BatchTrial]:
+    """The multi-record transaction under every fault of the calibrated schedule."""
+    rig = FaultRig(harness)
+    calibration, writes = _batch_trial(rig, None, 0)
+    if calibration.inspect_error is not None or not all(calibration.pieces.values()):
+        pytest.fail(
+            "the fault-free calibration transaction did not commit as written: "
+            f"{calibration.pieces} {describe_error(calibration.inspect_error or calibration.error)}"
+        )
+    if writes == 0:
+        pytest.fail(
+            "the calibration transaction made no writes through the fault mechanism: the harness's "
+            "faulty instances do not route their store exchanges through it"
+        )
+    return [_batch_trial(rig, fault, writes)[0] for fault in schedule(writes)]
+
+
+def report(problems: list[str], trials: int) -> str:
+    """A failure message: how many of the trials broke the rule, and the first few in full."""
+    shown = "\n  ".join(problems[:8])
+    more = f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else ""
+    return f"{len(problems)} of {trials} fault trials broke the rule:\n  {shown}{more}"

@@ -1,0 +1,207 @@
+"""Faults: a broken connection at any point of an attempt leaves no partial work and no false report.
+
+Every check here breaks the driver's traffic to its store at each write of a
+transaction (see ``_faults_support``): before the first statement, in the
+middle, on the commit, and after the commit with its answer lost. Each fault
+runs on a fresh store, and a plain instance then reads what was committed.
+The rules:
+
+* the store shows all of an attempt or none of it, indexes and stream heads
+  included;
+* what ``transaction()`` reported agrees with the store: success means
+  committed exactly once, ``StorageUnavailableError`` means nothing,
+  ``StorageCommitUnknownError`` means at most once;
+* no callback runs again after an attempt that may have committed;
+* a fault surfaces as one of those two errors, never as a client library's
+  own exception;
+* once the fault is lifted, the instance and new instances work again.
+
+The checks need a way to inject faults: the harness's stores either name
+their server for the loopback proxy (``proxy_target``/``connect_through``) or
+offer an in-process hook (``connect_with_faults``). Without either, the area
+is skipped with a ``profile:`` reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runlane_conformance.contract.errors import StorageCommitUnknownError, StorageUnavailableError
+from runlane_conformance.harness import DriverHarness
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._faults_support import (
+    FAULT_ERRORS,
+    BatchTrial,
+    CounterTrial,
+    batch_trials,
+    counter_trials,
+    describe_error,
+    report,
+)
+
+CHECKLIST = "Verification checklist: injected failure paths with no partial writes"
+ATTEMPTS = "Treat each transaction callback as a new attempt"
+
+NO_PARTIAL_WRITES = requirement(
+    "faults.no-partial-writes",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; {ATTEMPTS} (grouping never reports a partially applied batch)",
+    "After a fault at any point of an attempt, a fresh instance sees all of the attempt's creates, "
+    "replacements, deletes and append, or none of them; indexes match the records and the stream head "
+    "matches the stream.",
+    capability="faults",
+)
+OUTCOME_MATCHES_STORE = requirement(
+    "faults.outcome-matches-store",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; {ATTEMPTS}",
+    "What transaction() reports after a fault agrees with the store: success means the work committed "
+    "exactly once and the committed attempt's value is returned; StorageUnavailableError means nothing "
+    "committed; StorageCommitUnknownError means at most once.",
+    capability="faults",
+)
+NO_REPLAY_AFTER_POSSIBLE_COMMIT = requirement(
+    "faults.no-replay-after-possible-commit",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; {ATTEMPTS} (only the committed attempt's work may count)",
+    "A callback never runs again after an attempt that may have committed: a lost commit reply is "
+    "resolved or reported as StorageCommitUnknownError, never replayed on a guess, so work is never "
+    "applied twice.",
+    capability="faults",
+)
+FAILURES_ARE_TYPED = requirement(
+    "faults.failures-are-typed",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; {ATTEMPTS}",
+    "A fault the driver could not resolve reaches the caller as StorageUnavailableError or "
+    "StorageCommitUnknownError, never as a client library's own exception or another contract error.",
+    capability="faults",
+)
+USABLE_AFTER_FAULT = requirement(
+    "faults.usable-after-fault",
+    RequirementLevel.MUST,
+    CHECKLIST,
+    "Once the fault is lifted, the faulted instance commits its next transaction and a new instance "
+    "sees it; a fault never leaves an instance wedged or a connection half-used.",
+    capability="faults",
+)
+
+
+@pytest.fixture(scope="module")
+def under_counter_faults(runlane_harness: DriverHarness) -> list[CounterTrial]:
+    """The counter increment under every calibrated fault (computed once, judged by several checks)."""
+    return counter_trials(runlane_harness)
+
+
+@pytest.fixture(scope="module")
+def under_batch_faults(runlane_harness: DriverHarness) -> list[BatchTrial]:
+    """The multi-record transaction under every calibrated fault."""
+    return batch_trials(runlane_harness)
+
+
+def _fired(trials: list[CounterTrial]) -> list[CounterTrial]:
+    fired = [trial for trial in trials if trial.fired]
+    assert fired, "no scheduled fault took effect: the driver's writes differ from its calibration run"
+    return fired
+
+
+@NO_PARTIAL_WRITES
+def test_a_fault_at_any_point_leaves_all_of_the_attempt_or_none_of_it(
+    under_batch_faults: list[BatchTrial],
+) -> None:
+    problems = []
+    fired = [trial for trial in under_batch_faults if trial.fired]
+    assert fired, "no scheduled fault took effect: the driver's writes differ from its calibration run"
+    for trial in fired:
+        if trial.inspect_error is not None:
+            problems.append(
+                f"{trial.where()}: the store could not be read back: {describe_error(trial.inspect_error)}"
+            )
+            continue
+        applied = sorted(piece for piece, done in trial.pieces.items() if done)
+        missing = sorted(piece for piece, done in trial.pieces.items() if not done)
+        if applied and missing:
+            problems.append(
+                f"{trial.where()}: partial commit (transaction() gave {describe_error(trial.error)}); "
+                f"the store holds {applied} but not {missing}"
+            )
+        problems.extend(f"{trial.where()}: {problem}" for problem in trial.problems)
+    assert not problems, report(problems, len(fired))
+
+
+@OUTCOME_MATCHES_STORE
+def test_what_transaction_reports_after_a_fault_agrees_with_the_store(
+    under_counter_faults: list[CounterTrial],
+) -> None:
+    problems = []
+    fired = _fired(under_counter_faults)
+    for trial in fired:
+        if trial.inspect_error is not None:
+            problems.append(f"{trial.where()}: {trial.applied()}")
+            continue
+        run, stored = trial.run, trial.stored
+        said = describe_error(run.error)
+        if run.error is None:
+            if stored != 1:
+                problems.append(
+                    f"{trial.where()}: transaction() succeeded but {trial.applied()} (expected 1)"
+                )
+            elif run.value != 0:
+                problems.append(
+                    f"{trial.where()}: transaction() returned {run.value!r}, not the value its committed "
+                    "attempt read (0)"
+                )
+        elif isinstance(run.error, StorageUnavailableError):
+            if stored != 0:
+                problems.append(f"{trial.where()}: {said}, yet {trial.applied()} (it must hold 0)")
+        elif stored not in (0, 1):
+            problems.append(f"{trial.where()}: {said}, and {trial.applied()} (applied more than once)")
+    assert not problems, report(problems, len(fired))
+
+
+@NO_REPLAY_AFTER_POSSIBLE_COMMIT
+def test_a_callback_never_runs_again_after_an_attempt_that_may_have_committed(
+    under_counter_faults: list[CounterTrial],
+) -> None:
+    problems = []
+    fired = _fired(under_counter_faults)
+    for trial in fired:
+        reads = trial.run.reads
+        replays_after_commit = [value for value in reads[1:] if value != 0]
+        if replays_after_commit:
+            problems.append(
+                f"{trial.where()}: the callback ran again after an attempt that committed "
+                f"(its runs read {list(reads)}); transaction() gave {describe_error(trial.run.error)} "
+                f"and {trial.applied()}"
+            )
+        elif trial.stored is not None and trial.stored > 1:
+            problems.append(f"{trial.where()}: the work was applied {trial.stored} times ({trial.applied()})")
+    assert not problems, report(problems, len(fired))
+
+
+@FAILURES_ARE_TYPED
+def test_an_unresolved_fault_surfaces_as_unavailable_or_commit_unknown(
+    under_counter_faults: list[CounterTrial],
+) -> None:
+    problems = []
+    fired = _fired(under_counter_faults)
+    for trial in fired:
+        error = trial.run.error
+        if error is not None and not isinstance(error, FAULT_ERRORS):
+            problems.append(
+                f"{trial.where()}: transaction() raised {describe_error(error)}; a fault must surface as "
+                f"{StorageUnavailableError.__name__} or {StorageCommitUnknownError.__name__}"
+            )
+    assert not problems, report(problems, len(fired))
+
+
+@USABLE_AFTER_FAULT
+def test_the_instance_and_new_instances_work_once_the_fault_is_lifted(
+    under_counter_faults: list[CounterTrial],
+) -> None:
+    problems = []
+    fired = _fired(under_counter_faults)
+    for trial in fired:
+        if trial.follow_up is not None:
+            problems.append(f"{trial.where()}: {trial.follow_up}")
+    assert not problems, report(problems, len(fired))

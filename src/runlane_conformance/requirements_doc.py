@@ -50,6 +50,7 @@ CLAUSE_SECTIONS: dict[str, str] = {
     "Verification checklist: conflict detection": "9. Transactions: one callback, many attempts",
     "Verification checklist: cursor-scope rejection": "4. Cursors and their scope",
     "Verification checklist: defensive copies": "1. The JSON boundary",
+    "Verification checklist: injected failure paths with no partial writes": "When the connection fails",
     "Verification checklist: order, range bounds, tie-breaking": "3. Encodings, and why their order works",
 }
 

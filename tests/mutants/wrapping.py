@@ -47,6 +47,21 @@ class WrappedTransaction:
         self.inner.append(command)
 
 
+class HookSpy:
+    """Passes a fault hook's round trips through and remembers every fault it injected."""
+
+    def __init__(self, hook: Any) -> None:
+        self.hook = hook
+        self.faults: list[BaseException] = []
+
+    def round_trip(self, action: Callable[[], T]) -> T:
+        try:
+            return self.hook.round_trip(action)  # type: ignore[no-any-return]
+        except ConnectionError as fault:
+            self.faults.append(fault)
+            raise
+
+
 class WrappedDriver:
     """Delegates to a correct driver instance, wrapping each attempt in ``transaction_class``."""
 
@@ -55,6 +70,7 @@ class WrappedDriver:
     def __init__(self, inner: Any, store: WrappedStore) -> None:
         self.inner = inner
         self.store = store
+        self.hook: HookSpy | None = None  # set on instances opened behind the faults suite's hook
 
     @property
     def profile(self) -> Any:
@@ -80,6 +96,13 @@ class WrappedStore:
 
     def connect(self, *, clock: Any = None) -> WrappedDriver:
         return self.driver_class(self.inner.connect(clock=clock), self)
+
+    def connect_with_faults(self, hook: Any, *, clock: Any = None) -> WrappedDriver:
+        """An instance behind the faults suite's in-process hook; the driver can see what the hook broke."""
+        spy = HookSpy(hook)
+        driver = self.driver_class(self.inner.connect_with_faults(spy, clock=clock), self)
+        driver.hook = spy
+        return driver
 
     def address(self) -> object | None:
         return self.inner.address()

@@ -165,7 +165,7 @@ class CounterTrial:
     follow_up: str | None  # why the instance was not usable after the fault, or None
 
     def where(self) -> str:
-        return f"{self.fault.describe()} of {self.planned}, via {self.mechanism}"
+        return f"{self.fault.describe()} (a fault-free run makes {self.planned} writes), via {self.mechanism}"
 
     def applied(self) -> str:
         if self.inspect_error is not None:
@@ -283,7 +283,7 @@ class BatchTrial:
     inspect_error: BaseException | None = None
 
     def where(self) -> str:
-        return f"{self.fault.describe()} of {self.planned}, via {self.mechanism}"
+        return f"{self.fault.describe()} (a fault-free run makes {self.planned} writes), via {self.mechanism}"
 
 
 def _name(record: StoredRecord | None) -> str | None:

@@ -139,13 +139,13 @@ def test_a_lost_reply_was_processed_by_the_server_but_never_reaches_the_client(
     assert server.received == ["commit"], "the server must have processed the request before the cut"
 
 
-def test_refuse_breaks_the_connection_and_every_new_one_until_disarmed(
+def test_refuse_loses_the_reply_then_refuses_every_new_connection_until_disarmed(
     server: _LineServer, proxy: FaultProxy
 ) -> None:
     proxy.arm(Fault(FaultKind.REFUSE, 1))
     client = _Client(proxy.address)
     with pytest.raises(OSError):
-        client.ask("lost\n")
+        client.ask("processed\n")
     client.close()
     again = _Client(proxy.address)
     with pytest.raises(OSError):
@@ -157,7 +157,7 @@ def test_refuse_breaks_the_connection_and_every_new_one_until_disarmed(
         assert after.ask("back\n") == "ok:back"
     finally:
         after.close()
-    assert server.received == ["back"]
+    assert server.received == ["processed", "back"]
 
 
 def test_a_delayed_write_is_delivered_and_answered(server: _LineServer, proxy: FaultProxy) -> None:
@@ -230,7 +230,7 @@ def test_the_injector_runs_actions_unchanged_and_counts_only_while_armed() -> No
         (FaultKind.CUT, False, True),
         (FaultKind.LOSE_REPLY, True, True),
         (FaultKind.DELAY, True, False),
-        (FaultKind.REFUSE, False, True),
+        (FaultKind.REFUSE, True, True),
     ],
 )
 def test_the_injector_breaks_exactly_the_named_round_trip(kind: FaultKind, ran: bool, raises: bool) -> None:

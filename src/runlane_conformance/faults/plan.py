@@ -35,8 +35,9 @@ class FaultKind(StrEnum):
     #: Write N reaches the store and is fully processed; its answer is dropped and the connection
     #: breaks. On a commit this is the ambiguous case: the work is done, the driver is not told.
     LOSE_REPLY = "lose_reply"
-    #: The connection breaks before write N, and every connection opened afterwards is refused
-    #: (every later in-process round trip fails) until the switch is disarmed: the store is down.
+    #: As ``LOSE_REPLY`` (write N is processed, its answer lost, the connection broken), and every
+    #: connection opened afterwards is refused (every later in-process round trip fails) until the
+    #: switch is disarmed: the store went down, so a driver cannot find out what write N did.
     REFUSE = "refuse"
     #: Write N is held back for a short, bounded time and then delivered; nothing is lost.
     DELAY = "delay"
@@ -63,7 +64,7 @@ class Fault:
         if self.kind is FaultKind.LOSE_REPLY:
             return f"reply to write {self.at} lost (the store processed it)"
         if self.kind is FaultKind.REFUSE:
-            return f"store unreachable from write {self.at} on (connection cut, reconnects refused)"
+            return f"store down after processing write {self.at} (reply lost, reconnects refused)"
         return f"write {self.at} delayed {self.delay:g}s"
 
 
@@ -112,8 +113,8 @@ class FaultInjector:
 
     ``CUT`` raises ``InjectedFault`` instead of running the action,
     ``LOSE_REPLY`` runs it and then raises (its result is lost), ``REFUSE``
-    raises at write N and at every write after it until disarmed, and
-    ``DELAY`` waits, then runs it. Thread-safe: writes are numbered in the
+    does the same and then raises instead of running every later action
+    until disarmed, and ``DELAY`` waits, then runs it. Thread-safe: writes are numbered in the
     order their round trips begin.
     """
 
@@ -148,6 +149,7 @@ class FaultInjector:
 
     def round_trip(self, action: Callable[[], T]) -> T:
         with self._lock:
+            number = 0
             if not self._armed:
                 return_now = True
                 fault = None
@@ -168,7 +170,6 @@ class FaultInjector:
         if fault.kind is FaultKind.DELAY:
             threading.Event().wait(fault.delay)
             return action()
-        if fault.kind is FaultKind.LOSE_REPLY:
+        if fault.kind is FaultKind.LOSE_REPLY or (fault.kind is FaultKind.REFUSE and number == fault.at):
             action()
-            raise InjectedFault(f"injected fault: {fault.describe()}")
         raise InjectedFault(f"injected fault: {fault.describe()}")

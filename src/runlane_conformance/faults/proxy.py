@@ -218,11 +218,12 @@ class FaultProxy:
             return
         link.upstream = up_writer
         self._links.add(link)
-        await asyncio.gather(
-            self._client_to_server(link, reader, up_writer),
-            self._server_to_client(link, up_reader, writer),
-            return_exceptions=True,
-        )
+        with contextlib.suppress(asyncio.CancelledError):  # shutting down: reset below either way
+            await asyncio.gather(
+                self._client_to_server(link, reader, up_writer),
+                self._server_to_client(link, up_reader, writer),
+                return_exceptions=True,
+            )
         self._reset(link)
 
     async def _break(self, link: _Link, up_reader: asyncio.StreamReader | None = None) -> None:
@@ -252,12 +253,12 @@ class FaultProxy:
                 link.new_write = False
                 fault = self._decide()
                 if fault is not None:
-                    if fault.kind in (FaultKind.CUT, FaultKind.REFUSE):
+                    if fault.kind is FaultKind.CUT:
                         link.broken = True  # the server-side pump drains and resets
                         with contextlib.suppress(Exception):
                             upstream.write_eof()
                         return
-                    if fault.kind is FaultKind.LOSE_REPLY:
+                    if fault.kind in (FaultKind.LOSE_REPLY, FaultKind.REFUSE):
                         link.lose_reply = True
                     elif fault.kind is FaultKind.DELAY:
                         await asyncio.sleep(fault.delay)

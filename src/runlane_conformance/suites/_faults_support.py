@@ -1,11 +1,12 @@
 """The machinery of the faults suite: fresh stores per trial, calibrated fault schedules, recorded outcomes.
 
-A *trial* runs one transaction on a brand-new store through an instance
-whose exchanges with the store pass a fault switch (the loopback proxy, or
-the driver's in-process hook), with one fault armed; then a plain instance
-reads what the store holds, and the faulted instance must keep working.
-Every trial opens and closes its own store, so nothing a fault leaves behind
-can reach another check or area.
+A *trial* runs one transaction through a new instance whose exchanges with
+the store pass a fault switch (the loopback proxy, or the driver's
+in-process hook), with one fault armed; then a plain instance reads what the
+store holds, and the faulted instance must keep working. Each schedule of
+trials runs on a store of its own, opened for it and closed after it, and
+each trial on keys of its own, so nothing a fault leaves behind can reach
+another trial, check or area.
 
 Where faults land. A fault-free *calibration* trial counts the writes (request
 flights) the transaction makes: W. The schedule then breaks each write 1..W
@@ -66,46 +67,84 @@ def describe_error(error: BaseException | None) -> str:
 
 @dataclass
 class Trial:
-    """One fresh store, its fault switch, and how to open instances behind the switch or beside it."""
+    """One trial on the rig's store: its fault switch, and instances behind the switch or beside it.
+
+    Every instance a trial opens is closed when the trial ends, so trials
+    never pile up connections.
+    """
 
     store: StoreHandle
     switch: FaultSwitch
     mechanism: str
-    connect_faulty: Callable[[], StorageDriver]
+    _open_faulty: Callable[[], StorageDriver]
+    opened: list[StorageDriver] = field(default_factory=list)
+
+    def connect_faulty(self) -> StorageDriver:
+        """A new instance whose exchanges with the store pass the fault switch."""
+        driver = self._open_faulty()
+        self.opened.append(driver)
+        return driver
 
     def fresh(self) -> StorageDriver:
-        """A plain instance on the trial's store that bypasses the fault switch."""
-        return self.store.connect()
+        """A plain instance on the store that bypasses the fault switch."""
+        driver = self.store.connect()
+        self.opened.append(driver)
+        return driver
 
 
 class FaultRig:
-    """Opens trials on the harness: each trial a fresh store, closed (with its proxy) afterwards."""
+    """One fresh store for a whole schedule of trials, and the switch its faulty instances go through.
+
+    Trials share the store but never a key (each uses its own lease
+    environment and stream partition) nor an instance. Closing the rig closes
+    the store (dropping everything in it) and its proxy.
+    """
 
     def __init__(self, harness: DriverHarness) -> None:
-        self.harness = harness
+        self.store = harness.open_store()
+        self._proxy: FaultProxy | None = None
+        store = self.store
+        try:
+            if isinstance(store, ProxiedStore):
+                host, port = store.proxy_target()
+                proxy = self._proxy = FaultProxy((host, port), lifetime=PROXY_LIFETIME)
+                address = proxy.address
+                self.switch: FaultSwitch = proxy
+                self.mechanism = "the fault proxy"
+                self._open_faulty: Callable[[], StorageDriver] = lambda: store.connect_through(address)
+            elif isinstance(store, FaultHookStore):
+                injector = FaultInjector()
+                self.switch = injector
+                self.mechanism = "the in-process fault hook"
+                self._open_faulty = lambda: store.connect_with_faults(injector)
+            else:
+                pytest.skip(fault_skip_reason(store) or "profile: faults not offered")
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> FaultRig:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.store.close()
+        finally:
+            if self._proxy is not None:
+                self._proxy.close()
 
     @contextmanager
     def trial(self) -> Iterator[Trial]:
-        store = self.harness.open_store()
-        proxy: FaultProxy | None = None
+        trial = Trial(self.store, self.switch, self.mechanism, self._open_faulty)
         try:
-            if isinstance(store, ProxiedStore):
-                proxy = FaultProxy(tuple(store.proxy_target()), lifetime=PROXY_LIFETIME)  # type: ignore[arg-type]
-                address = proxy.address
-                yield Trial(store, proxy, "the fault proxy", lambda: store.connect_through(address))
-            elif isinstance(store, FaultHookStore):
-                injector = FaultInjector()
-                yield Trial(
-                    store, injector, "the in-process fault hook", lambda: store.connect_with_faults(injector)
-                )
-            else:
-                pytest.skip(fault_skip_reason(store) or "profile: faults not offered")
+            yield trial
         finally:
-            try:
-                store.close()
-            finally:
-                if proxy is not None:
-                    proxy.close()
+            self.switch.disarm()
+            for driver in reversed(trial.opened):
+                driver.close()
 
 
 def bounded(
@@ -256,14 +295,14 @@ def _follow_up(
 
 def counter_trials(harness: DriverHarness) -> list[CounterTrial]:
     """The counter increment under every fault of the calibrated schedule."""
-    rig = FaultRig(harness)
-    _, writes = _counter_trial(rig, None, 0)
-    if writes == 0:
-        pytest.fail(
-            "the calibration transaction made no writes through the fault mechanism: the harness's "
-            "faulty instances do not route their store exchanges through it"
-        )
-    return [_counter_trial(rig, fault, writes)[0] for fault in schedule(writes)]
+    with FaultRig(harness) as rig:
+        _, writes = _counter_trial(rig, None, 0)
+        if writes == 0:
+            pytest.fail(
+                "the calibration transaction made no writes through the fault mechanism: the harness's "
+                "faulty instances do not route their store exchanges through it"
+            )
+        return [_counter_trial(rig, fault, writes)[0] for fault in schedule(writes)]
 
 
 # -- the batch scenario: several mutations, indexes and an append, all or nothing ----------------
@@ -383,19 +422,19 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
 
 def batch_trials(harness: DriverHarness) -> list[BatchTrial]:
     """The multi-record transaction under every fault of the calibrated schedule."""
-    rig = FaultRig(harness)
-    calibration, writes = _batch_trial(rig, None, 0)
-    if calibration.inspect_error is not None or not all(calibration.pieces.values()):
-        pytest.fail(
-            "the fault-free calibration transaction did not commit as written: "
-            f"{calibration.pieces} {describe_error(calibration.inspect_error or calibration.error)}"
-        )
-    if writes == 0:
-        pytest.fail(
-            "the calibration transaction made no writes through the fault mechanism: the harness's "
-            "faulty instances do not route their store exchanges through it"
-        )
-    return [_batch_trial(rig, fault, writes)[0] for fault in schedule(writes)]
+    with FaultRig(harness) as rig:
+        calibration, writes = _batch_trial(rig, None, 0)
+        if calibration.inspect_error is not None or not all(calibration.pieces.values()):
+            pytest.fail(
+                "the fault-free calibration transaction did not commit as written: "
+                f"{calibration.pieces} {describe_error(calibration.inspect_error or calibration.error)}"
+            )
+        if writes == 0:
+            pytest.fail(
+                "the calibration transaction made no writes through the fault mechanism: the harness's "
+                "faulty instances do not route their store exchanges through it"
+            )
+        return [_batch_trial(rig, fault, writes)[0] for fault in schedule(writes)]
 
 
 def report(problems: list[str], trials: int) -> str:

@@ -20,6 +20,22 @@ A read that the server rejects inside the callback marks the attempt as
 lost before the error reaches the callback: whatever the callback does with
 that error, the attempt is rolled back and replayed, never committed.
 
+Broken connections. A connection that fails before ``COMMIT`` was sent
+loses nothing (the server rolls back a transaction whose client is gone), so
+the failure is reported as ``StorageUnavailableError``; a read that fails
+that way also dooms the attempt, even if the callback swallows the error.
+A connection that fails while ``COMMIT`` is on its way is ambiguous: the
+commit may have happened. Every writing attempt therefore learns its
+transaction id (``txid_current()``) before it writes; after such a failure
+the driver opens a new connection, ends the old backend if it is still
+alive (``pg_terminate_backend`` with a wait, only if it still runs that very
+transaction), and asks the server what became of the transaction
+(``txid_status``). Committed: the attempt's value is returned. Aborted: the
+callback is replayed like after a conflict, which is safe because nothing
+committed. Anything else (the server unreachable, the old backend still
+running): ``StorageCommitUnknownError``; the callback is never replayed on a
+guess.
+
 Versions come from a sequence: ``nextval`` never hands out a value twice,
 even when the transaction that drew it rolls back, so versions are never
 reused (gaps are harmless: callers only compare versions for equality).
@@ -53,6 +69,7 @@ from runlane_conformance import (
     StorageAttemptRules,
     StorageCandidateMode,
     StorageClockAuthority,
+    StorageCommitUnknownError,
     StorageConflictError,
     StorageCorruptionError,
     StorageCursorPosition,
@@ -66,6 +83,7 @@ from runlane_conformance import (
     StorageRecordKey,
     StorageRecordVersion,
     StorageTransactionMeter,
+    StorageUnavailableError,
     StorageUnsupportedError,
     StorageUsageError,
     StorageValidationError,
@@ -80,9 +98,11 @@ __all__ = [
     "RETRYABLE_SQLSTATES",
     "PostgresStorageDriver",
     "PostgresTransaction",
+    "connection_lost",
     "create_schema",
     "open_connection",
     "postgres_profile",
+    "resolve_commit",
 ]
 
 T = TypeVar("T")
@@ -90,6 +110,8 @@ T = TypeVar("T")
 #: serialization_failure, deadlock_detected: the server's way of saying "replay this attempt".
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 _UNIQUE_VIOLATION = "23505"
+#: How long resolving a lost COMMIT waits for the old backend to go away (milliseconds).
+_TERMINATE_WAIT_MS = 5000
 
 _TABLES = (
     'CREATE TABLE {schema}.records (key text COLLATE "C" PRIMARY KEY, version bigint NOT NULL, '
@@ -266,6 +288,54 @@ def _sqlstate(error: BaseException) -> str | None:
     return getattr(error, "sqlstate", None)
 
 
+def connection_lost(error: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
+    """Whether ``error`` means the connection itself failed (as opposed to the server refusing a statement).
+
+    psycopg reports a dropped or unreachable server as ``OperationalError``
+    and marks the connection broken; SQLSTATE class 08 is a connection
+    exception reported by the server itself.
+    """
+    if not isinstance(error, psycopg.OperationalError):
+        return False
+    state = _sqlstate(error)
+    if state is not None and state.startswith("08"):
+        return True
+    return conn is None or conn.broken or conn.closed
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def resolve_commit(
+    open_conn: Callable[[], psycopg.Connection[Any]], xid: int, backend_pid: int
+) -> bool | None:
+    """After a COMMIT whose answer was lost: True if transaction ``xid`` committed, False if it did not,
+    None if that cannot be known (the server is unreachable, or the old backend is still running it).
+
+    The old backend may not have noticed its client is gone; while it lives
+    the transaction is "in progress" and could still commit. So it is ended
+    first, and waited for, but only if it is still running that very
+    transaction (its ``backend_xid``), so no unrelated session is touched.
+    """
+    try:
+        with open_conn() as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
+                "WHERE pid = %s AND backend_xid::text = %s",
+                (_TERMINATE_WAIT_MS, backend_pid, str(xid & 0xFFFFFFFF)),
+            )
+            row = conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
+    except (psycopg.Error, StorageUnavailableError):
+        return None  # the server cannot be asked: the outcome stays unknown
+    status = None if row is None else row[0]
+    if status == "committed":
+        return True
+    if status == "aborted":
+        return False
+    return None
+
+
 class PostgresTransaction:
     """One attempt: a SERIALIZABLE transaction on its own connection.
 
@@ -275,15 +345,26 @@ class PostgresTransaction:
     """
 
     def __init__(
-        self, conn: psycopg.Connection[Any], limits: StorageLimits, clock: Clock, *, exclusive: bool
+        self,
+        conn: psycopg.Connection[Any],
+        limits: StorageLimits,
+        clock: Clock,
+        *,
+        exclusive: bool,
+        reconnect: Callable[[], psycopg.Connection[Any]] | None = None,
     ) -> None:
         self._conn = conn
         self._exclusive_offered = exclusive
         self._rules = StorageAttemptRules(limits, clock)
+        self._reconnect = reconnect
         self.lost: BaseException | None = None
+        self.broken: BaseException | None = None
 
     def _server(self, action: Callable[[], T]) -> T:
-        """Run a statement; a serialization failure or deadlock dooms the attempt to a replay."""
+        """Run a statement; a serialization failure or deadlock dooms the attempt to a replay,
+        a broken connection dooms it to ``StorageUnavailableError``."""
+        if self.broken is not None:
+            raise StorageUnavailableError(f"this attempt's connection failed: {_one_line(self.broken)}")
         if self.lost is not None:
             raise _AttemptLost(f"this attempt already lost a serialization race: {self.lost}")
         try:
@@ -292,6 +373,11 @@ class PostgresTransaction:
             if _sqlstate(error) in RETRYABLE_SQLSTATES:
                 self.lost = error
                 raise _AttemptLost(f"the server refused this attempt: {error}") from error
+            if connection_lost(error, self._conn):
+                self.broken = error
+                raise StorageUnavailableError(
+                    f"the postgres connection failed; nothing was committed: {_one_line(error)}"
+                ) from error
             raise
 
     # -- reads -----------------------------------------------------------------------------------
@@ -355,23 +441,63 @@ class PostgresTransaction:
             self._conn.execute("ROLLBACK")
 
     def _commit(self) -> None:
-        """Write every staged mutation and commit; ``_AttemptLost`` means "replay"."""
+        """Write every staged mutation and commit; ``_AttemptLost`` means "replay".
+
+        A broken connection before ``COMMIT`` raises ``StorageUnavailableError``;
+        one while ``COMMIT`` is under way is resolved (see the module docstring).
+        """
         try:
             self._rules.end_for_commit()
             if self.lost is not None:
                 raise _AttemptLost(f"the server refused this attempt: {self.lost}")
+            if self.broken is not None:
+                raise StorageUnavailableError(
+                    f"nothing was committed: this attempt's connection failed: {_one_line(self.broken)}"
+                )
             self._rules.check_within_limits()
+            xid: int | None = None
             try:
                 if self._rules.mutated:
-                    self._flush()
+                    xid = self._server(self._transaction_id)
+                    self._server(self._flush)
+            except psycopg.Error as error:
+                if _sqlstate(error) == _UNIQUE_VIOLATION:
+                    raise _AttemptLost(f"the server refused this attempt at commit: {error}") from error
+                raise
+            pid = self._conn.info.backend_pid
+            try:
                 self._conn.execute("COMMIT")
             except psycopg.Error as error:
                 if _sqlstate(error) in RETRYABLE_SQLSTATES or _sqlstate(error) == _UNIQUE_VIOLATION:
                     raise _AttemptLost(f"the server refused this attempt at commit: {error}") from error
-                raise
+                if not connection_lost(error, self._conn):
+                    raise
+                self._commit_lost(error, xid, pid)
         except BaseException:
             self._rollback()
             raise
+
+    def _transaction_id(self) -> int:
+        """This attempt's transaction id (assigned now, since the attempt is about to write)."""
+        row = self._conn.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _commit_lost(self, error: psycopg.Error, xid: int | None, pid: int) -> None:
+        """The connection failed while COMMIT was under way: return if it committed, else raise."""
+        if xid is None:
+            raise StorageUnavailableError(
+                f"the connection failed while ending a read-only attempt: {_one_line(error)}"
+            ) from error
+        committed = None if self._reconnect is None else resolve_commit(self._reconnect, xid, pid)
+        if committed is True:
+            return
+        if committed is False:
+            raise _AttemptLost(f"the connection failed during COMMIT, which did not take effect: {error}")
+        raise StorageCommitUnknownError(
+            f"the postgres connection failed during COMMIT and whether transaction {xid} committed could "
+            f"not be established: {_one_line(error)}"
+        ) from error
 
     def _flush(self) -> None:
         conn = self._conn
@@ -456,18 +582,30 @@ class _Connections:
     def __init__(self, opener: Callable[[], psycopg.Connection[Any]]) -> None:
         self._opener = opener
         self._lock = threading.Lock()
-        self._idle: list[psycopg.Connection[Any]] = [opener()]
+        self._idle: list[psycopg.Connection[Any]] = []
         self._closed = False
+        self._idle.append(self.open())
 
     def acquire(self) -> psycopg.Connection[Any]:
         with self._lock:
             if self._closed:
                 raise StorageUsageError("this postgres driver instance was closed")
             if self._idle:
-                return self._idle.pop()
-        return self._opener()
+                conn = self._idle.pop()
+                if not conn.broken and not conn.closed:
+                    return conn
+        return self.open()
+
+    def open(self) -> psycopg.Connection[Any]:
+        """A new connection; an unreachable server is ``StorageUnavailableError``."""
+        try:
+            return self._opener()
+        except psycopg.OperationalError as error:
+            raise StorageUnavailableError(f"cannot connect to postgres: {_one_line(error)}") from error
 
     def release(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.broken:
+            conn.close()
         if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             try:
                 conn.execute("ROLLBACK")
@@ -522,9 +660,20 @@ class PostgresStorageDriver:
         for _attempt in range(self._max_attempts):
             conn = self._connections.acquire()
             try:
-                conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                try:
+                    conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                except psycopg.OperationalError as error:
+                    if not connection_lost(error, conn):
+                        raise
+                    raise StorageUnavailableError(
+                        f"the postgres connection failed before the attempt began: {_one_line(error)}"
+                    ) from error
                 attempt = PostgresTransaction(
-                    conn, self._profile.limits, self._clock, exclusive=self._profile.exclusive_candidates
+                    conn,
+                    self._profile.limits,
+                    self._clock,
+                    exclusive=self._profile.exclusive_candidates,
+                    reconnect=self._connections.open,
                 )
                 try:
                     result = callback(attempt)
@@ -556,6 +705,10 @@ class PostgresStorageDriver:
         conn = self._connections.acquire()
         try:
             rows = [(sort, ekey) for sort, ekey in conn.execute(statement, params)]
+        except psycopg.OperationalError as error:
+            if not connection_lost(error, conn):
+                raise
+            raise StorageUnavailableError(f"the postgres connection failed: {_one_line(error)}") from error
         finally:
             self._connections.release(conn)
         return page_result(command, rows, lookahead=True)

@@ -13,6 +13,11 @@ Options (``--runlane-option key=value``):
 ``open_store()`` creates the schema ``runlane_<uuid>``; closing the store
 drops it with everything in it. ``address()`` is ``(dsn, schema)``, which a
 child process hands to ``attach()`` to open instances on the same store.
+
+Fault injection: a store names the server it talks to (``proxy_target()``,
+the DSN's TCP host and port) and opens instances whose every connection goes
+to another address instead (``connect_through(address)``), so the ``faults``
+suite can put its loopback proxy in between.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from runlane_conformance import (
     STORAGE_LIMIT_OPTIONS,
@@ -68,11 +74,37 @@ class PostgresStoreHandle:
         self._closed = False
 
     def connect(self, *, clock: Clock | None = None) -> PostgresStorageDriver:
+        return self._open(self._harness.dsn, clock)
+
+    def proxy_target(self) -> tuple[str, int]:
+        """The TCP ``(host, port)`` of the server in the DSN (for the faults suite's proxy)."""
+        params = conninfo_to_dict(self._harness.dsn)
+        host = str(params.get("hostaddr") or params.get("host") or "")
+        if not host or host.startswith("/") or "," in host:
+            raise PostgresOptionError(
+                f"postgres dsn {self._harness.dsn!r} names no single TCP host, so faults cannot be proxied"
+            )
+        return host, int(str(params.get("port") or 5432))
+
+    def connect_through(
+        self, address: tuple[str, int], *, clock: Clock | None = None
+    ) -> PostgresStorageDriver:
+        """An instance on this store whose connections (reconnections included) all go to ``address``."""
+        host, port = address
+        params = {
+            key: str(value)
+            for key, value in conninfo_to_dict(self._harness.dsn).items()
+            if key != "hostaddr" and value is not None
+        }
+        params.update(host=host, port=str(port))
+        return self._open(make_conninfo("", **params), clock)
+
+    def _open(self, dsn: str, clock: Clock | None) -> PostgresStorageDriver:
         if self._closed:
             raise PostgresOptionError(f"the store {self.schema} was closed")
         harness = self._harness
         driver = PostgresStorageDriver(
-            harness.dsn,
+            dsn,
             self.schema,
             clock=clock,
             limits=harness.limits,

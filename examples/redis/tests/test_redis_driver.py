@@ -192,8 +192,8 @@ def test_each_store_has_a_fresh_hash_tagged_prefix_and_every_key_lands_in_one_sl
     _fill(first.connect(), leases)
     assert second.connect().transaction(lambda tx: tx.get([leases.key("indexed")])) == [None]
     keys = _keys_under(first.prefix)
-    # versions counter, 2 version keys, 2 record hashes, 1 index zset, 1 range version
-    assert len(keys) == 7, keys
+    # versions counter, 2 version keys, 2 record hashes, 1 index zset, 1 range version, 1 commit marker
+    assert len(keys) == 8, keys
     assert {key_slot(key) for key in keys} == {key_slot(first.prefix.encode())}, "one hash slot per store"
 
 
@@ -208,7 +208,7 @@ def test_closing_a_store_deletes_exactly_its_keys(redis_harness: RedisHarness) -
         client.set(bystander, "stays")
         first.close()
         assert _keys_under(first.prefix) == []
-        assert len(_keys_under(second.prefix)) == 7, "another store's keys must survive"
+        assert len(_keys_under(second.prefix)) == 8, "another store's keys must survive"
         assert client.get(bystander) == b"stays"
     finally:
         client.delete(bystander)

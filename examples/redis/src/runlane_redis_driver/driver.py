@@ -36,16 +36,34 @@ replayed attempt.
 Exclusive candidates claim each returned row with ``SET <hold key> <token>
 NX PX <hold_ms>`` and release the claims (only where the token is still
 theirs) when the attempt commits, rolls back or loses.
+
+Broken connections. The client never retries on its own (a blind resend
+of a write is exactly what must not happen), and every connection failure is
+the driver's to judge. Before ``EXEC`` was sent nothing can have committed
+(Redis drops a client's queued ``MULTI`` when the connection goes), so the
+failure is ``StorageUnavailableError``. Once ``EXEC`` was sent, the reply may
+have been lost after the commit: redis-py then raises the same ``WatchError``
+a real conflict raises, and replaying on that would apply the work twice.
+So every writing attempt ``WATCH``es and sets a commit marker of its own
+inside its ``MULTI`` (see ``layout``); when ``EXEC`` fails for any reason the
+driver fences the marker on a fresh connection (``SET marker 0 NX``: if
+the old ``EXEC`` has not run yet, touching its watched marker makes it
+abort) and reads it back. ``1``: the attempt committed and its value is
+returned. ``0``: it did not, and the callback is replayed as after any lost
+race. The server unreachable: ``StorageCommitUnknownError``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from runlane_conformance import (
     AppendRecordsCommand,
@@ -57,6 +75,7 @@ from runlane_conformance import (
     StorageAttemptRules,
     StorageCandidateMode,
     StorageClockAuthority,
+    StorageCommitUnknownError,
     StorageConflictError,
     StorageCorruptionError,
     StorageCursorPosition,
@@ -69,6 +88,7 @@ from runlane_conformance import (
     StorageQueryDirection,
     StorageRecordKey,
     StorageTransactionMeter,
+    StorageUnavailableError,
     StorageUsageError,
     StorageValidationError,
     StoredRecord,
@@ -88,7 +108,14 @@ from .layout import (
     stored_record,
 )
 
-__all__ = ["RedisStorageDriver", "RedisTransaction", "redis_profile", "release_holds"]
+__all__ = [
+    "COMMIT_MARKER_MS",
+    "RedisStorageDriver",
+    "RedisTransaction",
+    "redis_profile",
+    "release_holds",
+    "resolve_commit",
+]
 
 T = TypeVar("T")
 Pipeline = Any  # redis.client.Pipeline; redis-py's generic stubs vary between releases
@@ -106,8 +133,34 @@ def redis_profile(limits: StorageLimits | None = None) -> StorageProfile:
     )
 
 
+#: How long a commit marker outlives its EXEC: far longer than any wait for a lost reply (milliseconds).
+COMMIT_MARKER_MS = 600_000
+#: The errors redis-py raises when the connection itself failed.
+CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
 class _AttemptLost(StorageConflictError):
     """Internal: a dependency moved; this attempt must be discarded and the callback replayed."""
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def resolve_commit(client: redis.Redis, marker: str) -> bool | None:
+    """After an EXEC that failed: True if it committed, False if it did not, None if that cannot be known.
+
+    ``SET marker 0 NX`` fences the marker: an EXEC that has not run yet
+    watches it and will abort, and one that ran has already set it to ``1``.
+    """
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            pipe.set(marker, b"0", nx=True, px=COMMIT_MARKER_MS)
+            pipe.get(marker)
+            _fenced, value = pipe.execute()
+    except redis.RedisError:
+        return None
+    return bool(value == b"1")
 
 
 def _page(command: QueryRecordsCommand, rows: Sequence[bytes]) -> QueryRecordsResult:
@@ -179,6 +232,11 @@ class RedisTransaction:
         self._rules = StorageAttemptRules(limits, clock)
         self._deps: dict[str, bytes | None] = {}  # redis key -> the value this attempt saw
         self.lost: str | None = None
+        self.broken: str | None = None  # why this attempt's connection failed, if it did
+
+    def _unavailable(self, error: BaseException) -> StorageUnavailableError:
+        self.broken = _one_line(error)
+        return StorageUnavailableError(f"the redis connection failed; nothing was committed: {self.broken}")
 
     def _lose(self, reason: str) -> _AttemptLost:
         self.lost = reason
@@ -186,14 +244,19 @@ class RedisTransaction:
 
     def _read_block(self, queue: Callable[[Pipeline], None]) -> list[Any]:
         """Run ``queue``'s reads in one MULTI/EXEC, re-checking every earlier dependency in it."""
+        if self.broken is not None:
+            raise StorageUnavailableError(f"this attempt's connection failed: {self.broken}")
         if self.lost is not None:
             raise _AttemptLost(f"this attempt already lost a race: {self.lost}")
         earlier = list(self._deps)
-        with self._client.pipeline(transaction=True) as pipe:
-            if earlier:
-                pipe.mget(earlier)
-            queue(pipe)
-            replies: list[Any] = pipe.execute()
+        try:
+            with self._client.pipeline(transaction=True) as pipe:
+                if earlier:
+                    pipe.mget(earlier)
+                queue(pipe)
+                replies: list[Any] = pipe.execute()
+        except CONNECTION_ERRORS as error:
+            raise self._unavailable(error) from error
         if earlier:
             now = replies.pop(0)
             for key, seen in zip(earlier, now, strict=True):
@@ -277,9 +340,12 @@ class RedisTransaction:
             for raw in rows:
                 sort, ekey = split_member(raw)
                 position = StorageCursorPosition(sort, ekey)
-                claimed = ekey in self._held or bool(
-                    self._client.set(layout.hold(ekey), token, nx=True, px=self._hold_ms)
-                )
+                try:
+                    claimed = ekey in self._held or bool(
+                        self._client.set(layout.hold(ekey), token, nx=True, px=self._hold_ms)
+                    )
+                except CONNECTION_ERRORS as error:
+                    raise self._unavailable(error) from error
                 if claimed:
                     self._held[ekey] = None
                     items.append(StorageIndexReference(key_from_encoded(ekey), sort))
@@ -291,10 +357,15 @@ class RedisTransaction:
         return QueryRecordsResult(tuple(items), cursor)
 
     def release(self) -> None:
-        """Give up every exclusive hold of this attempt (after commit, rollback or a lost race)."""
+        """Give up every exclusive hold of this attempt (after commit, rollback or a lost race).
+
+        If the server cannot be reached the holds stay until they expire
+        (``hold_ms``); failing here would hide the attempt's own outcome.
+        """
         if self._held and self._token is not None:
             held, self._held = list(self._held), {}
-            release_holds(self._client, self._layout, self._token, held)
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                release_holds(self._client, self._layout, self._token, held)
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""
@@ -343,23 +414,27 @@ class RedisTransaction:
         rules.end_for_commit()
         if self.lost is not None:
             raise _AttemptLost(f"this attempt lost a race: {self.lost}")
+        if self.broken is not None:
+            raise StorageUnavailableError(
+                f"nothing was committed: this attempt's connection failed: {self.broken}"
+            )
         rules.check_within_limits()
         if not rules.has_writes:
             return  # read-only: the latest read block proved the whole read set consistent
         layout = self._layout
         deps = list(self._deps)
         blind = [layout.version(ekey) for ekey, _ in rules.creates if ekey not in rules.reads]
-        watched = deps + blind
+        marker = layout.commit_marker(uuid.uuid4().hex)
+        watched = [*deps, *blind, marker]
+        exec_sent = False
         with self._client.pipeline(transaction=True) as pipe:
             try:
-                current: list[Any] = []
-                if watched:  # an attempt that only appends has nothing to re-check here
-                    pipe.watch(*watched)  # type: ignore[no-untyped-call]
-                    current = pipe.mget(watched)
+                pipe.watch(*watched)  # type: ignore[no-untyped-call]
+                current: list[Any] = pipe.mget(watched)
                 for key, value in zip(deps, current, strict=False):
                     if value != self._deps[key]:
                         raise self._lose(f"{key} changed after this attempt read it")
-                for key, value in zip(blind, current[len(deps) :], strict=True):
+                for key, value in zip(blind, current[len(deps) : len(deps) + len(blind)], strict=True):
                     if value is not None:
                         raise self._lose(f"{key} exists, so it cannot be created")
                 placed = None if rules.append is None else self._place_append(pipe, rules.append)
@@ -391,9 +466,36 @@ class RedisTransaction:
                     self._queue_entries(pipe, ekey, old_entries, materialized.head.indexes, touched)
                 for key in sorted(touched):
                     pipe.incr(key)
+                pipe.set(marker, b"1", px=COMMIT_MARKER_MS)
+                exec_sent = True
                 pipe.execute()
             except redis.WatchError as error:
-                raise self._lose("a watched key changed before EXEC") from error
+                if not exec_sent:
+                    raise self._lose("a watched key changed before EXEC") from error
+                self._exec_failed(marker, error)
+            except CONNECTION_ERRORS as error:
+                if not exec_sent:
+                    raise self._unavailable(error) from error
+                self._exec_failed(marker, error)
+
+    def _exec_failed(self, marker: str, error: BaseException) -> None:
+        """EXEC was sent and failed (a real conflict, or a lost reply): return only if it committed.
+
+        redis-py reports both a watched key that changed and a connection
+        lost after EXEC was sent as ``WatchError``, so the marker decides.
+        """
+        committed = self._resolve_commit(marker)
+        if committed is True:
+            return
+        if committed is False:
+            raise self._lose(f"EXEC did not take effect ({_one_line(error)})") from error
+        raise StorageCommitUnknownError(
+            f"the redis connection failed after EXEC was sent and whether it committed could not be "
+            f"established: {_one_line(error)}"
+        ) from error
+
+    def _resolve_commit(self, marker: str) -> bool | None:
+        return resolve_commit(self._client, marker)
 
     def _place_append(
         self, pipe: Pipeline, command: AppendRecordsCommand
@@ -466,6 +568,9 @@ def _utc_now() -> datetime:
 class RedisStorageDriver:
     """One instance over one store (a key prefix), with its own client and connection pool."""
 
+    #: The class of one attempt (a subclass may change how an attempt talks to Redis).
+    attempt_class: type[RedisTransaction] = RedisTransaction
+
     def __init__(
         self,
         url: str,
@@ -483,7 +588,11 @@ class RedisStorageDriver:
         self._profile = redis_profile(limits)
         self._max_attempts = max_transaction_attempts
         self._layout = KeyLayout(prefix)
-        self._client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        # No automatic retries: resending a command whose reply was lost could apply it twice, so every
+        # connection failure reaches the driver, which knows whether a retry is safe.
+        self._client = redis.Redis.from_url(
+            url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 0)
+        )
         self._closed = False
 
     @property
@@ -510,7 +619,7 @@ class RedisStorageDriver:
         self._check_open()
         reason = "no attempt was made"
         for _attempt in range(self._max_attempts):
-            attempt = RedisTransaction(
+            attempt = self.attempt_class(
                 self._client, self._layout, self._profile.limits, self._clock, hold_ms=self._hold_ms
             )
             try:
@@ -540,9 +649,13 @@ class RedisStorageDriver:
         if not isinstance(command, QueryRecordsCommand):
             raise StorageValidationError("query() takes a QueryRecordsCommand")
         StorageTransactionMeter(self._profile.limits).check_query(command)
-        with self._client.pipeline(transaction=False) as pipe:
-            queue_scan(pipe, self._layout, command, decode_storage_query_cursor(command), command.limit + 1)
-            (rows,) = pipe.execute()
+        try:
+            with self._client.pipeline(transaction=False) as pipe:
+                position = decode_storage_query_cursor(command)
+                queue_scan(pipe, self._layout, command, position, command.limit + 1)
+                (rows,) = pipe.execute()
+        except CONNECTION_ERRORS as error:
+            raise StorageUnavailableError(f"the redis connection failed: {_one_line(error)}") from error
         return _page(command, rows)
 
     def close(self) -> None:

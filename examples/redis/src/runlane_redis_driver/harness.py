@@ -14,6 +14,11 @@ Options (``--runlane-option key=value``):
 until the first commit); closing the store deletes every key under it with
 ``SCAN`` + ``UNLINK``. ``address()`` is ``(url, prefix)``, which a child
 process hands to ``attach()`` to open instances on the same store.
+
+Fault injection: a store names the server its instances talk to
+(``proxy_target()``, the URL's host and port) and opens instances whose
+connections all go to another address (``connect_through(address)``), so
+the ``faults`` suite can put its loopback proxy in between.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.connection import parse_url
@@ -107,11 +113,31 @@ class RedisStoreHandle:
         self._closed = False
 
     def connect(self, *, clock: Clock | None = None) -> RedisStorageDriver:
+        return self._open(self._harness.url, clock)
+
+    def proxy_target(self) -> tuple[str, int]:
+        """The ``(host, port)`` of the server in the URL (for the faults suite's proxy)."""
+        parts = urlsplit(self._harness.url)
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            raise RedisOptionError(
+                f"redis url {self._harness.url!r} names no TCP host, so faults cannot be proxied"
+            )
+        return parts.hostname, parts.port or 6379
+
+    def connect_through(self, address: tuple[str, int], *, clock: Clock | None = None) -> RedisStorageDriver:
+        """An instance on this store whose connections all go to ``address`` instead of the server."""
+        host, port = address
+        parts = urlsplit(self._harness.url)
+        userinfo = parts.netloc.rpartition("@")[0]
+        netloc = f"{userinfo}@{host}:{port}" if userinfo else f"{host}:{port}"
+        return self._open(urlunsplit(parts._replace(netloc=netloc)), clock)
+
+    def _open(self, url: str, clock: Clock | None) -> RedisStorageDriver:
         if self._closed:
             raise RedisOptionError(f"the store {self.prefix} was closed")
         harness = self._harness
-        driver = RedisStorageDriver(
-            harness.url,
+        driver = harness.driver_class(
+            url,
             self.prefix,
             clock=clock,
             limits=harness.limits,
@@ -138,6 +164,9 @@ class RedisStoreHandle:
 
 class RedisHarness:
     """Opens stores as fresh key prefixes in one Redis database, and deletes them when they close."""
+
+    #: The driver class the stores' instances are made of.
+    driver_class: type[RedisStorageDriver] = RedisStorageDriver
 
     def __init__(
         self,

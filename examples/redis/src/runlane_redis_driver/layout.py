@@ -25,6 +25,9 @@ Per store:
   a row forever.
 * ``<prefix>versions``: the counter versions are drawn from with ``INCRBY``;
   it only grows, so a version is never handed out twice.
+* ``<prefix>c:<attempt token>``: a writing attempt's commit marker, set to
+  ``1`` inside its ``MULTI``/``EXEC`` and expiring after ten minutes. After a
+  lost ``EXEC`` reply it is read back to learn whether the commit happened.
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ class KeyLayout:
 
     def hold(self, ekey: str) -> str:
         return f"{self.prefix}h:{ekey}"
+
+    def commit_marker(self, token: str) -> str:
+        return f"{self.prefix}c:{token}"
 
 
 def encode_partition(partition: str) -> str:

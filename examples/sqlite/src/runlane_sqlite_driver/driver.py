@@ -27,26 +27,42 @@ Tables (all text is ASCII, so SQLite's BINARY collation is the contract order):
 * ``index_entries(idx, partition, sort, key)``: a ``WITHOUT ROWID`` table whose
   primary key *is* the covering scan index (index name, hex partition, encoded
   sort, encoded key), plus an index on ``key`` to move or drop a record's entries;
-* ``versions(id, last)``: the last version handed out.
+* ``versions(id, last)``: the last version handed out;
+* ``commit_markers(slot, token)``: per connection, the token of the last attempt it
+  committed (written in the same commit; read back when a ``COMMIT`` fails).
+
+Faults. An instance opened with a fault hook (``connect_with_faults``, the
+conformance suite's in-process stand-in for a broken connection) sends every
+statement, and the opening of every connection, through it. A fault before
+``COMMIT`` ran closes the connection (which rolls back and frees the write
+lock) and raises ``StorageUnavailableError``. A fault on ``COMMIT`` itself is
+resolved: if the connection is still inside its transaction the commit did
+not happen; otherwise the connection's commit marker says whether this
+attempt's commit did. If the marker cannot be read either,
+``StorageCommitUnknownError``; the callback is never run again on a guess.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from runlane_conformance import (
     Clock,
+    FaultHook,
+    InjectedFault,
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
     StorageAttemptRules,
     StorageCandidateMode,
     StorageClockAuthority,
+    StorageCommitUnknownError,
     StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
@@ -61,6 +77,7 @@ from runlane_conformance import (
     StorageRecordKey,
     StorageRecordVersion,
     StorageTransactionMeter,
+    StorageUnavailableError,
     StorageUnsupportedError,
     StorageUsageError,
     StorageValidationError,
@@ -73,8 +90,10 @@ from runlane_conformance import (
 
 __all__ = [
     "SCHEMA",
+    "FaultyConnection",
     "SqliteStorageDriver",
     "SqliteTransaction",
+    "StoreConnection",
     "open_connection",
     "sqlite_profile",
 ]
@@ -95,6 +114,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS index_entries_by_key ON index_entries (key)",
     "CREATE TABLE IF NOT EXISTS versions (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO versions (id, last) VALUES (1, 0)",
+    "CREATE TABLE IF NOT EXISTS commit_markers (slot TEXT NOT NULL PRIMARY KEY, token TEXT NOT NULL)",
 )
 
 #: SQLite binds at most this many parameters per statement on old builds; stay well below it.
@@ -115,15 +135,54 @@ def sqlite_profile(
     )
 
 
-def open_connection(path: str, *, busy_timeout: float, synchronous: str) -> sqlite3.Connection:
+class StoreConnection(sqlite3.Connection):
+    """A connection with a slot of its own in ``commit_markers`` and a flag for "discard me"."""
+
+    slot: str
+    broken: bool = False
+
+
+class FaultyConnection(StoreConnection):
+    """A connection whose every statement goes through a fault hook (for the faults suite)."""
+
+    hook: FaultHook
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self.hook.round_trip(lambda: super(FaultyConnection, self).execute(sql, parameters))
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        return self.hook.round_trip(lambda: super(FaultyConnection, self).executemany(sql, parameters))
+
+
+def open_connection(
+    path: str, *, busy_timeout: float, synchronous: str, hook: FaultHook | None = None
+) -> StoreConnection:
     """A connection in autocommit mode (we issue BEGIN/COMMIT ourselves), usable from any thread.
 
     The busy timeout is what makes a competing transaction wait for the
-    write lock instead of failing at once.
+    write lock instead of failing at once. With ``hook``, opening the
+    connection and every statement on it go through the hook.
     """
-    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
+
+    def connect() -> StoreConnection:
+        conn = sqlite3.connect(
+            path,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=StoreConnection if hook is None else FaultyConnection,
+        )
+        assert isinstance(conn, StoreConnection)
+        conn.slot = uuid.uuid4().hex
+        sqlite3.Connection.execute(conn, "PRAGMA journal_mode = WAL")
+        sqlite3.Connection.execute(conn, f"PRAGMA synchronous = {synchronous}")
+        return conn
+
+    if hook is None:
+        return connect()
+    conn = hook.round_trip(connect)
+    assert isinstance(conn, FaultyConnection)
+    conn.hook = hook
     return conn
 
 
@@ -256,11 +315,25 @@ class SqliteTransaction:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, limits: StorageLimits, clock: Clock, *, exclusive: bool = False
+        self, conn: StoreConnection, limits: StorageLimits, clock: Clock, *, exclusive: bool = False
     ) -> None:
         self._conn = conn
         self._exclusive_offered = exclusive
         self._rules = StorageAttemptRules(limits, clock)
+        self.broken: InjectedFault | None = None
+
+    def _store(self, action: Callable[[], T]) -> T:
+        """Run a read; a broken connection dooms the attempt (it can no longer commit)."""
+        if self.broken is not None:
+            raise StorageUnavailableError(f"this attempt's connection failed: {self.broken}")
+        try:
+            return action()
+        except InjectedFault as fault:
+            self.broken = fault
+            self._conn.broken = True
+            raise StorageUnavailableError(
+                f"the sqlite connection failed; nothing was committed: {fault}"
+            ) from fault
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -269,7 +342,7 @@ class SqliteTransaction:
         with self._rules:
             keys = self._rules.begin_get(keys)
             ekeys = [key.encoded for key in keys]
-            found = fetch_records(self._conn, list(dict.fromkeys(ekeys)))
+            found = self._store(lambda: fetch_records(self._conn, list(dict.fromkeys(ekeys))))
             results = [found.get(ekey) for ekey in ekeys]
             self._rules.record_reads(ekeys, results)
             return results
@@ -293,12 +366,10 @@ class SqliteTransaction:
                     raise StorageUnsupportedError(
                         "exclusive candidates are not enabled for this sqlite store"
                     )
-                return page_result(
-                    command, scan(self._conn, command, position, command.limit), lookahead=False
-                )
-            return page_result(
-                command, scan(self._conn, command, position, command.limit + 1), lookahead=True
-            )
+                rows = self._store(lambda: scan(self._conn, command, position, command.limit))
+                return page_result(command, rows, lookahead=False)
+            rows = self._store(lambda: scan(self._conn, command, position, command.limit + 1))
+            return page_result(command, rows, lookahead=True)
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""
@@ -329,22 +400,65 @@ class SqliteTransaction:
 
     def _rollback(self) -> None:
         self._rules.end()
+        if self._conn.broken:
+            return  # the connection is discarded (closing it rolls back and frees the write lock)
         if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
+            try:
+                self._conn.execute("ROLLBACK")
+            except InjectedFault:
+                self._conn.broken = True
 
     def _commit(self) -> None:
-        """Write every staged mutation and commit, or roll back and raise."""
+        """Write every staged mutation and commit, or roll back and raise.
+
+        A fault while writing raises ``StorageUnavailableError`` (nothing
+        committed); a fault on ``COMMIT`` is resolved (see the module docstring).
+        """
         try:
             self._rules.end_for_commit()
+            if self.broken is not None:
+                raise StorageUnavailableError(
+                    f"nothing was committed: this attempt's connection failed: {self.broken}"
+                )
             self._rules.check_within_limits()
-            if not self._rules.mutated:
-                self._conn.execute("ROLLBACK")  # nothing to write: ending a read-only attempt
-                return
-            self._flush()
-            self._conn.execute("COMMIT")
+            try:
+                if not self._rules.mutated:
+                    self._conn.execute("ROLLBACK")  # nothing to write: ending a read-only attempt
+                    return
+                token = uuid.uuid4().hex
+                self._flush()
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO commit_markers (slot, token) VALUES (?, ?)",
+                    (self._conn.slot, token),
+                )
+            except InjectedFault as fault:
+                self._conn.broken = True
+                raise StorageUnavailableError(
+                    f"the sqlite connection failed; nothing was committed: {fault}"
+                ) from fault
+            try:
+                self._conn.execute("COMMIT")
+            except InjectedFault as fault:
+                self._commit_failed(fault, token)
         except BaseException:
             self._rollback()
             raise
+
+    def _commit_failed(self, fault: InjectedFault, token: str) -> None:
+        """COMMIT raised: return if this attempt committed anyway, raise otherwise."""
+        conn = self._conn
+        if conn.in_transaction:  # the commit did not happen; the transaction is still open
+            conn.broken = True
+            raise StorageUnavailableError(f"nothing was committed: COMMIT failed: {fault}") from fault
+        try:
+            row = conn.execute("SELECT token FROM commit_markers WHERE slot = ?", (conn.slot,)).fetchone()
+        except InjectedFault as again:
+            conn.broken = True
+            raise StorageCommitUnknownError(
+                f"COMMIT failed ({fault}) and its commit marker could not be read: {again}"
+            ) from fault
+        if row is None or row[0] != token:
+            raise StorageUnavailableError(f"nothing was committed: COMMIT failed: {fault}") from fault
 
     def _flush(self) -> None:
         conn = self._conn
@@ -442,21 +556,31 @@ def forget_gate(path: str) -> None:
 class _Connections:
     """This instance's connections: one per concurrently running call, reused afterwards."""
 
-    def __init__(self, opener: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(self, opener: Callable[[], StoreConnection]) -> None:
         self._opener = opener
         self._lock = threading.Lock()
-        self._idle: list[sqlite3.Connection] = [opener()]
+        self._idle: list[StoreConnection] = []
         self._closed = False
+        self._idle.append(self.open())
 
-    def acquire(self) -> sqlite3.Connection:
+    def open(self) -> StoreConnection:
+        try:
+            return self._opener()
+        except InjectedFault as fault:
+            raise StorageUnavailableError(f"cannot open the sqlite store: {fault}") from fault
+
+    def acquire(self) -> StoreConnection:
         with self._lock:
             if self._closed:
                 raise StorageUsageError("this sqlite driver instance was closed")
             if self._idle:
                 return self._idle.pop()
-        return self._opener()
+        return self.open()
 
-    def release(self, conn: sqlite3.Connection) -> None:
+    def release(self, conn: StoreConnection) -> None:
+        if conn.broken:  # closing rolls back whatever was open and frees the write lock
+            conn.close()
+            return
         if conn.in_transaction:  # never hand out a connection with a transaction still open
             conn.execute("ROLLBACK")
         with self._lock:
@@ -486,6 +610,7 @@ class SqliteStorageDriver:
         synchronous: str = "FULL",
         max_transaction_attempts: int = 3,
         exclusive_candidates: bool = False,
+        faults: FaultHook | None = None,
     ) -> None:
         self._path = path
         self._gate = _gate(path)
@@ -494,7 +619,7 @@ class SqliteStorageDriver:
         self._profile = sqlite_profile(limits, exclusive_candidates=exclusive_candidates)
         self._max_attempts = max_transaction_attempts
         self._connections = _Connections(
-            lambda: open_connection(path, busy_timeout=busy_timeout, synchronous=synchronous)
+            lambda: open_connection(path, busy_timeout=busy_timeout, synchronous=synchronous, hook=faults)
         )
 
     @property
@@ -534,6 +659,11 @@ class SqliteStorageDriver:
                             raise
                         reason = f"the write lock stayed busy: {error}"
                         continue
+                    except InjectedFault as fault:
+                        conn.broken = True
+                        raise StorageUnavailableError(
+                            f"the sqlite connection failed before the attempt began: {fault}"
+                        ) from fault
                     attempt = SqliteTransaction(
                         conn, self._profile.limits, self._clock, exclusive=self._profile.exclusive_candidates
                     )
@@ -560,6 +690,9 @@ class SqliteStorageDriver:
         conn = self._connections.acquire()
         try:
             rows = scan(conn, command, position, command.limit + 1)
+        except InjectedFault as fault:
+            conn.broken = True
+            raise StorageUnavailableError(f"the sqlite connection failed: {fault}") from fault
         finally:
             self._connections.release(conn)
         return page_result(command, rows, lookahead=True)

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from runlane_conformance import (
     STORAGE_LIMIT_OPTIONS,
     Clock,
+    FaultHook,
     StorageLimits,
     positive_int_option,
     storage_limits_from_options,
@@ -66,10 +67,23 @@ class SqliteStoreHandle:
         self._closed = False
 
     def connect(self, *, clock: Clock | None = None) -> SqliteStorageDriver:
+        return self._open(clock, None)
+
+    def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> SqliteStorageDriver:
+        """An instance that opens its connections and runs every statement through ``hook``.
+
+        This is the faults suite's in-process hook: a file database has no
+        wire for the fault proxy to cut, so the hook stands in for a
+        connection that breaks before, during or after a statement.
+        """
+        return self._open(clock, hook)
+
+    def _open(self, clock: Clock | None, hook: FaultHook | None) -> SqliteStorageDriver:
         if self._closed:
             raise SqliteOptionError(f"the store {self._path} was closed")
         driver = SqliteStorageDriver(
             self._path,
+            faults=hook,
             clock=clock,
             limits=self._harness.limits,
             busy_timeout=self._harness.busy_timeout,
@@ -131,6 +145,7 @@ class SqliteHarness:
             if empty:
                 conn.execute("DELETE FROM records")
                 conn.execute("DELETE FROM index_entries")
+                conn.execute("DELETE FROM commit_markers")
             conn.execute("COMMIT")
         finally:
             conn.close()

@@ -50,7 +50,7 @@ __all__ = [
     "report",
 ]
 
-#: How long a transaction after the fault is lifted may take before the instance counts as wedged.
+#: How long a transaction under a fault, or after it, may take before the instance counts as wedged.
 FOLLOW_UP_TIMEOUT = 15.0
 #: How long a proxy may live: far beyond any check, so it only ends a proxy nobody closed.
 PROXY_LIFETIME = 600.0
@@ -159,11 +159,11 @@ def bounded(
         except BaseException as error:  # reported, never swallowed: the caller judges it
             outcome.append((None, error))
 
-    thread = threading.Thread(target=run, name="runlane-faults-follow-up", daemon=True)
+    thread = threading.Thread(target=run, name="runlane-faults-transaction", daemon=True)
     thread.start()
     thread.join(timeout)
     if not outcome:
-        return None, TimeoutError(f"did not finish within {timeout:g}s")
+        return None, TimeoutError(f"did not return within {timeout:g}s")
     return outcome[0]
 
 
@@ -241,12 +241,7 @@ def _counter_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Co
         faulty.transaction(lambda tx: tx.create(leases.record("counter", holder="0")))
         reads: list[int] = []
         trial.switch.arm(fault)
-        value: object = None
-        error: BaseException | None = None
-        try:
-            value = faulty.transaction(make(reads))
-        except Exception as caught:
-            error = caught
+        value, error = bounded(lambda: faulty.transaction(make(reads)))
         writes, fired = trial.switch.writes, trial.switch.fired
         trial.switch.disarm()
         stored: int | None = None
@@ -355,11 +350,7 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
                 tx.append(batch(partition, "work", 2))
 
         trial.switch.arm(fault)
-        error: BaseException | None = None
-        try:
-            faulty.transaction(work)
-        except Exception as caught:
-            error = caught
+        _, error = bounded(lambda: faulty.transaction(work))
         writes, fired = trial.switch.writes, trial.switch.fired
         trial.switch.disarm()
         pieces: dict[str, bool] = {}

@@ -429,7 +429,11 @@ def batch_trials(harness: DriverHarness) -> list[BatchTrial]:
 
 
 def report(problems: list[str], trials: int) -> str:
-    """A failure message: how many of the trials broke the rule, and the first few in full."""
-    shown = "\n  ".join(problems[:8])
+    """A failure message whose first line (the one reports show) names a whole failing trial.
+
+    The first problem comes first, in full, with the count of failing
+    trials; the next few follow on their own lines.
+    """
+    rest = "".join(f"\n  {problem}" for problem in problems[1:8])
     more = f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else ""
-    return f"{len(problems)} of {trials} fault trials broke the rule:\n  {shown}{more}"
+    return f"{problems[0]} [{len(problems)} of {trials} fault trials broke the rule]{rest}{more}"

@@ -14,7 +14,7 @@ import { MemoryDriver, MemoryStore, StorageError, limitError } from './driver.mj
 const PROTOCOL = 1;
 const KINDS = new Set([
   'conflict', 'limit', 'validation', 'corruption', 'cursor', 'profile', 'stream_exhausted', 'unsupported',
-  'usage', 'sealed', 'duplicate_mutation', 'key_change', 'attempt_ended', 'concurrent_use',
+  'usage', 'sealed', 'duplicate_mutation', 'key_change', 'attempt_ended', 'concurrent_use', 'unavailable', 'commit_unknown',
 ]);
 
 console.log = console.error; // a stray log line must never reach the protocol's stdout

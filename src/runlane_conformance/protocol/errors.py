@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from ..contract.errors import (
     RunlaneError,
     StorageAttemptEndedError,
+    StorageCommitUnknownError,
     StorageConcurrentUseError,
     StorageConflictError,
     StorageCorruptionError,
@@ -34,6 +35,7 @@ from ..contract.errors import (
     StorageProfileError,
     StorageSealedError,
     StorageStreamExhaustedError,
+    StorageUnavailableError,
     StorageUnsupportedError,
     StorageUsageError,
     StorageValidationError,
@@ -70,6 +72,8 @@ ERROR_KINDS: Mapping[str, type[StorageError]] = types.MappingProxyType(
         "key_change": StorageKeyChangeError,
         "attempt_ended": StorageAttemptEndedError,
         "concurrent_use": StorageConcurrentUseError,
+        "unavailable": StorageUnavailableError,
+        "commit_unknown": StorageCommitUnknownError,
     }
 )
 

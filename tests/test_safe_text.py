@@ -230,3 +230,25 @@ def test_redact_text_hides_secret_values_and_urls_anywhere_in_free_text() -> Non
 def test_very_short_secret_values_are_not_hunted_in_free_text() -> None:
     assert secret_values({"password": "a"}) == ()
     assert redact_text("a cat", ["a"]) == "a cat"
+
+
+_MARKER = re.compile(r"(?P<sep>[ \n])\.\.\. \((?P<hidden>\d+) more characters?\)(?: \.\.\.[ \n])?")
+
+
+@PROPERTY
+@given(hostile_text, st.integers(min_value=0, max_value=30), st.booleans(), st.sampled_from(list(Keep)))
+def test_a_capped_text_shows_exactly_the_ends_of_the_uncapped_one(
+    text: str, limit: int, multiline: bool, keep: Keep
+) -> None:
+    full = clean_text(text, limit=None, multiline=multiline)
+    capped = clean_text(text, limit=limit, multiline=multiline, keep=keep)
+    marker = _MARKER.search(capped) if capped != full else None
+    if marker is None:
+        assert capped == full
+        return
+    start, end = capped[: marker.start()], capped[marker.end() :]
+    assert full.startswith(start)
+    assert full.endswith(end)
+    assert len(start) + len(end) <= limit
+    if keep is Keep.HEAD:
+        assert end == ""

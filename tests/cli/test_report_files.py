@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.cli import report as report_module
+from runlane_conformance.cli import output_files
 from runlane_conformance.cli.report import ReportError, build_report, read_report, write_report
 from runlane_conformance.runner import run_suites
 
@@ -32,7 +32,7 @@ def test_a_failure_between_write_and_rename_leaves_the_previous_report_and_no_de
     def refuse(*_: object) -> None:
         raise OSError("disk vanished")
 
-    monkeypatch.setattr(report_module.os, "replace", refuse)
+    monkeypatch.setattr(output_files.os, "replace", refuse)
     changed = {**document, "run": {**document["run"], "seed": 99}}
     with pytest.raises(OSError, match="disk vanished"):
         write_report(path, changed)
@@ -48,13 +48,13 @@ def test_a_writer_killed_mid_write_leaves_no_partial_report(document: dict, tmp_
     script = textwrap.dedent(
         f"""
         import json, os, sys, threading
-        from runlane_conformance.cli import report
+        from runlane_conformance.cli import output_files, report
         document = json.loads({json.dumps(json.dumps(document))})
         document["run"]["seed"] = 12345
         def freeze(*args):
             print("written", flush=True)
             threading.Event().wait()
-        report.os.replace = freeze
+        output_files.os.replace = freeze
         report.write_report({str(path)!r}, document)
         """
     )

@@ -10,11 +10,12 @@ Exit codes are part of the interface, so CI can branch on them:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -42,9 +43,20 @@ from ..runner import (
     probe_driver,
     run_suites,
 )
+from ..safe_text import (
+    MESSAGE_LIMIT,
+    describe_exception,
+    json_text,
+    one_line,
+    redact_options,
+    redact_text,
+    safe_str,
+    secret_values,
+)
 from .badge import badge_for, endpoint_json, render_svg
 from .junit import junit_xml
-from .report import REPORT_SCHEMA, ReportError, build_report, read_report, write_report, write_text_atomically
+from .output_files import OutputFileError, check_output_path, write_text_atomically
+from .report import REPORT_SCHEMA, ReportError, build_report, read_report, write_report
 from .wording import count
 
 __all__ = ["ExitCode", "app", "console", "main"]
@@ -84,31 +96,57 @@ def _begin() -> None:
     # Bind the console to the stdout of *this* invocation (a test runner may have swapped it), and keep
     # it bound while pytest's own output is diverted during the run.
     console.file = sys.stdout
+    # Everything shown is cleaned (safe_text), but a character the terminal's encoding lacks must
+    # still never turn a verdict into a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            with contextlib.suppress(Exception):
+                reconfigure(errors="backslashreplace")
     # Logs (CI, pipes) have no terminal width; rich's default of 80 columns would fold the tables.
     console.width = 140 if not console.is_terminal and "COLUMNS" not in os.environ else console.size.width
 
 
-def _stop(code: ExitCode, message: str) -> NoReturn:
-    """Print one line on stderr and exit with ``code``."""
-    typer.echo(f"runlane-certify: error: {' '.join(message.split())}", err=True)
+def _shown(text: object, options: Mapping[str, str] | None = None, limit: int | None = MESSAGE_LIMIT) -> str:
+    """Driver-supplied ``text`` as one terminal-safe line: secrets of ``options`` and URL credentials
+    redacted, escape sequences and control characters neutralised, capped at ``limit`` characters
+    (``None``: not capped; see ``safe_text``)."""
+    return one_line(redact_text(safe_str(text), secret_values(options or {})), limit)
+
+
+def _stop(code: ExitCode, message: object, options: Mapping[str, str] | None = None) -> NoReturn:
+    """Print one clean, redacted line on stderr and exit with ``code``."""
+    typer.echo(f"runlane-certify: error: {' '.join(_shown(message, options).split())}", err=True)
     raise typer.Exit(int(code))
 
 
 def _check_output_path(path: Path | None, what: str) -> None:
+    """Refuse an output target before the run, not after it (see ``output_files``)."""
     if path is None:
         return
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        _stop(ExitCode.USAGE, f"{what} {str(path)!r}: directory {str(parent)!r} does not exist")
-    if path.is_dir():
-        _stop(ExitCode.USAGE, f"{what} {str(path)!r} is a directory")
+    try:
+        check_output_path(path, what)
+    except OutputFileError as error:
+        _stop(ExitCode.USAGE, error)
 
 
 def _write(path: Path, text: str, what: str) -> None:
     try:
-        write_text_atomically(path, text)
-    except OSError as error:
-        _stop(ExitCode.USAGE, f"cannot write {what} {str(path)!r}: {error.strerror or error}")
+        write_text_atomically(path, text, what)
+    except OutputFileError as error:
+        _stop(ExitCode.USAGE, error)
+
+
+def _write_report(path: Path, document: dict[str, Any]) -> None:
+    try:
+        write_report(path, document)
+    except OutputFileError as error:
+        _stop(ExitCode.USAGE, error)
+
+
+def _options_text(options: Mapping[str, str]) -> str:
+    """Driver options as ``k=v, ...`` with secrets shown as ``***``, cleaned for the terminal."""
+    return ", ".join(f"{key}={value}" for key, value in redact_options(options).items())
 
 
 # --- version and shell completion ------------------------------------------------------------------
@@ -261,9 +299,11 @@ def _verdict_table(result: RunResult) -> Table:
     table.add_column("checks", justify="right")
     table.add_column("time", justify="right")
     for summary in result.area_summaries():
-        reasons = "; ".join(f"{reason} ({count})" for reason, count in summary.skip_reasons)
+        reasons = "; ".join(
+            f"{_shown(reason, result.options, 200)} ({count})" for reason, count in summary.skip_reasons
+        )
         table.add_row(
-            Text(summary.area),
+            Text(_shown(summary.area)),
             str(summary.passed),
             str(summary.failed),
             str(summary.skipped),
@@ -278,22 +318,36 @@ def _print_failures(result: RunResult) -> None:
     failed = result.failed_requirements
     if not failed:
         return
+    options = result.options
     console.print()
     console.print(Text(f"Failed requirements ({len(failed)}):", style="bold red"))
     for requirement in failed:
         console.print(
             Text.assemble(
-                (f"{_FAIL} {requirement.id}", "bold red"),
-                f" ({requirement.level.value}): {requirement.reason}",
+                (f"{_FAIL} {_shown(requirement.id)}", "bold red"),
+                f" ({requirement.level.value}): {_shown(requirement.reason, options)}",
             ),
             soft_wrap=True,
         )
         for test in requirement.failures:
-            console.print(Text(f"    check:      {test.nodeid}"), soft_wrap=True)
-            console.print(Text(f"    reproduce:  {result.reproduce_command(test)}"), soft_wrap=True)
-            console.print(Text(f"    pytest:     {result.reproduce_pytest(test)}"), soft_wrap=True)
+            # Terminals end up in CI logs: reproduce lines hide secrets just as the report does.
+            reproduce = result.reproduce_command(test, redact=True)
+            pytest_line = result.reproduce_pytest(test, redact=True)
+            console.print(Text(f"    check:      {_shown(test.nodeid, options)}"), soft_wrap=True)
+            console.print(Text(f"    reproduce:  {_shown(reproduce, options, None)}"), soft_wrap=True)
+            console.print(Text(f"    pytest:     {_shown(pytest_line, options, None)}"), soft_wrap=True)
             if test.hypothesis_blob:
-                console.print(Text(f"    hypothesis: {test.hypothesis_blob}"), soft_wrap=True)
+                console.print(
+                    Text(f"    hypothesis: {_shown(test.hypothesis_blob, options, None)}"), soft_wrap=True
+                )
+    if redact_options(options) != dict(options):
+        console.print(
+            Text(
+                "(secret-looking option values are shown as ***: put your own back in to reproduce)",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
 
 
 def _print_verdict(result: RunResult) -> None:
@@ -302,14 +356,17 @@ def _print_verdict(result: RunResult) -> None:
     console.print()
     if result.certified:
         console.print(
-            Text.assemble(("CERTIFIED", "bold green"), f": {result.driver} at level {result.level}{scope}"),
+            Text.assemble(
+                ("CERTIFIED", "bold green"), f": {_shown(result.driver)} at level {result.level}{scope}"
+            ),
             soft_wrap=True,
         )
     else:
         console.print(
             Text.assemble(
                 ("NOT CERTIFIED", "bold red"),
-                f": {result.driver}: {count(len(result.must_failures), 'MUST requirement')} failed{scope}",
+                f": {_shown(result.driver)}: "
+                f"{count(len(result.must_failures), 'MUST requirement')} failed{scope}",
             ),
             soft_wrap=True,
         )
@@ -333,9 +390,13 @@ def _preflight(driver: str, option: Sequence[str] | None, areas: Sequence[str]) 
         _stop(ExitCode.USAGE, f"unknown area {unknown[0]!r} (areas: {', '.join(AREAS)})")
     _allow_local_modules(driver)
     try:
-        probe_driver(driver, parse_driver_options(option or []))
+        options = parse_driver_options(option or [])
     except HarnessError as error:
-        _stop(ExitCode.USAGE, str(error))
+        _stop(ExitCode.USAGE, error)
+    try:
+        probe_driver(driver, options)
+    except HarnessError as error:
+        _stop(ExitCode.USAGE, error, options)
 
 
 def _execute(
@@ -349,6 +410,7 @@ def _execute(
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
+    options: dict[str, str] = {}
     try:
         options = parse_driver_options(option or [])
         return run_suites(
@@ -361,16 +423,16 @@ def _execute(
             listener=listener,
         )
     except (HarnessError, RunUsageError) as error:
-        _stop(ExitCode.USAGE, str(error))
+        _stop(ExitCode.USAGE, error, options)
     except RunBrokenError as error:
         tail = [line for line in error.output.splitlines() if line.strip()][-15:]
         if tail:
-            typer.echo("\n".join(tail), err=True)
-        _stop(ExitCode.BROKEN, f"the run broke: {error}")
+            typer.echo("\n".join(_shown(line, options, 500) for line in tail), err=True)
+        _stop(ExitCode.BROKEN, f"the run broke: {safe_str(error)}", options)
     except (KeyboardInterrupt, typer.Exit):
         raise
     except Exception as error:
-        _stop(ExitCode.BROKEN, f"internal error: {type(error).__name__}: {error}")
+        _stop(ExitCode.BROKEN, f"internal error: {describe_exception(error)}", options)
 
 
 def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
@@ -421,9 +483,12 @@ def run(
     seed = secrets.randbelow(2**32) if seed is None else seed
     areas = tuple(area or ())
     _preflight(driver, option, areas)
+    options = parse_driver_options(option or [])  # already accepted by _preflight
     console.print(
         Text(
-            f"Certifying driver {driver} (Hypothesis profile {profile}, seed {seed}"
+            f"Certifying driver {_shown(driver, options)}"
+            + (f" with options {_shown(_options_text(options), options)}" if options else "")
+            + f" (Hypothesis profile {profile}, seed {seed}"
             + (f", areas {', '.join(areas)}" if areas else "")
             + ")",
             style="bold",
@@ -440,11 +505,11 @@ def run(
     _print_verdict(result)
     document = _report_for(result, "certification")
     if report is not None:
-        write_report(report, document)
-        console.print(Text(f"report: {report}"), soft_wrap=True)
+        _write_report(report, document)
+        console.print(Text(f"report: {_shown(report)}"), soft_wrap=True)
     if junit is not None:
         _write(junit, junit_xml(document), "JUnit file")
-        console.print(Text(f"junit:  {junit}"), soft_wrap=True)
+        console.print(Text(f"junit:  {_shown(junit)}"), soft_wrap=True)
     raise typer.Exit(int(ExitCode.CERTIFIED if result.certified else ExitCode.REQUIREMENT_FAILED))
 
 
@@ -469,7 +534,7 @@ def _print_evidence(rows: list[tuple[str, list[str]]]) -> None:
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
     for name, requirements in rows:
-        grid.add_row(f" {name}:", Text(", ".join(requirements) or "no check found"))
+        grid.add_row(f" {_shown(name)}:", Text(_shown(", ".join(requirements)) or "no check found"))
     console.print(grid)
 
 
@@ -485,10 +550,10 @@ def _print_capabilities(document: dict[str, Any]) -> None:
     table.add_column("value", no_wrap=True)
     table.add_column("what it means", overflow="fold")
     for name in ("durability", "clock_authority", "index_consistency"):
-        table.add_row(name, str(profile[name]), "")
+        table.add_row(name, _shown(profile[name]), "")
     for name, entry in document["capabilities"].items():
         table.add_row(
-            name, "offered" if entry["offered"] else "not offered", Text(CAPABILITIES.get(name, ""))
+            _shown(name), "offered" if entry["offered"] else "not offered", Text(CAPABILITIES.get(name, ""))
         )
     console.print(table)
 
@@ -499,7 +564,7 @@ def _print_capabilities(document: dict[str, Any]) -> None:
         table.add_column(column, justify="right" if column != "verified" else "left", overflow="fold")
     for entry in document["limits"]:
         table.add_row(
-            entry["name"],
+            _shown(entry["name"]),
             str(entry["advertised"]),
             _status(entry["status"]),
             "" if entry["accepted_at"] is None else str(entry["accepted_at"]),
@@ -518,7 +583,11 @@ def _print_capabilities(document: dict[str, Any]) -> None:
     table.add_column("status", no_wrap=True)
     table.add_column("reason", overflow="fold")
     for entry in document["checks"]:
-        table.add_row(entry["name"], _status(entry["status"]), Text(entry.get("reason") or ""))
+        table.add_row(
+            _shown(entry["name"]),
+            _status(entry["status"]),
+            Text(_shown(entry.get("reason") or "", limit=200)),
+        )
     console.print(table)
     _print_evidence([(entry["name"], entry["requirements"]) for entry in document["checks"]])
 
@@ -566,7 +635,7 @@ def report_command(
         try:
             document = read_report(show)
         except ReportError as error:
-            _stop(ExitCode.USAGE, str(error))
+            _stop(ExitCode.USAGE, error)
     else:
         assert driver is not None
         _check_output_path(output, "report")
@@ -574,17 +643,17 @@ def report_command(
         result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
         document = _report_for(result, "capabilities")
         if output is not None:
-            write_report(output, document)
+            _write_report(output, document)
     if as_json:
-        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        typer.echo(json_text(document, indent=2))
     else:
         console.print(
-            Text(f"Capabilities and limits of driver {document['driver']['spec']}", style="bold"),
+            Text(f"Capabilities and limits of driver {_shown(document['driver']['spec'])}", style="bold"),
             soft_wrap=True,
         )
         _print_capabilities(document)
         if output is not None:
-            console.print(Text(f"report: {output}"), soft_wrap=True)
+            console.print(Text(f"report: {_shown(output)}"), soft_wrap=True)
     must_failed = document["certification"]["must_failed"]
     raise typer.Exit(int(ExitCode.REQUIREMENT_FAILED if must_failed else ExitCode.CERTIFIED))
 
@@ -610,7 +679,10 @@ def list_drivers() -> None:
     table.add_column("version", no_wrap=True)
     for info in drivers:
         table.add_row(
-            Text(info.name), Text(info.target), Text(info.distribution or "?"), Text(info.version or "?")
+            Text(_shown(info.name)),
+            Text(_shown(info.target)),
+            Text(_shown(info.distribution or "?")),
+            Text(_shown(info.version or "?")),
         )
     console.print(table)
 
@@ -637,20 +709,20 @@ def badge(
     _begin()
     if svg is None and endpoint is None:
         _stop(ExitCode.USAGE, "give --svg PATH and/or --endpoint PATH")
+    for path, what in ((svg, "SVG badge"), (endpoint, "endpoint JSON")):
+        _check_output_path(path, what)
     try:
         document = read_report(report)
     except ReportError as error:
-        _stop(ExitCode.USAGE, str(error))
+        _stop(ExitCode.USAGE, error)
     made = badge_for(document)
-    for path, what in ((svg, "SVG badge"), (endpoint, "endpoint JSON")):
-        _check_output_path(path, what)
     if svg is not None:
         _write(svg, render_svg(made), "SVG badge")
     if endpoint is not None:
-        _write(
-            endpoint, json.dumps(endpoint_json(made), indent=2, ensure_ascii=False) + "\n", "endpoint JSON"
-        )
-    console.print(Text(f"badge: {made.label} | {made.message} ({made.color})"), soft_wrap=True)
+        _write(endpoint, json_text(endpoint_json(made), indent=2) + "\n", "endpoint JSON")
+    console.print(
+        Text(f"badge: {_shown(made.label)} | {_shown(made.message)} ({made.color})"), soft_wrap=True
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -668,8 +740,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if getattr(error, "exit_code", None) == 2 and callable(format_message):
             context = getattr(error, "ctx", None)
             path = str(getattr(context, "command_path", "") or "runlane-certify")
-            message = " ".join(str(format_message()).split())
-            typer.echo(f"runlane-certify: error: {message} (see: {path} --help)", err=True)
+            message = " ".join(_shown(format_message()).split())
+            typer.echo(f"runlane-certify: error: {message} (see: {_shown(path)} --help)", err=True)
             sys.exit(int(ExitCode.USAGE))
         if isinstance(error, typer.Abort) or type(error).__name__ == "Abort":
             typer.echo("runlane-certify: interrupted", err=True)

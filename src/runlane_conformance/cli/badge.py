@@ -1,8 +1,9 @@
 """Badges made from a validated report: an offline SVG and a shields.io endpoint document.
 
 Both show the same thing: the driver and the certification level the report
-grants. Every string placed into the SVG is XML-escaped, because the driver
-name comes from the user (``module:factory`` can contain anything).
+grants. Every string placed into the SVG is cleaned of what XML cannot carry
+and then escaped, because the driver name comes from the user (``module:factory``
+can contain anything) and a report on disk may have been edited by hand.
 """
 
 from __future__ import annotations
@@ -12,9 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ..safe_text import one_line, xml_safe
+
 __all__ = ["Badge", "badge_for", "endpoint_json", "render_svg"]
 
 _COLORS = {"brightgreen": "#4c1", "yellow": "#dfb317", "red": "#e05d44"}
+
+#: Longest label or message a badge shows; a badge is a glance, not a document.
+BADGE_TEXT_LIMIT = 80
+
+
+def _badge_text(text: str) -> str:
+    return xml_safe(text, limit=BADGE_TEXT_LIMIT, multiline=False)
 
 
 @dataclass(frozen=True)
@@ -46,8 +56,8 @@ def endpoint_json(badge: Badge) -> dict[str, Any]:
     """The shields.io endpoint document (``https://img.shields.io/endpoint?url=...``)."""
     return {
         "schemaVersion": 1,
-        "label": badge.label,
-        "message": badge.message,
+        "label": one_line(badge.label, BADGE_TEXT_LIMIT),
+        "message": one_line(badge.message, BADGE_TEXT_LIMIT),
         "color": badge.color,
         "isError": badge.is_error,
     }
@@ -59,13 +69,18 @@ def _text_width(text: str) -> int:
 
 
 def render_svg(badge: Badge) -> str:
-    """A self-contained flat badge SVG (no fonts or images fetched)."""
-    left, right = _text_width(badge.label), _text_width(badge.message)
+    """A self-contained flat badge SVG (no fonts or images fetched); always well-formed XML.
+
+    Label and message are cleaned (``safe_text.xml_safe``), capped at
+    ``BADGE_TEXT_LIMIT`` characters, then escaped.
+    """
+    shown_label, shown_message = _badge_text(badge.label), _badge_text(badge.message)
+    left, right = _text_width(shown_label), _text_width(shown_message)
     total = left + right
     color = _COLORS[badge.color]
-    label, message = escape(badge.label), escape(badge.message)
-    title = escape(f"{badge.label}: {badge.message}")
-    aria = quoteattr(f"{badge.label}: {badge.message}")
+    label, message = escape(shown_label), escape(shown_message)
+    title = escape(f"{shown_label}: {shown_message}")
+    aria = quoteattr(f"{shown_label}: {shown_message}")
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="20" role="img" aria-label={aria}>'
         f"<title>{title}</title>"

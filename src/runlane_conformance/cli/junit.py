@@ -9,19 +9,22 @@ attribute and the failure text, skips carry their reason.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["junit_xml"]
+from ..safe_text import MESSAGE_LIMIT, xml_safe
 
-# XML 1.0 forbids most control characters even when escaped; tracebacks can contain them.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+__all__ = ["junit_xml"]
 
 
 def _clean(text: object) -> str:
-    return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", str(text))
+    """An attribute value: one line, capped, with only characters XML 1.0 can carry.
+
+    The report was cleaned when it was built, but JUnit can be made from any
+    document, so the XML layer does not rely on that.
+    """
+    return xml_safe(text, limit=MESSAGE_LIMIT, multiline=False)
 
 
 def _seconds(value: float) -> str:
@@ -52,7 +55,7 @@ def junit_xml(report: Mapping[str, Any]) -> str:
         errors="0",
         skipped=str(counts["skipped"]),
         time=_seconds(report["run"]["duration_seconds"]),
-        timestamp=report["run"]["started_at"],
+        timestamp=_clean(report["run"]["started_at"]),
     )
     by_area: dict[str, list[Mapping[str, Any]]] = {}
     for requirement in requirements:
@@ -100,9 +103,9 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                     case,
                     "failure",
                     message=_clean(requirement["reason"] or "failed"),
-                    type=requirement["level"],
+                    type=_clean(requirement["level"]),
                 )
-                element.text = _clean(body)
+                element.text = xml_safe(body)
             elif requirement["outcome"] == "skipped":
                 ET.SubElement(case, "skipped", message=_clean(requirement["reason"] or "skipped"))
     ET.indent(root)

@@ -6,10 +6,8 @@ The document is checked against ``REPORT_SCHEMA`` (JSON Schema draft 2020-12)
 before it is written and every time it is read back: a report that exists on
 disk is, by construction, a valid one.
 
-Files are written atomically: the bytes go to a temporary file in the target's
-directory, are flushed and fsynced, and only then renamed over the target. A
-process killed at any point leaves either the previous file or the new one,
-never a truncated mix.
+Files are written atomically (see ``output_files``): a process killed at any
+point leaves either the previous file or the new one, never a truncated mix.
 """
 
 from __future__ import annotations
@@ -17,11 +15,9 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
-import os
 import platform
 import sys
-import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +29,18 @@ from .. import __version__
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageLimits
 from ..runner import RequirementOutcome, RequirementResult, RunResult
-from ..safe_text import redact_options
+from ..safe_text import (
+    DETAILS_LIMIT,
+    MESSAGE_LIMIT,
+    details_text,
+    json_text,
+    one_line,
+    redact_options,
+    redact_text,
+    secret_values,
+    xml_safe,
+)
+from .output_files import write_text_atomically
 
 __all__ = [
     "LEVELS",
@@ -43,6 +50,7 @@ __all__ = [
     "build_report",
     "read_report",
     "redact_options",
+    "safe_document",
     "validate_report",
     "write_report",
     "write_text_atomically",
@@ -54,7 +62,13 @@ REPORT_VERSION = 1
 LEVELS: tuple[str, ...] = ("none", "core", "core+append", "core+exclusive", "core+append+exclusive")
 
 #: Longest failure text kept per failing check, so one runaway traceback cannot bloat the report.
-MAX_DETAILS_CHARS = 20_000
+MAX_DETAILS_CHARS = DETAILS_LIMIT
+
+#: Free-text fields kept on one line and capped (a driver's exception message or skip reason can be
+#: megabytes long). ``details`` keeps its lines and both of its ends. Every other string is cleaned
+#: the same way but kept whole, with its line breaks (a stack, a reproduce line, a blob).
+_ONE_LINE_LIMITS: dict[str, int] = {"message": MESSAGE_LIMIT, "reason": MESSAGE_LIMIT}
+_DETAILS_FIELDS = frozenset({"details"})
 
 _LIMIT_FIELDS: tuple[str, ...] = (
     "max_point_reads",
@@ -426,7 +440,7 @@ def _requirement_entry(result: RunResult, requirement: RequirementResult) -> dic
             {
                 "nodeid": test.nodeid,
                 "message": test.message or "failed",
-                "details": (test.longrepr or "")[-MAX_DETAILS_CHARS:],
+                "details": test.longrepr or "",
                 "reproduce": result.reproduce_command(test, redact=True),
                 "pytest": result.reproduce_pytest(test, redact=True),
                 "hypothesis_blob": test.hypothesis_blob,
@@ -508,42 +522,43 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
             "should_failed": [r.id for r in result.failed_requirements if r not in result.must_failures],
         },
     }
+    document = safe_document(document, secret_values(result.options))
     validate_report(document)
     return document
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a part.
+def safe_document(value: Any, secrets: Sequence[str] = (), field: str | None = None) -> Any:
+    """A copy of a report document (or any JSON value) in which every string is safe to show and store.
 
-    The temporary file lives in the target's directory (a rename is only
-    atomic within one file system) and is fsynced before the rename; the
-    directory is fsynced after it where the platform allows.
+    Driver-supplied text reaches the report through messages, reasons,
+    tracebacks, node ids, the driver spec and its options. Each string has the
+    given secret values and URL credentials redacted, escape sequences removed,
+    other control characters escaped and lone surrogates replaced (see
+    ``safe_text``), so the document encodes as UTF-8, can go into XML, and
+    prints inertly. ``message`` and ``reason`` fields become one capped line;
+    ``details`` keeps its lines but is capped at both ends.
     """
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    with contextlib.suppress(OSError, AttributeError):
-        directory_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(directory_fd)
-        finally:
-            os.close(directory_fd)
+    if isinstance(value, str):
+        text = redact_text(value, secrets)
+        if field in _DETAILS_FIELDS:
+            return details_text(text)
+        if field in _ONE_LINE_LIMITS:
+            return one_line(text, _ONE_LINE_LIMITS[field])
+        return xml_safe(text)
+    if isinstance(value, Mapping):
+        return {
+            xml_safe(str(key), multiline=False): safe_document(item, secrets, str(key))
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [safe_document(item, secrets, field) for item in value]
+    return value
 
 
 def write_report(path: Path, document: Mapping[str, Any]) -> None:
     """Validate ``document`` and write it atomically as indented JSON."""
     validate_report(document)
-    write_text_atomically(Path(path), json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomically(Path(path), json_text(document, indent=2) + "\n", "report")
 
 
 def read_report(path: Path) -> dict[str, Any]:

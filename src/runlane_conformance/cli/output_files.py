@@ -1,0 +1,168 @@
+"""Writing the files a run produces (report, JUnit, badge) without ever damaging what is on disk.
+
+Two moments matter:
+
+* **Before the run** (``check_output_path``): the cheap checks that would
+  otherwise only fail after minutes of checks -- the directory exists, is a
+  directory and is writable; the target, if it exists, is a regular file (not a
+  directory, device, FIFO or socket; symbolic links are followed). A FIFO is
+  never opened, so a run cannot block forever waiting for a reader.
+* **At write time** (``write_text_atomically``): the text goes to a temporary
+  file next to the target, is flushed and fsynced, and only then renamed over
+  it. Any failure (a full disk, a vanished directory, a target that turned
+  into a device meanwhile) removes the temporary file and leaves the previous
+  target untouched, and is raised as one ``OutputFileError`` line.
+
+Files get the permissions any other program would give them: ``0o666``
+masked by the user's umask (a plain ``tempfile.mkstemp`` would leave every
+report readable by its owner only). A target that is a symbolic link is
+written through: the link stays, and the file it points to is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ..contract.errors import RunlaneError
+from ..safe_text import describe_exception, one_line
+
+__all__ = ["OutputFileError", "check_output_path", "current_umask", "write_text_atomically"]
+
+
+class OutputFileError(RunlaneError, OSError):
+    """An output file cannot be (or could not be) written. The message is one line naming the file."""
+
+
+def _shown(path: Path | str) -> str:
+    return repr(one_line(os.fspath(path), 500))
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, for the error line; ``None`` for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` with symbolic links followed (as far as they lead), so a link is written through."""
+    try:
+        return Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        return path
+
+
+def check_output_path(path: Path, what: str) -> Path:
+    """Refuse, with one ``OutputFileError`` line, a target that cannot be written; return the real target.
+
+    The returned path has symbolic links resolved; it is where the file will be
+    written. Nothing is created or opened here.
+    """
+    given = Path(path)
+    if not os.fspath(given):
+        raise OutputFileError(f"{what}: the path is empty")
+    target = _resolved(given)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        # ENOTDIR: a component of the path is a file; ELOOP: a symlink cycle; EACCES...
+        raise OutputFileError(
+            f"cannot write {what} {_shown(given)}: {one_line(error.strerror or error)}"
+        ) from None
+    if mode is not None:
+        kind = _kind(mode)
+        if kind is not None:
+            pointed = "" if target == given.absolute() else f" (it leads to {_shown(target)})"
+            raise OutputFileError(f"cannot write {what} {_shown(given)}: it is {kind}{pointed}")
+    parent = target.parent
+    try:
+        parent_mode = os.stat(parent).st_mode
+    except FileNotFoundError:
+        raise OutputFileError(
+            f"cannot write {what} {_shown(given)}: directory {_shown(parent)} does not exist"
+        ) from None
+    except OSError as error:
+        raise OutputFileError(
+            f"cannot write {what} {_shown(given)}: {one_line(error.strerror or error)}"
+        ) from None
+    if not stat.S_ISDIR(parent_mode):
+        raise OutputFileError(f"cannot write {what} {_shown(given)}: {_shown(parent)} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputFileError(
+            f"cannot write {what} {_shown(given)}: directory {_shown(parent)} is not writable"
+        )
+    return target
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the platform allows (Linux: /proc)."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open("/proc/self/status", encoding="ascii", errors="replace") as status,
+    ):
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    # Elsewhere the only way to read it is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomically(path: Path, text: str, what: str = "file") -> None:
+    """Replace ``path`` with ``text`` (UTF-8) so readers see the old file or the new one, never a part.
+
+    The target is checked again as in ``check_output_path`` (it may have
+    changed during the run). The temporary file lives in the target's
+    directory (a rename is atomic only within one file system) and is fsynced
+    before the rename; the directory is fsynced after it where the platform
+    allows. ``text`` must be encodable as UTF-8 (see ``safe_text``). Raises
+    ``OutputFileError`` with one line; on any failure nothing but the
+    temporary file was touched, and it is removed.
+    """
+    target = check_output_path(Path(path), what)
+    data = text.encode("utf-8")
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as error:
+        raise OutputFileError(
+            f"cannot write {what} {_shown(path)}: {one_line(error.strerror or describe_exception(error))}"
+        ) from None
+    try:
+        try:
+            os.fchmod(handle, 0o666 & ~current_umask())
+            view = memoryview(data)
+            while view:
+                written = os.write(handle, view)
+                view = view[written:]
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+        os.replace(temporary, target)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(error, OSError):
+            reason = one_line(error.strerror or describe_exception(error))
+            raise OutputFileError(f"cannot write {what} {_shown(path)}: {reason}") from error
+        raise
+    with contextlib.suppress(OSError, AttributeError):
+        directory_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)

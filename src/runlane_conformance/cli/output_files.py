@@ -71,8 +71,6 @@ def check_output_path(path: Path, what: str) -> Path:
     written. Nothing is created or opened here.
     """
     given = Path(path)
-    if not os.fspath(given):
-        raise OutputFileError(f"{what}: the path is empty")
     target = _resolved(given)
     try:
         mode = os.stat(target).st_mode

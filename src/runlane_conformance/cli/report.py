@@ -69,6 +69,8 @@ MAX_DETAILS_CHARS = DETAILS_LIMIT
 #: the same way but kept whole, with its line breaks (a stack, a reproduce line, a blob).
 _ONE_LINE_LIMITS: dict[str, int] = {"message": MESSAGE_LIMIT, "reason": MESSAGE_LIMIT}
 _DETAILS_FIELDS = frozenset({"details"})
+#: Cap on any other string (far above anything a real run produces; keeps both ends).
+_FIELD_LIMIT = 100_000
 
 _LIMIT_FIELDS: tuple[str, ...] = (
     "max_point_reads",
@@ -536,7 +538,8 @@ def safe_document(value: Any, secrets: Sequence[str] = (), field: str | None = N
     other control characters escaped and lone surrogates replaced (see
     ``safe_text``), so the document encodes as UTF-8, can go into XML, and
     prints inertly. ``message`` and ``reason`` fields become one capped line;
-    ``details`` keeps its lines but is capped at both ends.
+    ``details`` keeps its lines but is capped at both ends; any other string
+    keeps its lines and is capped far higher.
     """
     if isinstance(value, str):
         text = redact_text(value, secrets)
@@ -544,7 +547,7 @@ def safe_document(value: Any, secrets: Sequence[str] = (), field: str | None = N
             return details_text(text)
         if field in _ONE_LINE_LIMITS:
             return one_line(text, _ONE_LINE_LIMITS[field])
-        return xml_safe(text)
+        return xml_safe(text, limit=_FIELD_LIMIT)
     if isinstance(value, Mapping):
         return {
             xml_safe(str(key), multiline=False): safe_document(item, secrets, str(key))

@@ -191,8 +191,22 @@ def test_cleaned_text_can_be_written_as_utf8_json(text: str) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    ["password", "PASSWD", "pwd", "db_secret", "token", "api_key", "dsn", "connection", "conn_str",
-     "database_url", "uri", "credentials", "auth", "Cookie"],
+    [
+        "password",
+        "PASSWD",
+        "pwd",
+        "db_secret",
+        "token",
+        "api_key",
+        "dsn",
+        "connection",
+        "conn_str",
+        "database_url",
+        "uri",
+        "credentials",
+        "auth",
+        "Cookie",
+    ],
 )
 def test_secret_looking_keys_are_recognised(key: str) -> None:
     assert is_secret_key(key)

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from runlane_conformance.cli import output_files
+from runlane_conformance.cli.app import app
 from runlane_conformance.cli.output_files import (
     OutputFileError,
     check_output_path,
@@ -179,3 +181,83 @@ def test_writing_to_dev_full_itself_would_fail_but_is_never_attempted() -> None:
     with pytest.raises(OutputFileError, match="it is a device"):
         write_text_atomically(Path("/dev/full"), "text", "JUnit file")
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+# --- through the CLI (in-process; tests/hostile/test_outputs.py runs a few of these in a real process) ---
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """Every kind of target a file cannot be written to; afterwards, each is checked to be untouched."""
+    fifo = _fifo(tmp_path / "pipe")
+    link = _link(tmp_path / "full-link", Path("/dev/full"))
+    parent_file = _file(tmp_path / "file")
+    yield {
+        "dev-full": Path("/dev/full"),
+        "fifo": fifo,
+        "symlink-to-dev-full": link,
+        "symlink-to-fifo": _link(tmp_path / "pipe-link", fifo),
+        "directory": tmp_path,
+        "parent-is-a-file": parent_file / "out",
+        "missing-directory": tmp_path / "missing" / "out",
+    }
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink()
+    assert parent_file.read_text() == "a file, not a directory"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert only(tmp_path) == ["file", "full-link", "pipe", "pipe-link"]  # no temp files
+
+
+TARGETS = [
+    "dev-full",
+    "fifo",
+    "symlink-to-dev-full",
+    "symlink-to-fifo",
+    "directory",
+    "parent-is-a-file",
+    "missing-directory",
+]
+
+
+def _one_error_line(result: object) -> str:
+    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
+    assert result.stdout == ""  # type: ignore[attr-defined]
+    (line,) = result.stderr.splitlines()  # type: ignore[attr-defined]
+    assert line.startswith("runlane-certify: error: cannot write ")
+    return str(line)
+
+
+@pytest.mark.parametrize("flag", ["--report", "--junit"])
+@pytest.mark.parametrize("name", TARGETS)
+def test_run_refuses_every_unwritable_target_before_the_run(
+    targets: dict[str, Path], name: str, flag: str
+) -> None:
+    result = CliRunner().invoke(app, ["run", "--driver", "local", flag, str(targets[name])])
+    _one_error_line(result)
+
+
+@pytest.mark.parametrize("flag", ["--svg", "--endpoint"])
+@pytest.mark.parametrize("name", TARGETS)
+def test_badge_refuses_every_unwritable_target(targets: dict[str, Path], name: str, flag: str) -> None:
+    result = CliRunner().invoke(app, ["badge", "any-report.json", flag, str(targets[name])])
+    _one_error_line(result)
+
+
+def test_report_refuses_an_unwritable_target_before_the_run(targets: dict[str, Path]) -> None:
+    result = CliRunner().invoke(app, ["report", "--driver", "local", "--report", str(targets["fifo"])])
+    _one_error_line(result)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to tell the temp file's fd apart")
+def test_a_disk_that_fills_during_the_run_is_one_line_exit_2_and_the_old_report_survives(
+    fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "report.json"
+    report.write_text("previous")
+    _failing("write", errno.ENOSPC, monkeypatch, tmp_path)
+    result = CliRunner().invoke(app, ["run", "--driver", fake_suite, "--seed", "1", "--report", str(report)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line == f"runlane-certify: error: cannot write report {str(report)!r}: No space left on device"
+    assert "Traceback" not in result.output
+    assert report.read_text() == "previous"
+    assert only(tmp_path) == ["report.json"]

@@ -1,0 +1,282 @@
+"""Hostile text and hostile output paths through the real ``runlane-certify``, in a subprocess as CI runs it.
+
+Whatever a driver says (escape sequences, control characters, lone surrogates,
+invalid UTF-8, ten megabytes, an exception that cannot be printed) and wherever
+the user points the output files (a device, a FIFO, a directory, a path through
+a file), the CLI answers with the right exit status, a terminal free of the
+driver's control sequences and secrets, and files that parse: JSON that loads
+and validates, JUnit and SVG that are well-formed XML.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runlane_conformance.cli.report import read_report
+from runlane_conformance.safe_text import MESSAGE_LIMIT
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = "tests.hostile.text_driver:harness"
+ENTRY = "import sys; from runlane_conformance.cli.app import main; main(sys.argv[1:])"
+
+#: Secrets passed as driver options; not one of them may appear in any output.
+SECRET_OPTIONS = (
+    "password=hunter2secret",
+    "dsn=postgres://alice:pw123word@db/app",
+    "mirror=https://bob:tok3n-value@example.com/x",
+)
+SECRETS = ("hunter2secret", "pw123word", "tok3n-value", "alice:", "bob:")
+
+#: An option whose key and value are hostile: escape sequences, a bell, and bytes that are not UTF-8.
+HOSTILE_OPTION = os.fsencode("n\x1b[31mote\udcff=\x1b]0;title\x07\x1b[2Jred\x07bell\x9b\u202e")
+
+# What a terminal or a file may never receive from a driver: ESC and the other C0 controls (but tab
+# and newline), DEL, C1 controls, Unicode line separators and bidi controls, and lone surrogates.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished ``runlane-certify`` process."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def certify(*args: str | bytes, cwd: Path = ROOT, timeout: float = 240) -> Done:
+    """Run the CLI as a user would; its output must be valid UTF-8 (decoding is strict)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "FORCE_COLOR"))}
+    env.update({"COLUMNS": "200", "TERM": "dumb", "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, *args], cwd=cwd, env=env, capture_output=True, timeout=timeout
+    )
+    return Done(done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8"))
+
+
+def assert_safe(text: str, where: str = "output") -> None:
+    """No control sequence, unsafe character, secret or traceback in ``text``."""
+    found = _UNSAFE.search(text)
+    assert found is None, f"{where} carries {found.group()!r} at {found.start()}: {text[:2000]!r}"
+    for secret in SECRETS:
+        assert secret not in text, f"{where} shows the secret {secret!r}"
+    assert "Traceback" not in text, f"{where} shows a traceback: {text[-3000:]}"
+
+
+def assert_safe_strings(value: Any, where: str) -> None:
+    """Every string in a JSON value (keys too) is safe."""
+    if isinstance(value, str):
+        assert_safe(value, where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            assert_safe(key, where)
+            assert_safe_strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            assert_safe_strings(item, f"{where}[{index}]")
+
+
+def assert_safe_xml(path: Path) -> ET.Element:
+    """The file parses as XML and no text or attribute in it is unsafe."""
+    root = ET.parse(path).getroot()
+    for element in root.iter():
+        for text in (element.text or "", element.tail or "", *element.attrib.values()):
+            assert_safe(text, f"{path.name} <{element.tag}>")
+    return root
+
+
+def failures(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [failure for r in document["requirements"] for failure in r.get("failures", [])]
+
+
+def run_hostile(tmp_path: Path, mode: str, *extra: str | bytes) -> tuple[Done, dict[str, Any], Path]:
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
+    args: list[str | bytes] = ["run", "--driver", DRIVER, "--option", f"text_mode={mode}"]
+    for option in SECRET_OPTIONS:
+        args += ["--option", option]
+    args += ["--option", HOSTILE_OPTION, *extra, "--area", "point_reads", "--seed", "1"]
+    done = certify(*args, "--report", str(report), "--junit", str(junit))
+    assert_safe(done.stdout, "stdout")
+    assert_safe(done.stderr, "stderr")
+    raw = report.read_bytes().decode("utf-8")  # strict: the file is UTF-8
+    for secret in SECRETS:
+        assert secret not in raw
+    document = read_report(report)  # loads and validates against the schema
+    assert_safe_strings(document, "report")
+    assert_safe_xml(junit)
+    return done, document, junit
+
+
+# --- driver text ------------------------------------------------------------------------------------
+
+
+def test_escape_sequences_controls_surrogates_and_secrets_in_driver_text_are_neutralised(
+    tmp_path: Path,
+) -> None:
+    done, document, junit = run_hostile(tmp_path, "message", "--option", "text_once=true")
+    assert done.returncode == 1, done.stderr
+    # Shown, not obeyed: the lone bell is visible as text, the escape sequences are gone.
+    assert "red\\x07bell\\x9b\\u202e" in done.stdout
+    assert "password=***" in done.stdout and "dsn=***" in done.stdout
+    assert "mirror=https://***@example.com/x" in done.stdout
+    assert "put your own back in to reproduce" in done.stdout
+    # The option with invalid UTF-8 in its key survives, with U+FFFD where the bad byte was.
+    assert "note\ufffd" in document["driver"]["options"]
+    assert document["driver"]["options"]["password"] == "***"
+    (failure,) = failures(document)
+    assert "connecting with password *** to ***" in failure["details"]
+    assert "lone \ufffd and caf\ufffd \ufffd\ufffd" in failure["details"]
+    assert "HostileError" in failure["message"]
+    assert "HostileError" in junit.read_text(encoding="utf-8")
+
+
+def test_an_error_whose_str_raises_fails_its_check_and_is_reported_by_type(tmp_path: Path) -> None:
+    done, document, _ = run_hostile(tmp_path, "unprintable", "--option", "text_once=true")
+    assert done.returncode == 1, done.stderr
+    (failure,) = failures(document)
+    assert "UnprintableError" in failure["message"] + failure["details"]
+
+
+def test_a_ten_megabyte_message_is_capped_everywhere(tmp_path: Path) -> None:
+    done, document, junit = run_hostile(tmp_path, "huge", "--option", "text_once=true")
+    assert done.returncode == 1, done.stderr
+    (failure,) = failures(document)
+    assert re.search(r"x \.\.\. \(\d{7} more characters\)$", failure["message"])
+    assert len(failure["message"]) <= MESSAGE_LIMIT + 40
+    assert len(failure["details"]) <= 20_000 + 80
+    assert max(len(line) for line in done.stdout.splitlines()) < MESSAGE_LIMIT + 200
+    assert junit.stat().st_size < 200_000
+    assert (tmp_path / "report.json").stat().st_size < 200_000
+
+
+def test_a_skip_reason_from_the_driver_is_neutralised_and_never_certifies(tmp_path: Path) -> None:
+    done, document, _ = run_hostile(tmp_path, "skip")
+    assert done.returncode == 1, done.stdout
+    assert not document["certification"]["certified"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("factory", "its harness factory raised HostileError: CERTIFIED\\x0dbell\\x07 nul\\x00"),
+        ("factory_unprintable", "raised UnprintableError: <unprintable UnprintableError>"),
+    ],
+    ids=["factory-raises-hostile-text", "factory-raises-unprintable"],
+)
+def test_a_harness_factory_failure_is_one_clean_redacted_line_with_exit_2(
+    tmp_path: Path, mode: str, expected: str
+) -> None:
+    args: list[str | bytes] = ["run", "--driver", DRIVER, "-o", f"text_mode={mode}", "-o", HOSTILE_OPTION]
+    for option in SECRET_OPTIONS:
+        args += ["-o", option]
+    done = certify(*args, "--report", str(tmp_path / "r.json"))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert_safe(line, "stderr")
+    assert line.startswith("runlane-certify: error: driver 'tests.hostile.text_driver:harness'")
+    assert expected in line
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_driver_name_with_escapes_and_invalid_utf8_is_one_clean_line() -> None:
+    done = certify("run", "--driver", os.fsencode("\x1b[2J\x1b]0;x\x07evil\udcff:fac\x9btory"))
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert_safe(line, "stderr")
+    assert "evil" in line and done.stdout == ""
+
+
+# --- badge from a report carrying hostile text --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certified_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A real, complete report of the reference driver (the badge only draws complete reports)."""
+    path = tmp_path_factory.mktemp("certified") / "report.json"
+    done = certify("run", "--driver", "local", "--seed", "1", "--report", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_the_badge_of_a_report_with_a_hostile_driver_name_is_valid_svg_and_json(
+    certified_report: dict[str, Any], tmp_path: Path
+) -> None:
+    hostile = json.loads(json.dumps(certified_report))
+    # As a hand-edited report could say it: JSON escapes for ESC, BEL, a lone surrogate, C1, bidi.
+    hostile["driver"]["spec"] = "\x1b[31mevil\x07 \ud800 \x9b\u202e<tag>&" + "y" * 5000
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(hostile, ensure_ascii=True), encoding="ascii")
+    svg, endpoint = tmp_path / "badge.svg", tmp_path / "badge.json"
+    done = certify("badge", str(path), "--svg", str(svg), "--endpoint", str(endpoint))
+    assert done.returncode == 0, done.stderr
+    assert_safe(done.stdout, "stdout")
+    root = assert_safe_xml(svg)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert int(root.attrib["width"]) < 1500
+    shown = json.loads(endpoint.read_bytes().decode("utf-8"))
+    assert_safe_strings(shown, "endpoint")
+    assert shown["label"].startswith("runlane evil\\x07 \ufffd \\x9b\\u202e<tag>&yyy")
+    assert len(shown["label"]) <= 80 + 40
+
+
+# --- output paths ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "full-link"
+    link.symlink_to("/dev/full")
+    parent_file = tmp_path / "file"
+    parent_file.write_text("a file")
+    yield {
+        "dev-full": Path("/dev/full"),
+        "fifo": fifo,
+        "symlink-to-dev-full": link,
+        "directory": tmp_path,
+        "parent-is-a-file": parent_file / "out",
+    }
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and link.is_symlink() and parent_file.read_text() == "a file"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "full-link", "pipe"]  # no temp files
+
+
+# The whole matrix of targets and flags runs in-process in tests/cli/test_output_files.py; here a few
+# representative cases go through a real process, where a blocking FIFO open would hang it.
+
+
+@pytest.mark.parametrize(
+    ("flag", "name"), [("--report", "fifo"), ("--report", "dev-full"), ("--junit", "symlink-to-dev-full")]
+)
+def test_run_refuses_an_unwritable_output_before_running_with_one_line(
+    targets: dict[str, Path], name: str, flag: str
+) -> None:
+    done = certify("run", "--driver", "local", flag, str(targets[name]), timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == ""  # refused before the run started
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("runlane-certify: error: cannot write ")
+
+
+@pytest.mark.parametrize(("flag", "name"), [("--svg", "fifo"), ("--endpoint", "dev-full")])
+def test_badge_refuses_an_unwritable_output_with_one_line(
+    targets: dict[str, Path], name: str, flag: str, tmp_path: Path
+) -> None:
+    done = certify("badge", str(tmp_path / "no-report-needed.json"), flag, str(targets[name]), timeout=60)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("runlane-certify: error: cannot write ")

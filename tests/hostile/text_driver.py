@@ -9,6 +9,8 @@
 * ``huge`` -- every transaction raises an error with a 10 MB message;
 * ``unprintable`` -- every transaction raises an error whose ``__str__`` and ``__repr__`` raise;
 * ``skip`` -- every transaction raises ``unittest.SkipTest`` with the hostile message as its reason;
+* ``everything`` -- the ``message`` error with ten million characters before the hostile text,
+  raised from (chained to) the unprintable error: every kind of hostile text in one failure;
 * ``factory`` -- the harness factory itself raises the hostile message;
 * ``factory_unprintable`` -- the harness factory raises the unprintable error.
 
@@ -75,13 +77,18 @@ def harness(options: Mapping[str, str]) -> DriverHarness:
     mode = options.get("text_mode", "message")
     if mode.startswith("factory"):
         raise _error(mode, options)
-    remaining = [1 if options.get("text_once") == "true" else -1]
+    once = options.get("text_once") == "true"
+    raised = [False]
 
     class Hostile(WrappedDriver):
         def transaction(self, callback: Callable[[Any], T]) -> T:
-            if remaining[0] == 0:
+            if once and raised[0]:
                 return super().transaction(callback)
-            remaining[0] -= 1
-            raise _error(mode, options)  # a fresh error each time: a reused one grows its traceback
+            raised[0] = True
+            if mode == "everything":
+                huge = "x" * int(options.get("size", HUGE_LENGTH))
+                raise HostileError(f"{huge} {hostile_message(options)}") from UnprintableError()
+            # A fresh error each time: one raised again and again grows its traceback.
+            raise _error(mode, options)
 
     return mutant_harness(Hostile)({})

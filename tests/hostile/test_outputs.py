@@ -117,13 +117,14 @@ class HostileRun:
         return found
 
 
-def run_hostile(directory: Path, mode: str) -> HostileRun:
+def run_hostile(directory: Path, mode: str, *, once: bool = True) -> HostileRun:
     """Run the hostile driver (secrets and invalid UTF-8 in its options) and check every output is safe."""
     report, junit = directory / "report.json", directory / "junit.xml"
     args: list[str | bytes] = ["run", "--driver", DRIVER, "--option", f"text_mode={mode}"]
     for option in SECRET_OPTIONS:
         args += ["--option", option]
-    args += ["--option", HOSTILE_OPTION, "--option", "text_once=true", "--area", "point_reads", "--seed", "1"]
+    args += ["--option", HOSTILE_OPTION, "--option", f"text_once={str(once).lower()}"]
+    args += ["--area", "point_reads", "--seed", "1"]
     done = certify(*args, "--report", str(report), "--junit", str(junit))
     assert_safe(done.stdout, "stdout")
     assert_safe(done.stderr, "stderr")
@@ -215,6 +216,13 @@ def test_a_driver_name_with_escapes_and_invalid_utf8_is_one_clean_line() -> None
     (line,) = done.stderr.splitlines()
     assert_safe(line, "stderr")
     assert "evil" in line and done.stdout == ""
+
+
+def test_a_skip_raised_by_the_driver_is_shown_safely_and_never_certifies(tmp_path: Path) -> None:
+    # Every check skips with the hostile message as its reason; wherever that reason is shown
+    # (a skip reason, or the failure a stray skip is judged to be), it arrives cleaned and redacted.
+    run = run_hostile(tmp_path, "skip", once=False)
+    assert "connecting with password *** to ***" in json.dumps(run.document, ensure_ascii=False)
 
 
 # --- badge from a report carrying hostile text --------------------------------------------------------

@@ -133,9 +133,11 @@ from .harness import (
     STORAGE_LIMIT_OPTIONS,
     DriverHarness,
     HarnessFactory,
+    SettlingStore,
     StoreHandle,
     parse_driver_options,
     positive_int_option,
+    settle_store,
     storage_limits_from_options,
 )
 from .local import LocalStorageDriver, create_local_storage_driver
@@ -182,6 +184,7 @@ __all__ = [
     "RunCompletionWaitPresence",
     "RunStatus",
     "RunlaneError",
+    "SettlingStore",
     "StepStatus",
     "StorageAppendMeasurement",
     "StorageAttemptEndedError",
@@ -268,6 +271,7 @@ __all__ = [
     "run_record_key",
     "schedule_occurrence_id",
     "schedule_record_key",
+    "settle_store",
     "step_record_key",
     "step_token",
     "storage_limits_from_options",

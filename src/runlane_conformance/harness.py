@@ -36,12 +36,14 @@ __all__ = [
     "HarnessError",
     "HarnessFactory",
     "ProxiedStore",
+    "SettlingStore",
     "StoreHandle",
     "available_drivers",
     "load_harness",
     "load_harness_factory",
     "parse_driver_options",
     "positive_int_option",
+    "settle_store",
     "storage_limits_from_options",
 ]
 
@@ -108,6 +110,26 @@ class FaultHookStore(Protocol):
 
     def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> StorageDriver:
         """A new instance on this store whose store exchanges go through ``hook``."""
+        ...
+
+
+@runtime_checkable
+class SettlingStore(Protocol):
+    """Optional: a store whose eventually consistent indexes can be waited on.
+
+    A driver that advertises ``index_consistency="eventual"`` may give its
+    store handle ``settle``, so the suites can check what its indexes show
+    once they have caught up without sleeping and hoping. Without it the
+    suites poll the condition they check, under a deadline.
+    """
+
+    def settle(self, *, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds until every index reflects every commit finished before the call.
+
+        Returns ``True`` once it does, ``False`` when the deadline passed
+        first. The suites stop writing before they call it, so a correct
+        eventual index always gets there.
+        """
         ...
 
 
@@ -290,3 +312,19 @@ def storage_limits_from_options(
         return replace(StorageLimits(), **values)
     except StorageProfileError as problem:
         raise error(f"{driver} driver limits are incoherent: {problem}") from problem
+
+
+def settle_store(store: object, *, timeout: float) -> bool | None:
+    """Call the store's optional ``settle`` hook: ``None`` when it offers none, else whether it converged.
+
+    A hook that raises is the driver's failure and propagates; a hook that
+    returns anything but a bool is refused, because "maybe" is not an answer
+    a check can rely on.
+    """
+    hook = getattr(store, "settle", None)
+    if not callable(hook):
+        return None
+    converged = hook(timeout=timeout)
+    if not isinstance(converged, bool):
+        raise TypeError(f"settle(timeout=...) must return a bool, got {converged!r}")
+    return converged

@@ -139,6 +139,7 @@ def test_without_live_attempts_only_current_versions_are_kept(driver: LocalStora
         "log_entries": 0,
         "live_snapshots": 0,
         "holds": 0,
+        "unindexed_commits": 0,
     }
 
 

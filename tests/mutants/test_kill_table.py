@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from runlane_conformance import StorageIndexConsistency
 from runlane_conformance.requirements import all_requirements
+from runlane_conformance.runner import run_suites
 from tests.conftest import KILL_TABLE_ROW
 from tests.mutants.catalog import Mutant, all_mutants
 from tests.mutants.runner import requirement_outcomes
@@ -49,3 +51,16 @@ def test_reference_driver_passes_every_requirement() -> None:
     failed = {req: messages.get(req, "") for req, outcome in outcomes.items() if outcome == "failed"}
     assert not failed, f"the reference driver fails: {failed}"
     assert outcomes, "no conformance check ran against the reference driver"
+
+
+def test_reference_driver_with_lagging_indexes_passes_every_requirement() -> None:
+    """The suites' eventual branches run for real: the reference driver with ``index_lag=3`` certifies too."""
+    result = run_suites("local", {"index_lag": "3"}, seed=0)
+    assert result.profile.index_consistency is StorageIndexConsistency.EVENTUAL
+    failed = {
+        req.id: "\n".join(f"{test.nodeid}: {test.message}" for test in req.failures)
+        for req in result.requirements
+        if req.outcome.value == "failed"
+    }
+    assert not failed, f"the reference driver with lagging indexes fails: {failed}"
+    assert any(req.outcome.value == "passed" for req in result.requirements)

@@ -64,12 +64,16 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def local_profile(limits: StorageLimits | None = None) -> StorageProfile:
-    """The profile every local driver advertises (with ``limits`` replacing the defaults)."""
+def local_profile(limits: StorageLimits | None = None, *, eventual: bool = False) -> StorageProfile:
+    """The profile every local driver advertises (with ``limits`` replacing the defaults).
+
+    ``eventual`` is for a store whose indexes lag (``index_lag``): its scans
+    may trail its commits, so it must not promise strong indexes.
+    """
     return StorageProfile(
         durability=StorageDurability.PROCESS,
         clock_authority=StorageClockAuthority.CLIENT,
-        index_consistency=StorageIndexConsistency.STRONG,
+        index_consistency=StorageIndexConsistency.EVENTUAL if eventual else StorageIndexConsistency.STRONG,
         limits=StorageLimits() if limits is None else limits,
         exclusive_candidates=True,
         append=True,
@@ -309,7 +313,7 @@ class LocalStorageDriver:
         self._faults = faults
         self._store = store
         self._clock: Clock = _utc_now if clock is None else clock
-        self._profile = local_profile(limits)
+        self._profile = local_profile(limits, eventual=store.index_lag > 0)
         self._max_attempts = max_transaction_attempts
         self._closed = False
 

@@ -2,9 +2,12 @@
 
 Options (all ``key=value`` strings): the five limits (``max_point_reads``,
 ``max_query_results``, ``max_transaction_records``, ``max_record_bytes``,
-``max_transaction_bytes``) and ``max_transaction_attempts``. A limit given
-alone replaces that one default; the resulting limits must be coherent.
-Unknown keys and bad values raise ``DriverOptionError`` with one line.
+``max_transaction_bytes``), ``max_transaction_attempts``, and ``index_lag``
+(default 0). A limit given alone replaces that one default; the resulting
+limits must be coherent. ``index_lag=N`` with N > 0 makes index scans trail
+the committed records by up to N commits and the driver advertise eventual
+indexes; the store handle's ``settle`` lets the indexes catch up. Unknown
+keys and bad values raise ``DriverOptionError`` with one line.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ from .store import LocalStore
 
 __all__ = ["LocalHarness", "LocalStoreHandle", "local_harness"]
 
-_OPTIONS = (*STORAGE_LIMIT_OPTIONS, "max_transaction_attempts")
+_OPTIONS = (*STORAGE_LIMIT_OPTIONS, "max_transaction_attempts", "index_lag")
 
 
 class LocalStoreHandle:
     """One fresh shared store; ``connect()`` gives independent driver instances over it."""
 
-    def __init__(self, limits: StorageLimits | None, max_transaction_attempts: int) -> None:
-        self._store = LocalStore()
+    def __init__(
+        self, limits: StorageLimits | None, max_transaction_attempts: int, index_lag: int = 0
+    ) -> None:
+        self._store = LocalStore(index_lag=index_lag)
         self._limits = limits
         self._attempts = max_transaction_attempts
         self._drivers: list[LocalStorageDriver] = []
@@ -65,6 +70,11 @@ class LocalStoreHandle:
         """Always ``None``: the store lives in this process only."""
         return None
 
+    def settle(self, *, timeout: float) -> bool:
+        """Bring the indexes up to date (at once: the local indexer is the store itself); always ``True``."""
+        self._store.settle()
+        return True
+
     def close(self) -> None:
         for driver in self._drivers:
             driver.close()
@@ -74,13 +84,16 @@ class LocalStoreHandle:
 class LocalHarness:
     """Opens isolated in-process stores with the configured limits and attempt budget."""
 
-    def __init__(self, limits: StorageLimits | None = None, max_transaction_attempts: int = 16) -> None:
+    def __init__(
+        self, limits: StorageLimits | None = None, max_transaction_attempts: int = 16, index_lag: int = 0
+    ) -> None:
         self.limits = limits
         self.max_transaction_attempts = max_transaction_attempts
+        self.index_lag = index_lag
         self._stores: list[LocalStoreHandle] = []
 
     def open_store(self) -> LocalStoreHandle:
-        handle = LocalStoreHandle(self.limits, self.max_transaction_attempts)
+        handle = LocalStoreHandle(self.limits, self.max_transaction_attempts, self.index_lag)
         self._stores.append(handle)
         return handle
 
@@ -107,4 +120,10 @@ def local_harness(options: Mapping[str, str]) -> LocalHarness:
     text = options.get("max_transaction_attempts")
     if text is not None:
         attempts = positive_int_option("local", "max_transaction_attempts", text)
-    return LocalHarness(storage_limits_from_options("local", options), attempts)
+    lag = 0
+    text = options.get("index_lag")
+    if text is not None:
+        if not text.strip().isdigit():
+            raise DriverOptionError(f"local driver option index_lag={text!r} is not a non-negative integer")
+        lag = int(text.strip())
+    return LocalHarness(storage_limits_from_options("local", options), attempts, lag)

@@ -7,7 +7,9 @@ gives the contract's guarantees for free: a run appears with exactly the
 summary and history committed with it, and a tombstoned run (whose record
 carries ``tombstonedAt`` and therefore no index entries) disappears from
 every operator read in the very commit that tombstoned it, even while its
-raw child records still await cleanup.
+raw child records still await cleanup. That holds on a store with
+``index_lag`` too: operator scans ask for the exact index view, because the
+read model is part of the commit, not of the trailing indexer.
 
 Results are ``StoredRecord`` values, immutable all the way down, so callers
 get defensive copies by construction. Lists are pages in index order with a
@@ -71,6 +73,7 @@ def _page(
         command.direction,
         position,
         command.limit,
+        exact=True,  # the read model moves in the committing transaction, even when indexes lag
     )
     records = store.read(snapshot, page.ekeys)
     items = tuple(record for record in records if record is not None)

@@ -42,9 +42,28 @@ The pieces
 * ``_holds``: encoded key -> token of the attempt that selected it in
   exclusive mode. Every driver instance over this store shares it, which is
   what makes exclusive selection work across instances.
+* ``_indexed`` (only with ``index_lag`` > 0): the newest commit the indexes
+  reflect. See "Eventual indexes" below.
 
 One lock guards all of it. Callbacks never run under the lock, so a second
 instance can commit from inside a first instance's callback.
+
+Eventual indexes
+----------------
+Driver authors whose indexes trail their records (a search index fed from a
+change stream, a replica) need the suites' eventual branches to be real, so
+the store can imitate them: with ``index_lag=N`` every index scan (queries and
+candidates, not operator reads and never point reads) looks at the indexes as
+they were at commit ``_indexed``, which trails the latest commit by at most N
+commits. A scan may therefore miss an entry added by the last N commits, or
+still return one they removed or moved; point reads stay exact, which is
+exactly the eventual contract. The lag is deterministic (commits, not time),
+and ``settle()`` plays the indexer catching up once writers stop: afterwards
+every scan sees every finished commit. Because the lagging view is just an
+older snapshot of the indexes, it reuses the MVCC history: the trailing
+commits are kept as versions and index events until ``_indexed`` passes them,
+so a lagging store always takes the versioned commit path. With no lag (the
+default) none of this runs and commits cost what they always did.
 
 Costs: a point read is a dict lookup plus a walk of a chain that is one entry
 long unless a snapshot older than the newest write is still live; a query is
@@ -235,7 +254,12 @@ def _in_scope(
 class LocalStore:
     """One process-local store; every ``LocalStorageDriver`` connected to it shares this object."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, index_lag: int = 0) -> None:
+        if type(index_lag) is not int or index_lag < 0:
+            raise StorageUsageError(f"index_lag must be a non-negative integer, got {index_lag!r}")
+        self._lag = index_lag
+        # The newest commit index scans reflect; only maintained (and read) when _lag > 0.
+        self._indexed = 0
         self._lock = threading.Lock()
         self._seq = 0
         self._version = 0
@@ -257,6 +281,26 @@ class LocalStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def index_lag(self) -> int:
+        """How many of the latest commits index scans may not reflect yet (0: indexes are strong)."""
+        return self._lag
+
+    def settle(self) -> None:
+        """Let the indexes catch up with every commit so far (the store is idle, so the indexer finishes).
+
+        After this returns, every scan sees every commit that finished before
+        the call, until the next ``index_lag`` commits land. A no-op on a
+        store without lag.
+        """
+        with self._lock:
+            if self._closed:
+                raise StorageUsageError(_CLOSED)
+            if self._lag:
+                self._indexed = self._seq
+                if self._log:
+                    self._collect()
 
     def close(self) -> None:
         """Drop everything; later use of any instance over this store is refused."""
@@ -316,6 +360,8 @@ class LocalStore:
         after: StorageCursorPosition | None,
         limit: int,
         exclusive_token: int | None = None,
+        *,
+        exact: bool = False,
     ) -> ScanPage:
         """Visible entries of one index partition, in contract order, at ``snapshot``.
 
@@ -323,6 +369,10 @@ class LocalStore:
         token and holds each returned entry for that token, all under the
         store lock, so two attempts can never both be handed the same row.
         Only returned rows are held; the scan stops at the last one it returns.
+
+        On a store with ``index_lag`` the scan sees the indexes as of the
+        older of ``snapshot`` and the lagging index commit, unless ``exact``
+        (operator reads, which must be exact in the committing transaction).
         """
         descending = direction is StorageQueryDirection.DESCENDING
         prefix = _partition_prefix(index, partition)
@@ -359,13 +409,14 @@ class LocalStore:
         with self._lock:
             if self._closed:
                 raise StorageUsageError(_CLOSED)
+            view = snapshot if exact or not self._lag else min(snapshot, self._indexed)
             recent = self._recent
             known = self._references
             holds = self._holds
             for flat in self._index.irange(lo, hi, (lo_inclusive, False), reverse=descending):
                 if recent:
                     events = recent.get(flat)
-                    if events is not None and not _present(events, snapshot):
+                    if events is not None and not _present(events, view):
                         continue
                 reference, ekey = known[flat]
                 if exotic and not _in_scope(reference.sort, ekey, query_range, position, direction):
@@ -480,9 +531,13 @@ class LocalStore:
         events and a log entry (collected once no snapshot needs them). With
         no live snapshot nobody can look back, and the writes replace the
         current state directly: the common, uncontended case pays for no
-        history at all.
+        history at all. A lagging store always keeps the history, because
+        its index view still looks back at the commits it trails.
         """
-        if self._live:
+        if self._lag:
+            self._apply_versioned(writes)
+            self._indexed = max(self._indexed, self._seq - self._lag)
+        elif self._live:
             self._apply_versioned(writes)
         else:
             self._apply_settled(writes)
@@ -577,6 +632,8 @@ class LocalStore:
     def _collect(self) -> None:
         """Drop log entries no live snapshot needs; trim the versions and index events they made obsolete."""
         horizon = next(iter(self._live)) if self._live else self._seq
+        if self._lag and self._indexed < horizon:
+            horizon = self._indexed  # the lagging index view still needs what came after it
         log = self._log
         while log and log[0].seq <= horizon:
             logged = log.popleft()
@@ -645,6 +702,7 @@ class LocalStore:
                     fresh.append(flat)
                 count += 1
             self._index.update(fresh)
+            self._indexed = seq  # a bulk load arrives already indexed
             return count
 
     def stats(self) -> dict[str, int]:
@@ -658,4 +716,5 @@ class LocalStore:
                 "log_entries": len(self._log),
                 "live_snapshots": sum(self._live.values()),
                 "holds": len(self._holds),
+                "unindexed_commits": self._seq - self._indexed if self._lag else 0,
             }

@@ -23,6 +23,7 @@ from ..contract.streams import (
     storage_stream_layouts,
 )
 from ..contract.values import QueryRecordsCommand, StorageRecordKey, StoredRecord
+from ..fixtures.convergence import settle_indexes
 
 __all__ = [
     "LAYOUT",
@@ -96,7 +97,13 @@ def _get(driver: StorageDriver, keys: list[StorageRecordKey]) -> list[StoredReco
 
 
 def read_stream(driver: StorageDriver, partition: str) -> StreamView:
-    """Every record of the partition's ``ObservationsByPosition`` index, point-read, plus the head."""
+    """Every record of the partition's ``ObservationsByPosition`` index, point-read, plus the head.
+
+    Callers read a stream after they stopped writing to it, so an eventual
+    index is first allowed to catch up (``settle_indexes``; nothing to wait
+    for on strong drivers).
+    """
+    settle_indexes(driver)
     limits = driver.profile.limits
     page_size = min(limits.max_query_results, 50)
     command = QueryRecordsCommand(LAYOUT.index, partition, page_size)

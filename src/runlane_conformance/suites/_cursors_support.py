@@ -22,6 +22,7 @@ from ..contract.values import (
     QueryRecordsResult,
     StorageQueryRange,
 )
+from ..fixtures.convergence import settle_indexes
 
 __all__ = [
     "ScanItem",
@@ -151,7 +152,12 @@ def expected_scan(
 
 
 def write_records(driver: StorageDriver, records: Sequence[NewStorageRecord], *, batch: int) -> None:
-    """Create ``records`` in transactions of at most ``batch`` records each."""
+    """Create ``records`` in transactions of at most ``batch`` records each, then let the indexes settle.
+
+    The checks that follow compare index scans with exactly these records, so
+    on a driver with eventual indexes they must first have caught up (see
+    ``settle_indexes``; a no-op on strong drivers).
+    """
     for start in range(0, len(records), batch):
         chunk = records[start : start + batch]
 
@@ -160,3 +166,4 @@ def write_records(driver: StorageDriver, records: Sequence[NewStorageRecord], *,
                 tx.create(record)
 
         driver.transaction(create)
+    settle_indexes(driver)

@@ -22,6 +22,7 @@ from runlane_conformance.contract.errors import (
 )
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StorageIndexConsistency, StoredRecord
+from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._mutations_support import (
@@ -115,22 +116,17 @@ def _only(driver: StorageDriver, leases: Leases, name: str, at: int) -> None:
     assert stored is not None and [entry.sort for entry in stored.indexes] == [leases.sort(at)], (
         f"the committed record carries index entries {stored and stored.indexes}, expected one at {at}"
     )
-    if not _strong(driver):
-        return
     expected = [(leases.key(name), leases.sort(at))]
-    for label, pairs in (
-        ("driver.query", query_pairs(driver, leases.query())),
-        ("query_candidates", query_candidates_pairs(driver, leases.query())),
-    ):
-        mine = [pair for pair in pairs if pair[0] == leases.key(name)]
-        assert mine == expected, f"{label} right after the commit lists {mine}, expected {expected}"
 
+    def listed() -> None:
+        for label, pairs in (
+            ("driver.query", query_pairs(driver, leases.query())),
+            ("query_candidates", query_candidates_pairs(driver, leases.query())),
+        ):
+            mine = [pair for pair in pairs if pair[0] == leases.key(name)]
+            assert mine == expected, f"{label} after the commit lists {mine}, expected {expected}"
 
-def _strong_or_skip(driver: StorageDriver) -> None:
-    if not _strong(driver):
-        pytest.skip(
-            "profile: strong index consistency not offered (an eventual index may show removals late)"
-        )
+    until_indexed(driver, listed)  # at once on a strong index; once settled on an eventual one
 
 
 # -- conditional create ----------------------------------------------------------------------------
@@ -404,7 +400,6 @@ def test_replace_moves_the_index_entry_in_the_same_commit(driver: StorageDriver,
 
 @INDEX_MOVED
 def test_replace_that_leaves_an_index_removes_the_entry(driver: StorageDriver, leases: Leases) -> None:
-    _strong_or_skip(driver)
     create_all(driver, [leases.unique("released", at=10)])
     driver.transaction(
         lambda tx: tx.replace(
@@ -412,11 +407,15 @@ def test_replace_that_leaves_an_index_removes_the_entry(driver: StorageDriver, l
             leases.record("released", at=10, holder=None),
         )
     )
-    for label, pairs in (
-        ("driver.query", query_pairs(driver, leases.query())),
-        ("query_candidates", query_candidates_pairs(driver, leases.query())),
-    ):
-        assert pairs == [], f"{label} still lists a record whose replacement left the index: {pairs}"
+
+    def left() -> None:
+        for label, pairs in (
+            ("driver.query", query_pairs(driver, leases.query())),
+            ("query_candidates", query_candidates_pairs(driver, leases.query())),
+        ):
+            assert pairs == [], f"{label} still lists a record whose replacement left the index: {pairs}"
+
+    until_indexed(driver, left)  # an eventual index may show the removal late, but must show it
     driver.transaction(
         lambda tx: tx.replace(tx.get([leases.key("released")])[0], leases.unique("released", at=30))  # type: ignore[arg-type]
     )
@@ -438,14 +437,17 @@ def test_index_follows_every_replacement(driver: StorageDriver, moves: list[int]
 
 @INDEX_REMOVED
 def test_delete_removes_the_index_entry_in_the_same_commit(driver: StorageDriver, leases: Leases) -> None:
-    _strong_or_skip(driver)
     create_all(driver, [leases.unique("gone", at=10), leases.unique("stays", at=11)])
     driver.transaction(lambda tx: tx.delete(tx.get([leases.key("gone")])[0]))  # type: ignore[arg-type]
     expected = [(leases.key("stays"), leases.sort(11))]
-    assert query_pairs(driver, leases.query()) == expected, "driver.query still lists the deleted record"
-    assert query_candidates_pairs(driver, leases.query()) == expected, (
-        "query_candidates still lists the deleted record"
-    )
+
+    def removed() -> None:
+        assert query_pairs(driver, leases.query()) == expected, "driver.query still lists the deleted record"
+        assert query_candidates_pairs(driver, leases.query()) == expected, (
+            "query_candidates still lists the deleted record"
+        )
+
+    until_indexed(driver, removed)  # an eventual index may show the removal late, but must show it
 
 
 # -- rollback ------------------------------------------------------------------------------------------

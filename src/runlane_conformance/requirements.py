@@ -44,6 +44,7 @@ AREAS: tuple[str, ...] = (
     "model",
     "operator_reads",
     "completion_waits",
+    "pruning",
     "append",
     "exclusive_selection",
     "faults",

@@ -1,0 +1,298 @@
+"""Broken drivers for the pruning area.
+
+Each breaks one thing cleanup relies on: the run's count update, the
+tombstone leaving the run indexes, the eventual index ever catching up, the
+fence that makes two racing passes serial, the rollback of a pass that
+raised, the atomicity of a pass's deletes with its counter update, and the
+limits the driver advertises. Store-level mutants subclass ``LocalStore``
+(validation lives there); the rest wrap the reference driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from runlane_conformance import (
+    StorageIndexName,
+    StorageIndexReference,
+    StorageLimitName,
+    StorageRecordKey,
+    StorageTableName,
+    create_storage_limit_error,
+)
+from runlane_conformance.contract.values import QueryRecordsResult
+from runlane_conformance.local.harness import local_harness
+from runlane_conformance.local.store import CommitPlan, LocalStore
+from tests.mutants.catalog import Mutant
+from tests.mutants.m_conflicts import store_mutant
+from tests.mutants.wrapping import (
+    WrappedDriver,
+    WrappedHarness,
+    WrappedStore,
+    WrappedTransaction,
+    mutant_harness,
+)
+
+T = TypeVar("T")
+CHILD_TABLES = (StorageTableName.EVENTS, StorageTableName.STEPS, StorageTableName.OUTBOX_MESSAGES)
+
+
+def _table_prefix(table: StorageTableName) -> str:
+    return StorageRecordKey(table, ("x",)).encoded.split("/")[0] + "/"
+
+
+# -- the run's counts are not raised with its children ---------------------------------------------
+
+
+class DropsRunCountUpdates(WrappedTransaction):
+    """A run replacement is silently dropped when the same attempt creates children of it."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.children = False
+
+    def create(self, record: Any) -> None:
+        self.children = self.children or record.key.table in CHILD_TABLES
+        super().create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        if self.children and current.key.table is StorageTableName.RUNS:
+            return
+        super().replace(current, record)
+
+
+# -- tombstoned runs stay in RunsByStatus ----------------------------------------------------------
+
+
+class GhostEntries(WrappedTransaction):
+    """Remembers the RunsByStatus entry of every run it tombstones and keeps serving it."""
+
+    def replace(self, current: Any, record: Any) -> None:
+        super().replace(current, record)
+        if (
+            current.key.table is StorageTableName.RUNS
+            and record.document.value.get("tombstonedAt") is not None
+        ):
+            ghosts = self.driver.store.shared.setdefault("ghosts", [])
+            for entry in current.indexes:
+                if entry.index is StorageIndexName.RUNS_BY_STATUS:
+                    ghosts.append((entry.partition, StorageIndexReference(current.key, entry.sort)))
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return _with_ghosts(self.driver, command, self.inner.query_candidates(command, **kwargs))
+
+
+def _with_ghosts(driver: WrappedDriver, command: Any, result: Any) -> Any:
+    if command.index is not StorageIndexName.RUNS_BY_STATUS or command.cursor is not None:
+        return result
+    ghosts = [
+        ref for partition, ref in driver.store.shared.get("ghosts", []) if partition == command.partition
+    ]
+    items = sorted({*result.items, *ghosts}, key=lambda ref: (ref.sort, ref.key.encoded))
+    return QueryRecordsResult(tuple(items[: command.limit]), result.cursor)
+
+
+class GhostDriver(WrappedDriver):
+    transaction_class = GhostEntries
+
+    def query(self, command: Any) -> Any:
+        return _with_ghosts(self, command, self.inner.query(command))
+
+
+# -- an eventual index that never catches up -------------------------------------------------------
+
+
+class NeverSettles(WrappedStore):
+    """Claims the index converged, but the lagging index never moves past where it is."""
+
+    def settle(self, *, timeout: float) -> bool:
+        return True
+
+
+def never_settles(options: Mapping[str, str]) -> WrappedHarness:
+    class Harness(WrappedHarness):
+        def open_store(self) -> WrappedStore:
+            return NeverSettles(self.inner.open_store(), self.driver_class)
+
+    return Harness(local_harness({"index_lag": "3", **options}), WrappedDriver)
+
+
+# -- two racing passes both commit -----------------------------------------------------------------
+
+_TOMBSTONES = _table_prefix(StorageTableName.TOMBSTONES)
+
+
+class UnfencedTombstones(LocalStore):
+    """An attempt that rewrites a tombstone skips read and range validation: last writer wins."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        if any(ekey.startswith(_TOMBSTONES) for ekey, _record in plan.replaces):
+            plan = replace(plan, reads={}, ranges=())
+        super().commit(plan)
+
+
+# -- a pass that raised still deletes --------------------------------------------------------------
+
+
+class RecordsDeletes(WrappedTransaction):
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.deleted: list[Any] = []
+
+    def delete(self, current: Any) -> None:
+        super().delete(current)
+        self.deleted.append(current.key)
+
+
+class KeepsDeletesOnRaise(WrappedDriver):
+    """When the callback raises, the deletes it staged are committed anyway (a partial rollback)."""
+
+    transaction_class = RecordsDeletes
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[RecordsDeletes] = []
+
+        def run(tx: Any) -> T:
+            attempts.append(RecordsDeletes(tx, self))
+            return callback(attempts[-1])
+
+        try:
+            return self.inner.transaction(run)  # type: ignore[no-any-return]
+        except Exception:
+            keys = attempts[-1].deleted if attempts else []
+            if keys:
+
+                def leak(tx: Any) -> None:
+                    for record in tx.get(keys):
+                        if record is not None:
+                            tx.delete(record)
+
+                self.inner.transaction(leak)
+            raise
+
+
+# -- a pass's counter update commits without its deletes -------------------------------------------
+
+
+class DropsChildDeletes(WrappedTransaction):
+    """Deletes of children are dropped in an attempt that also rewrites a tombstone."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.pending: list[Any] = []
+
+    def delete(self, current: Any) -> None:
+        if current.key.table in CHILD_TABLES:
+            self.pending.append(current)  # decided when the tombstone is (or is not) rewritten
+            return
+        super().delete(current)
+
+    def replace(self, current: Any, record: Any) -> None:
+        if current.key.table is StorageTableName.TOMBSTONES:
+            self.pending.clear()  # the counter goes down, the children stay
+        super().replace(current, record)
+
+
+class FlushesPending(WrappedDriver):
+    transaction_class = DropsChildDeletes
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def run(tx: Any) -> T:
+            wrapped = DropsChildDeletes(tx, self)
+            result = callback(wrapped)
+            for current in wrapped.pending:  # attempts that do not touch a tombstone keep their deletes
+                tx.delete(current)
+            return result
+
+        return self.inner.transaction(run)  # type: ignore[no-any-return]
+
+
+# -- advertised limits larger than the accepted ones -----------------------------------------------
+
+ACCEPTED_RECORDS = 60
+
+
+class AcceptsFewerRecords(WrappedTransaction):
+    """Advertises the default 100 transaction records but refuses an attempt past 60 distinct keys."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.keys: set[str] = set()
+
+    def _touch(self, keys: Sequence[Any]) -> None:
+        self.keys.update(key.encoded for key in keys)
+        if len(self.keys) > ACCEPTED_RECORDS:
+            raise create_storage_limit_error(
+                StorageLimitName.TRANSACTION_RECORDS, ACCEPTED_RECORDS, len(self.keys)
+            )
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        self._touch(keys)
+        return super().get(keys)
+
+    def create(self, record: Any) -> None:
+        self._touch([record.key])
+        super().create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self._touch([current.key])
+        super().replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        self._touch([current.key])
+        super().delete(current)
+
+
+MUTANTS = [
+    Mutant(
+        "run-count-update-dropped",
+        "tests.mutants.m_pruning:drops_run_count_updates",
+        "pruning.counters-exact",
+        "the run's counts are not raised in the commit that creates its children",
+    ),
+    Mutant(
+        "pass-decrements-without-deleting",
+        "tests.mutants.m_pruning:decrements_without_deleting",
+        "pruning.counters-exact",
+        "a pass's counter decrement commits while its child deletes are dropped",
+    ),
+    Mutant(
+        "tombstoned-run-stays-indexed",
+        "tests.mutants.m_pruning:ghost_entries",
+        "pruning.tombstone-hides-in-one-commit",
+        "a tombstoned run's RunsByStatus entry keeps being served",
+    ),
+    Mutant(
+        "eventual-index-never-catches-up",
+        "tests.mutants.m_pruning:never_settles",
+        "pruning.stale-page-never-ends-cleanup",
+        "an eventual index whose settle hook claims convergence that never comes",
+    ),
+    Mutant(
+        "racing-passes-both-commit",
+        "tests.mutants.m_pruning:unfenced_tombstones",
+        "pruning.racing-passes-exact",
+        "attempts that rewrite a tombstone are not validated, so two racing passes both commit",
+    ),
+    Mutant(
+        "pass-deletes-survive-a-raise",
+        "tests.mutants.m_pruning:keeps_deletes_on_raise",
+        "pruning.interrupted-pass-resumes",
+        "the deletes of a callback that raised are committed anyway, without the counter update",
+    ),
+    Mutant(
+        "advertises-more-records-than-accepted",
+        "tests.mutants.m_pruning:accepts_fewer_records",
+        "pruning.passes-fit-advertised-limits",
+        "advertises 100 transaction records but refuses attempts past 60",
+    ),
+]
+
+drops_run_count_updates = mutant_harness(transaction_class=DropsRunCountUpdates)
+decrements_without_deleting = mutant_harness(FlushesPending)
+ghost_entries = mutant_harness(GhostDriver)
+unfenced_tombstones = store_mutant(UnfencedTombstones)
+keeps_deletes_on_raise = mutant_harness(KeepsDeletesOnRaise)
+accepts_fewer_records = mutant_harness(transaction_class=AcceptsFewerRecords)

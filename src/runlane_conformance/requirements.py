@@ -45,6 +45,7 @@ AREAS: tuple[str, ...] = (
     "operator_reads",
     "completion_waits",
     "pruning",
+    "wait_tokens",
     "append",
     "exclusive_selection",
     "faults",

@@ -1,0 +1,490 @@
+"""Wait tokens: one token per idempotency key, counted links, one resolution, exact index mappings.
+
+Core drives tokens through ``runlane_conformance.core.wait_tokens``: create
+with a reciprocal owner, link runs (counted on both sides), resolve once by
+completion or timeout, and prune only when resolved and unlinked, together
+with the exact owner. The driver's part: conditional creates with one
+winner, fenced replacements so racing resolutions and links serialize, the
+five token index mappings (plus ``TombstonesByPruneAfter`` for the runs
+that hold links) moving with every transition, and nothing deleted or
+"repaired" behind core's back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from runlane_conformance.contract.catalog import StorageIndexName
+from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.table_definitions import (
+    WaitTokenStatus,
+    check_reciprocal_idempotency,
+    run_record_key,
+    tombstone_record_key,
+    wait_token_link_record_key,
+    wait_token_record_key,
+)
+from runlane_conformance.contract.values import StorageClockAuthority, StorageRecordKey, StoredRecord
+from runlane_conformance.core.pruning import tombstone_run
+from runlane_conformance.core.runs import ChildKind, CoreInvariantError, child_counts, create_run, finish_run
+from runlane_conformance.core.wait_tokens import (
+    LinkOutcome,
+    ResolveOutcome,
+    TokenPruneOutcome,
+    complete_wait_token,
+    create_wait_token,
+    due_wait_tokens,
+    link_run,
+    prune_wait_token,
+    time_out_wait_token,
+)
+from runlane_conformance.fixtures.convergence import until_indexed
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._lifecycle_support import (
+    fresh_environment,
+    index_scan,
+    make_token,
+    owner_key_of,
+    prune_fully,
+    read_all,
+    stored_entries,
+    token_spec,
+)
+
+CLAUSE = "Preserve pruning invariants; Verification checklist (wait tokens)"
+
+CREATED = requirement(
+    "wait_tokens.created-with-reciprocal-owner",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A token and its idempotency owner commit together and name each other; two creations racing with one "
+    "idempotency key on two instances leave one token, which both are told about.",
+)
+LINKS = requirement(
+    "wait_tokens.links-counted-on-both-sides",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Every link raises the token's linkCount and the run's waitTokenLinks count in its commit, also when "
+    "two runs link one token from two instances at once.",
+)
+ONCE = requirement(
+    "wait_tokens.second-resolution-loses",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Once a token is resolved, a later completion or timeout on any instance is told it lost and changes "
+    "nothing.",
+)
+RACE = requirement(
+    "wait_tokens.racing-resolutions-one-winner",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A completion and a timeout racing on two instances end with exactly one resolution, the one reported "
+    "as the winner.",
+)
+TIMEOUT = requirement(
+    "wait_tokens.timeout-at-or-after-due",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A token times out only at or after its timeoutAt, and a due token is found through "
+    "WaitTokensByTimeout (at once on strong indexes, eventually on eventual ones).",
+)
+MAPPINGS = requirement(
+    "wait_tokens.index-mappings-exact",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "After each transition (create, link, resolve, run tombstone and cleanup, token pruning) "
+    "WaitTokensByTimeout, WaitTokensByRun, WaitTokensByStatus, WaitTokenLinksByRun, WaitTokenLinksByToken "
+    "and TombstonesByPruneAfter hold exactly the entries the stored records carry.",
+)
+PRUNED = requirement(
+    "wait_tokens.pruned-with-owner-when-unlinked",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A pending token, or one a run still links, is kept; a resolved unlinked token is deleted in one "
+    "commit together with its exact owner.",
+)
+BROKEN = requirement(
+    "wait_tokens.broken-owner-reported-not-repaired",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Pruning a token whose owner is missing or names another token fails as an invariant failure, and "
+    "both records stay exactly as they were.",
+)
+
+
+def _now(driver: StorageDriver) -> datetime:
+    return driver.transaction(lambda tx: tx.now())
+
+
+def _token(driver: StorageDriver, env: str, token: str) -> dict[str, Any] | None:
+    [record] = read_all(driver, [wait_token_record_key(env, token)])
+    return None if record is None else dict(record.document.to_json()["value"])  # type: ignore[arg-type]
+
+
+def _runs(driver: StorageDriver, env: str, *run_ids: str) -> None:
+    for run_id in run_ids:
+        driver.transaction(lambda tx, run_id=run_id: create_run(tx, env, run_id))  # type: ignore[misc]
+
+
+@CREATED
+def test_a_token_and_its_owner_commit_together_and_name_each_other(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    spec = token_spec(env, "tok", "creator")
+    assert make_token(driver, spec) == "tok"
+    token, owner = read_all(other_driver, [spec.key, spec.owner_key])
+    assert token is not None and owner is not None, "the token or its owner is missing on another instance"
+    check_reciprocal_idempotency(token.document.to_json()["value"], owner.document.to_json()["value"])  # type: ignore[arg-type]
+    assert token.document.value["status"] == WaitTokenStatus.PENDING.value
+
+
+@CREATED
+def test_two_creations_with_one_key_racing_on_two_instances_leave_one_token(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    mine_spec = token_spec(env, "mine", "creator")
+    theirs_spec = type(mine_spec)(env, "theirs", "creator", mine_spec.idempotency_key)
+
+    started: list[Competitor[str]] = []
+
+    def callback(tx: StorageTransaction) -> str:
+        owner, token = tx.get([mine_spec.owner_key, mine_spec.key])
+        if not started:
+            started.append(
+                compete(lambda: other_driver.transaction(lambda t: create_wait_token(t, theirs_spec)))
+            )
+        if owner is not None:
+            return str(owner.document.value["targetId"])
+        assert token is None
+        return _create_after_reads(tx, mine_spec)
+
+    first = driver.transaction(callback)
+    second = started[0].settle()
+    assert first == second, f"the racing creators were told {first!r} and {second!r}: one key, one token"
+    tokens = read_all(other_driver, [mine_spec.key, theirs_spec.key])
+    assert sum(record is not None for record in tokens) == 1, "racing creations with one key left two tokens"
+    [owner] = read_all(other_driver, [mine_spec.owner_key])
+    assert owner is not None and owner.document.value["targetId"] == first, "the owner names another token"
+
+
+def _create_after_reads(tx: StorageTransaction, spec: Any) -> str:
+    """The write half of ``create_wait_token`` for an attempt that already read the owner and token keys."""
+    at = tx.now()
+    tx.create(build_storage_record("wait_tokens", spec.token_value(at)))
+    tx.create(build_storage_record("owners", spec.owner_value(at)))
+    return str(spec.token_id)
+
+
+@LINKS
+def test_links_are_counted_on_the_token_and_on_each_run(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    _runs(driver, env, "creator", "w1", "w2")
+    make_token(driver, token_spec(env, "t1", "creator"))
+    make_token(driver, token_spec(env, "t2", "creator"))
+    for token, run in (("t1", "w1"), ("t1", "w2"), ("t2", "w1")):
+        outcome = other_driver.transaction(lambda tx, t=token, r=run: link_run(tx, env, t, r))  # type: ignore[misc]
+        assert outcome is LinkOutcome.LINKED, f"linking {run} to {token} returned {outcome}"
+    assert driver.transaction(lambda tx: link_run(tx, env, "t1", "w1")) is LinkOutcome.ALREADY_LINKED
+    _assert_link_counts(other_driver, env, {"t1": 2, "t2": 1}, {"w1": 2, "w2": 1, "creator": 0})
+
+
+@LINKS
+def test_two_runs_linking_one_token_from_two_instances_are_both_counted(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    _runs(driver, env, "creator", "w1", "w2")
+    make_token(driver, token_spec(env, "t", "creator"))
+
+    def mine(tx: StorageTransaction) -> LinkOutcome:
+        return link_run(tx, env, "t", "w1")
+
+    def theirs() -> LinkOutcome:
+        return other_driver.transaction(lambda tx: link_run(tx, env, "t", "w2"))
+
+    results = _race_after_read(driver, env, mine, theirs)
+    for result in results:
+        assert result is LinkOutcome.LINKED or isinstance(result, StorageConflictError), (
+            f"a link returned {result!r}"
+        )
+    linked = [
+        run for run in ("w1", "w2") if read_all(other_driver, [wait_token_link_record_key(env, "t", run)])[0]
+    ]
+    assert len(linked) == sum(result is LinkOutcome.LINKED for result in results), f"links stored: {linked}"
+    _assert_link_counts(
+        other_driver, env, {"t": len(linked)}, {run: 1 if run in linked else 0 for run in ("w1", "w2")}
+    )
+
+
+def _assert_link_counts(
+    driver: StorageDriver, env: str, tokens: dict[str, int], runs: dict[str, int]
+) -> None:
+    for token, expected in tokens.items():
+        value = _token(driver, env, token)
+        assert value is not None, f"token {token} is missing"
+        assert value["linkCount"] == str(expected), (
+            f"token {token} counts {value['linkCount']} links, not {expected}"
+        )
+    for run_id, expected in runs.items():
+        [run] = read_all(driver, [run_record_key(env, run_id)])
+        assert run is not None
+        counted = child_counts(run)[ChildKind.WAIT_TOKEN_LINKS]
+        assert counted == expected, f"run {run_id} counts {counted} token links, not {expected}"
+
+
+@ONCE
+def test_a_second_completion_or_timeout_is_told_it_lost(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    now = _now(driver)
+    make_token(driver, token_spec(env, "t", "creator", timeout_at=now - timedelta(minutes=1)))
+    _token(other_driver, env, "t")  # both instances have seen it pending
+    assert (
+        driver.transaction(lambda tx: complete_wait_token(tx, env, "t", {"v": 1})) is ResolveOutcome.RESOLVED
+    )
+    [before] = read_all(driver, [wait_token_record_key(env, "t")])
+    for label, attempt in (
+        ("completion", lambda tx: complete_wait_token(tx, env, "t", {"v": 2})),
+        ("timeout", lambda tx: time_out_wait_token(tx, env, "t")),
+    ):
+        outcome = other_driver.transaction(attempt)
+        assert outcome is ResolveOutcome.ALREADY_RESOLVED, (
+            f"a second {label} on another instance returned {outcome}"
+        )
+    [after] = read_all(driver, [wait_token_record_key(env, "t")])
+    assert before is not None and after is not None
+    assert (after.version, after.document) == (before.version, before.document), (
+        "a losing resolution changed it"
+    )
+
+
+@RACE
+@pytest.mark.parametrize("first", ["completion", "timeout"])
+def test_completion_and_timeout_racing_on_two_instances_have_one_winner(
+    driver: StorageDriver, other_driver: StorageDriver, first: str
+) -> None:
+    env = fresh_environment("tokens")
+    make_token(driver, token_spec(env, "t", "creator", timeout_at=_now(driver) - timedelta(minutes=1)))
+
+    def complete(tx: StorageTransaction) -> ResolveOutcome:
+        return complete_wait_token(tx, env, "t", {"by": "completion"})
+
+    def time_out(tx: StorageTransaction) -> ResolveOutcome:
+        return time_out_wait_token(tx, env, "t")
+
+    mine, theirs = (complete, time_out) if first == "completion" else (time_out, complete)
+
+    results = _race_after_read(driver, env, mine, lambda: other_driver.transaction(theirs))
+    outcomes = [result for result in results if not isinstance(result, StorageConflictError)]
+    for result in outcomes:
+        assert not isinstance(result, BaseException), f"a racing resolution raised {result!r}"
+    winners = [index for index, result in enumerate(results) if result is ResolveOutcome.RESOLVED]
+    assert len(winners) == 1, f"racing resolutions returned {results}: exactly one must win"
+    value = _token(other_driver, env, "t")
+    assert value is not None and value["status"] == WaitTokenStatus.RESOLVED.value
+    winner = first if winners[0] == 0 else ("timeout" if first == "completion" else "completion")
+    expected = "completed" if winner == "completion" else "timed_out"
+    assert value["resolution"]["outcome"] == expected, (
+        f"{winner} won, but the token says {value['resolution']}"
+    )
+
+
+def _race_after_read(
+    driver: StorageDriver, env: str, mine: Callable[[StorageTransaction], Any], theirs: Callable[[], Any]
+) -> list[Any]:
+    """``mine`` on ``driver`` with ``theirs`` started right after ``mine`` read the token."""
+    started: list[Competitor[Any]] = []
+
+    class ReadThenRace:
+        def __init__(self, tx: StorageTransaction) -> None:
+            self._tx = tx
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._tx, name)
+
+        def get(self, keys: Any) -> Any:
+            found = self._tx.get(keys)
+            if not started:
+                started.append(compete(theirs))
+            return found
+
+    result: Any
+    try:
+        result = driver.transaction(lambda tx: mine(ReadThenRace(tx)))
+    except StorageConflictError as error:
+        result = error
+    return [result, started[0].outcome()]
+
+
+@TIMEOUT
+def test_a_token_times_out_only_once_due_and_is_found_through_the_timeout_index(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    now = _now(driver)
+    make_token(driver, token_spec(env, "late", "c", timeout_at=now + timedelta(days=1)))
+    make_token(driver, token_spec(env, "due", "c", timeout_at=now - timedelta(seconds=1)))
+    make_token(driver, token_spec(env, "never", "c"))
+    assert other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "late")) is ResolveOutcome.NOT_DUE
+    assert (
+        other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "never")) is ResolveOutcome.NOT_DUE
+    )
+
+    def due_listed() -> None:
+        as_of = _now(other_driver)
+        page = other_driver.transaction(lambda tx: due_wait_tokens(tx, env, as_of=as_of, limit=10))
+        found = [item.key.id[1] for item in page.items]
+        assert found == ["due"], f"WaitTokensByTimeout offers {found} as due, expected only 'due'"
+
+    until_indexed(other_driver, due_listed)
+    assert other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "due")) is ResolveOutcome.RESOLVED
+    for token, status in (("late", "pending"), ("never", "pending"), ("due", "resolved")):
+        value = _token(driver, env, token)
+        assert value is not None and value["status"] == status, f"{token} is {value and value['status']}"
+
+
+@TIMEOUT
+def test_with_an_injected_clock_the_timeout_boundary_is_exact(
+    driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    if driver.profile.clock_authority is not StorageClockAuthority.CLIENT:
+        pytest.skip("profile: client_clock not offered (the boundary needs an injected clock)")
+    env = fresh_environment("tokens")
+    due = _now(driver) + timedelta(hours=1)
+    make_token(driver, token_spec(env, "t", "c", timeout_at=due))
+    moment = {"now": due - timedelta(microseconds=1)}
+    clocked = connect(clock=lambda: moment["now"])
+    assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.NOT_DUE
+    moment["now"] = due
+    assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.RESOLVED
+    value = _token(driver, env, "t")
+    assert value is not None and value["resolvedAt"] == value["timeoutAt"]
+
+
+_MAPPINGS = (
+    StorageIndexName.WAIT_TOKENS_BY_TIMEOUT,
+    StorageIndexName.WAIT_TOKENS_BY_RUN,
+    StorageIndexName.WAIT_TOKENS_BY_STATUS,
+    StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN,
+    StorageIndexName.WAIT_TOKEN_LINKS_BY_TOKEN,
+    StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER,
+)
+
+
+def _assert_mappings(reader: StorageDriver, env: str, keys: list[StorageRecordKey], step: str) -> None:
+    """Every mapping's scan equals the entries the stored records among ``keys`` must carry."""
+
+    def check() -> None:
+        records: list[StoredRecord | None] = read_all(reader, keys)
+        for index in _MAPPINGS:
+            expected = stored_entries(records, index)
+            for path, items in index_scan(reader, index, env).items():
+                assert items == expected, (
+                    f"after {step}: {index.value} via {path} holds {items}, expected {expected}"
+                )
+
+    until_indexed(reader, check)
+
+
+@MAPPINGS
+def test_every_token_index_mapping_follows_each_transition(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    _runs(driver, env, "c", "w1", "w2")
+    keys = [
+        wait_token_record_key(env, "t1"),
+        wait_token_record_key(env, "t2"),
+        wait_token_link_record_key(env, "t1", "w1"),
+        wait_token_link_record_key(env, "t1", "w2"),
+        wait_token_link_record_key(env, "t2", "w1"),
+        tombstone_record_key(env, "w1"),
+    ]
+    make_token(driver, token_spec(env, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
+    make_token(driver, token_spec(env, "t2", "w1"))
+    _assert_mappings(other_driver, env, keys, "creating two tokens")
+    for token, run in (("t1", "w1"), ("t1", "w2"), ("t2", "w1")):
+        driver.transaction(lambda tx, t=token, r=run: link_run(tx, env, t, r))  # type: ignore[misc]
+    _assert_mappings(other_driver, env, keys, "linking three runs")
+    assert driver.transaction(lambda tx: complete_wait_token(tx, env, "t1", "ok")) is ResolveOutcome.RESOLVED
+    assert _token(other_driver, env, "t1")["status"] == "resolved"  # type: ignore[index]
+    _assert_mappings(other_driver, env, keys, "completing t1")
+    driver.transaction(lambda tx: finish_run(tx, env, "w1"))
+    driver.transaction(lambda tx: tombstone_run(tx, env, "w1"))
+    _assert_mappings(other_driver, env, keys, "tombstoning w1")
+    prune_fully(other_driver, env, "w1")
+    assert read_all(driver, [tombstone_record_key(env, "w1")]) == [None]
+    _assert_mappings(other_driver, env, keys, "pruning w1 (its links go)")
+    assert driver.transaction(lambda tx: complete_wait_token(tx, env, "t2", None)) is ResolveOutcome.RESOLVED
+    assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t2")) is TokenPruneOutcome.PRUNED
+    _assert_mappings(other_driver, env, keys, "pruning t2")
+
+
+@PRUNED
+def test_a_token_is_kept_while_pending_or_linked_and_then_goes_with_its_owner(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env = fresh_environment("tokens")
+    _runs(driver, env, "c", "w")
+    spec = token_spec(env, "t", "c")
+    make_token(driver, spec)
+    driver.transaction(lambda tx: link_run(tx, env, "t", "w"))
+    assert (
+        other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.KEPT_PENDING
+    )
+    driver.transaction(lambda tx: complete_wait_token(tx, env, "t", 1))
+    assert (
+        other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.KEPT_LINKED
+    )
+    driver.transaction(lambda tx: finish_run(tx, env, "w"))
+    driver.transaction(lambda tx: tombstone_run(tx, env, "w"))
+    prune_fully(driver, env, "w")
+    assert _token(other_driver, env, "t")["linkCount"] == "0"  # type: ignore[index]
+    assert other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.PRUNED
+    assert read_all(driver, [spec.key, spec.owner_key]) == [None, None], (
+        "the token or its owner survived pruning"
+    )
+    assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.GONE
+
+
+@BROKEN
+@pytest.mark.parametrize("damage", ["missing-owner", "foreign-owner"])
+def test_a_token_with_a_broken_owner_is_reported_and_left_in_place(
+    driver: StorageDriver, other_driver: StorageDriver, damage: str
+) -> None:
+    env = fresh_environment("tokens")
+    spec = token_spec(env, "t", "c")
+    make_token(driver, spec)
+    driver.transaction(lambda tx: complete_wait_token(tx, env, "t", None))
+    if damage == "missing-owner":
+        driver.transaction(lambda tx: tx.delete(tx.get([spec.owner_key])[0]))  # type: ignore[arg-type]
+    else:
+        other = token_spec(env, "other", "c")
+        make_token(driver, other)
+
+        def swap(tx: StorageTransaction) -> None:
+            [owner] = tx.get([spec.owner_key])
+            assert owner is not None
+            value = dict(owner.document.to_json()["value"])  # type: ignore[arg-type]
+            value.update(targetId="other", target={"table": "wait_tokens", "id": [env, "other"]})
+            tx.replace(owner, build_storage_record("owners", value))
+
+        driver.transaction(swap)
+    before = read_all(other_driver, [spec.key, spec.owner_key, owner_key_of(env, "other")])
+    with pytest.raises(CoreInvariantError) as caught:
+        other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t"))
+    assert caught.value.rule == "reciprocal-owner"
+    after = read_all(driver, [spec.key, spec.owner_key, owner_key_of(env, "other")])
+    assert after == before, f"a failed prune changed the records: before {before}, after {after}"

@@ -1,0 +1,305 @@
+"""Broken drivers for the wait_tokens area.
+
+Each mishandles wait tokens, their owners or their index entries in one
+way: owners claimed outside the attempt, token rewrites without a version
+fence, token reads served from a per-instance cache, an index mapping that
+drops or keeps entries, owner deletes that never happen, and a "helpful"
+driver that deletes a token whose owner it cannot find.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from runlane_conformance import StorageIndexName, StorageIndexReference, StorageRecordKey, StorageTableName
+from runlane_conformance.contract.values import QueryRecordsResult
+from runlane_conformance.local.store import CommitPlan, LocalStore
+from tests.mutants.catalog import Mutant
+from tests.mutants.m_conflicts import store_mutant
+from tests.mutants.m_pruning import _table_prefix
+from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
+OWNERS = StorageTableName.OWNERS
+TOKENS = StorageTableName.WAIT_TOKENS
+
+
+# -- the owner claim is made outside the attempt ---------------------------------------------------
+
+
+class UnfencedOwners(WrappedTransaction):
+    """Owner keys are read on a side connection and owners upserted there at once (no fence, no atomicity)."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        side = self.driver.side()  # type: ignore[attr-defined]
+        owners = [key for key in keys if key.table is OWNERS]
+        found = dict(zip(owners, side.transaction(lambda tx: tx.get(owners)), strict=True)) if owners else {}
+        rest = [key for key in keys if key.table is not OWNERS]
+        plain = iter(self.inner.get(rest) if rest else [])
+        return [found[key] if key.table is OWNERS else next(plain) for key in keys]
+
+    def create(self, record: Any) -> None:
+        if record.key.table is not OWNERS:
+            self.inner.create(record)
+            return
+
+        def upsert(tx: Any) -> None:
+            [current] = tx.get([record.key])
+            if current is None:
+                tx.create(record)
+            else:
+                tx.replace(current, record)
+
+        self.driver.side().transaction(upsert)  # type: ignore[attr-defined]
+
+
+class SideConnection(WrappedDriver):
+    transaction_class = UnfencedOwners
+
+    def __init__(self, inner: Any, store: WrappedStore) -> None:
+        super().__init__(inner, store)
+        self._side: Any = None
+
+    def side(self) -> Any:
+        if self._side is None:
+            self._side = self.store.inner.connect()
+        return self._side
+
+    def close(self) -> None:
+        if self._side is not None:
+            self._side.close()
+        super().close()
+
+
+# -- token rewrites without a version fence --------------------------------------------------------
+
+_TOKEN_PREFIX = _table_prefix(TOKENS)
+
+
+class UnfencedTokens(LocalStore):
+    """An attempt that rewrites a wait token skips read and range validation: last writer wins."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        if any(ekey.startswith(_TOKEN_PREFIX) for ekey, _record in plan.replaces):
+            plan = replace(plan, reads={}, ranges=())
+        super().commit(plan)
+
+
+# -- token reads served from a per-instance cache --------------------------------------------------
+
+
+class CachedTokenReads(WrappedTransaction):
+    """The first read of a token on an instance is cached; later reads there return it, however stale."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        found = self.inner.get(keys)
+        cache: dict[Any, Any] = self.driver.cache  # type: ignore[attr-defined]
+        answer = []
+        for key, record in zip(keys, found, strict=True):
+            if key.table is TOKENS and record is not None:
+                answer.append(cache.setdefault(key, record))
+            else:
+                answer.append(record)
+        return answer
+
+
+class CachingDriver(WrappedDriver):
+    transaction_class = CachedTokenReads
+
+    def __init__(self, inner: Any, store: WrappedStore) -> None:
+        super().__init__(inner, store)
+        self.cache: dict[Any, Any] = {}
+
+
+# -- index mappings that drop or keep entries ------------------------------------------------------
+
+
+def _filtered(index: StorageIndexName) -> type[WrappedDriver]:
+    """A driver whose ``index`` scans never return anything (the mapping's entries are dropped)."""
+
+    def strip(command: Any, result: Any) -> Any:
+        if command.index is not index:
+            return result
+        return QueryRecordsResult((), None)
+
+    class Dropping(WrappedTransaction):
+        def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+            return strip(command, self.inner.query_candidates(command, **kwargs))
+
+    class Driver(WrappedDriver):
+        transaction_class = Dropping
+
+        def query(self, command: Any) -> Any:
+            return strip(command, self.inner.query(command))
+
+    return Driver
+
+
+class StaleStatusEntries(WrappedTransaction):
+    """When a token's status changes, its old WaitTokensByStatus entry keeps being served."""
+
+    def replace(self, current: Any, record: Any) -> None:
+        super().replace(current, record)
+        if (
+            current.key.table is TOKENS
+            and current.document.value["status"] != record.document.value["status"]
+        ):
+            ghosts = self.driver.store.shared.setdefault("ghosts", [])
+            for entry in current.indexes:
+                if entry.index is StorageIndexName.WAIT_TOKENS_BY_STATUS:
+                    ghosts.append((entry.partition, StorageIndexReference(current.key, entry.sort)))
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return _with_ghosts(self.driver, command, self.inner.query_candidates(command, **kwargs))
+
+
+def _with_ghosts(driver: WrappedDriver, command: Any, result: Any) -> Any:
+    if command.index is not StorageIndexName.WAIT_TOKENS_BY_STATUS or command.cursor is not None:
+        return result
+    ghosts = [
+        ref for partition, ref in driver.store.shared.get("ghosts", []) if partition == command.partition
+    ]
+    items = sorted({*result.items, *ghosts}, key=lambda ref: (ref.sort, ref.key.encoded))
+    return QueryRecordsResult(tuple(items[: command.limit]), result.cursor)
+
+
+class StaleStatusDriver(WrappedDriver):
+    transaction_class = StaleStatusEntries
+
+    def query(self, command: Any) -> Any:
+        return _with_ghosts(self, command, self.inner.query(command))
+
+
+# -- owner deletes that never happen ---------------------------------------------------------------
+
+
+class KeepsOwners(WrappedTransaction):
+    """Deletes of owner records are silently dropped."""
+
+    def delete(self, current: Any) -> None:
+        if current.key.table is OWNERS:
+            return
+        super().delete(current)
+
+
+# -- a driver that "repairs" orphan tokens ---------------------------------------------------------
+
+
+class WatchesOwners(WrappedTransaction):
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.tokens: list[Any] = []
+        self.absent_owners: set[Any] = set()
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        found = super().get(keys)
+        for key, record in zip(keys, found, strict=True):
+            if key.table is TOKENS and record is not None:
+                self.tokens.append(record)
+            if key.table is OWNERS and record is None:
+                self.absent_owners.add(key.encoded)
+        return found
+
+
+class RepairsOrphans(WrappedDriver):
+    """After an attempt saw a token whose owner is absent, the driver deletes the token to "clean up"."""
+
+    transaction_class = WatchesOwners
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[WatchesOwners] = []
+
+        def run(tx: Any) -> T:
+            attempts.append(WatchesOwners(tx, self))
+            return callback(attempts[-1])
+
+        try:
+            return self.inner.transaction(run)  # type: ignore[no-any-return]
+        finally:
+            if attempts:
+                self._repair(attempts[-1])
+
+    def _repair(self, attempt: WatchesOwners) -> None:
+        orphans = []
+        for token in attempt.tokens:
+            owner = token.document.value["idempotencyOwner"]
+            encoded = StorageRecordKey(str(owner["table"]), tuple(str(part) for part in owner["id"])).encoded
+            if encoded in attempt.absent_owners:
+                orphans.append(token.key)
+        if orphans:
+
+            def delete(tx: Any) -> None:
+                for record in tx.get(orphans):
+                    if record is not None:
+                        tx.delete(record)
+
+            self.inner.transaction(delete)
+
+
+MUTANTS = [
+    Mutant(
+        "token-owner-claimed-outside-the-attempt",
+        "tests.mutants.m_wait_tokens:unfenced_owners",
+        "wait_tokens.created-with-reciprocal-owner",
+        "owner keys are read and upserted on a side connection, so two creators with one key both win",
+    ),
+    Mutant(
+        "token-link-count-lost-update",
+        "tests.mutants.m_wait_tokens:unfenced_tokens",
+        "wait_tokens.links-counted-on-both-sides",
+        "token rewrites are not validated, so two racing links both raise the count from the same value",
+    ),
+    Mutant(
+        "racing-resolutions-both-win",
+        "tests.mutants.m_wait_tokens:unfenced_tokens",
+        "wait_tokens.racing-resolutions-one-winner",
+        "token rewrites are not validated, so a racing completion and timeout both commit",
+    ),
+    Mutant(
+        "stale-cached-token-reads",
+        "tests.mutants.m_wait_tokens:cached_token_reads",
+        "wait_tokens.second-resolution-loses",
+        "token reads come from a per-instance cache, so another instance resolves a token again",
+    ),
+    Mutant(
+        "timeout-index-dropped",
+        "tests.mutants.m_wait_tokens:drops_timeout_index",
+        "wait_tokens.timeout-at-or-after-due",
+        "WaitTokensByTimeout scans return nothing, so due tokens are never found",
+    ),
+    Mutant(
+        "token-by-run-entries-dropped",
+        "tests.mutants.m_wait_tokens:drops_token_by_run_index",
+        "wait_tokens.index-mappings-exact",
+        "WaitTokensByRun scans return nothing (the mapping's entries are dropped)",
+    ),
+    Mutant(
+        "stale-token-status-entry",
+        "tests.mutants.m_wait_tokens:stale_status_entries",
+        "wait_tokens.index-mappings-exact",
+        "a resolved token is still served under its old 'pending' WaitTokensByStatus entry",
+    ),
+    Mutant(
+        "token-owner-delete-dropped",
+        "tests.mutants.m_wait_tokens:keeps_owners",
+        "wait_tokens.pruned-with-owner-when-unlinked",
+        "deleting an owner record does nothing, so pruning a token orphans its owner",
+    ),
+    Mutant(
+        "repairs-orphan-tokens",
+        "tests.mutants.m_wait_tokens:repairs_orphans",
+        "wait_tokens.broken-owner-reported-not-repaired",
+        "a token whose owner is missing is deleted by the driver, turning a reported fault into data loss",
+    ),
+]
+
+unfenced_owners = mutant_harness(SideConnection)
+unfenced_tokens = store_mutant(UnfencedTokens)
+cached_token_reads = mutant_harness(CachingDriver)
+drops_timeout_index = mutant_harness(_filtered(StorageIndexName.WAIT_TOKENS_BY_TIMEOUT))
+drops_token_by_run_index = mutant_harness(_filtered(StorageIndexName.WAIT_TOKENS_BY_RUN))
+stale_status_entries = mutant_harness(StaleStatusDriver)
+keeps_owners = mutant_harness(transaction_class=KeepsOwners)
+repairs_orphans = mutant_harness(RepairsOrphans)

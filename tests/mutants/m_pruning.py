@@ -259,6 +259,12 @@ MUTANTS = [
         "a pass's counter decrement commits while its child deletes are dropped",
     ),
     Mutant(
+        "pass-decrements-without-deleting-random",
+        "tests.mutants.m_pruning:decrements_without_deleting",
+        "pruning.random-histories-keep-invariants",
+        "a pass's counter decrement commits without its child deletes (caught by the random histories)",
+    ),
+    Mutant(
         "tombstoned-run-stays-indexed",
         "tests.mutants.m_pruning:ghost_entries",
         "pruning.tombstone-hides-in-one-commit",

@@ -18,14 +18,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from runlane_conformance.contract.catalog import StorageIndexName
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
-from runlane_conformance.contract.values import StorageLimits
+from runlane_conformance.contract.table_definitions import (
+    run_record_key,
+    tombstone_record_key,
+    wait_token_link_record_key,
+    wait_token_record_key,
+)
+from runlane_conformance.contract.values import StorageLimits, StorageRecordKey
 from runlane_conformance.core.pruning import (
     CleanupPass,
     PassBudget,
@@ -34,10 +49,20 @@ from runlane_conformance.core.pruning import (
     cleanup_pass,
     tombstone_run,
 )
-from runlane_conformance.core.runs import ChildKind, child_counts
-from runlane_conformance.fixtures.convergence import until_indexed
+from runlane_conformance.core.runs import (
+    ChildKind,
+    RunChildren,
+    add_run_children,
+    child_counts,
+    create_run,
+    finish_run,
+)
+from runlane_conformance.core.wait_tokens import link_run
+from runlane_conformance.fixtures.convergence import forget_instance, register_instance, until_indexed
 from runlane_conformance.fixtures.gating import OPERATOR_READ_METHODS
+from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._lifecycle_support import (
     BuiltRun,
@@ -45,9 +70,11 @@ from runlane_conformance.suites._lifecycle_support import (
     counted_children,
     fresh_environment,
     index_scan,
+    make_token,
     prune_fully,
     read_all,
     stored_entries,
+    token_spec,
     tombstone_counts,
 )
 from runlane_conformance.suites._operator_support import document_of, page_of
@@ -389,3 +416,247 @@ def test_a_run_larger_than_one_pass_is_pruned_in_passes_the_driver_accepts(
         f"{total} children were pruned in passes deleting {deleted}"
     )
     _assert_gone(driver, built)
+
+
+# -- random histories --------------------------------------------------------------------------------
+
+MODEL = requirement(
+    "pruning.random-histories-keep-invariants",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Random histories of runs, children, token links, finishes, tombstones and cleanup passes (alone or "
+    "racing on two instances) keep every invariant of a small model after every step: visible runs keep "
+    "all their children and exact counts, tombstone counters equal the children left, tokens count the "
+    "links that exist, and a pruned run leaves nothing behind.",
+)
+
+#: At most this many histories per run, whatever the profile asks: each one opens a fresh store.
+MAX_HISTORIES = 12
+#: Runs per history and steps per history at most: few runs make deep lifecycles (children, tombstone,
+#: several passes) likely within the steps, and short histories keep shrinking a failure to seconds.
+MAX_RUNS, MAX_STEPS = 2, 16
+
+
+@dataclass
+class _ModelRun:
+    state: str = "running"  # running | finished | tombstoned | gone
+    children: dict[ChildKind, set[StorageRecordKey]] = field(
+        default_factory=lambda: {k: set() for k in ChildKind}
+    )
+    tokens: set[str] = field(default_factory=set)
+
+
+class PruningMachine(RuleBasedStateMachine):
+    """Core's pruning flow on a fresh store per example, checked against a small model after every step."""
+
+    harness: DriverHarness
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = self.harness.open_store()
+        self.drivers = (self.store.connect(), self.store.connect())
+        for instance in self.drivers:
+            register_instance(instance, self.store)
+        self.env = "pruning-model"
+        self.runs: dict[str, _ModelRun] = {}
+        self.tokens: set[str] = set()
+        self.small = PassBudget(3, 3, 1, self.drivers[0].profile.limits.max_transaction_bytes)
+
+    def teardown(self) -> None:
+        for instance in self.drivers:
+            forget_instance(instance)
+            instance.close()
+        self.store.close()
+
+    def _has(self, state: str) -> bool:
+        return any(run.state == state for run in self.runs.values())
+
+    def _in(self, state: str) -> list[str]:
+        return sorted(run_id for run_id, run in self.runs.items() if run.state == state)
+
+    @precondition(lambda self: len(self.runs) < MAX_RUNS)
+    @rule()
+    def new_run(self) -> None:
+        run_id = f"r{len(self.runs)}"
+        self.drivers[0].transaction(lambda tx: create_run(tx, self.env, run_id))
+        self.runs[run_id] = _ModelRun()
+
+    @rule(
+        data=st.data(), kind=st.sampled_from([ChildKind.EVENTS, ChildKind.STEPS, ChildKind.OUTBOX_MESSAGES])
+    )
+    def add_children(self, data: st.DataObject, kind: ChildKind) -> None:
+        running = self._in("running")
+        if not running:
+            return
+        run_id = data.draw(st.sampled_from(running), label="run")
+        model = self.runs[run_id]
+        count = data.draw(st.integers(1, 3), label="count")
+        serial = sum(len(keys) for keys in model.children.values())
+        children = RunChildren(
+            events=count if kind is ChildKind.EVENTS else 0,
+            steps=tuple(f"s{serial + n}" for n in range(count)) if kind is ChildKind.STEPS else (),
+            outbox_messages=tuple(f"m{serial + n}" for n in range(count))
+            if kind is ChildKind.OUTBOX_MESSAGES
+            else (),
+        )
+        keys = self.drivers[1].transaction(lambda tx: add_run_children(tx, self.env, run_id, children))
+        model.children[kind].update(keys)
+
+    @precondition(lambda self: self._has("running"))
+    @rule(data=st.data())
+    def link_token(self, data: st.DataObject) -> None:
+        running = self._in("running")
+        if not running:
+            return
+        run_id = data.draw(st.sampled_from(running), label="run")
+        choices = sorted(self.tokens - self.runs[run_id].tokens)
+        token = data.draw(st.sampled_from([*choices, f"t{len(self.tokens)}"]), label="token")
+        if token not in self.tokens:
+            make_token(self.drivers[0], token_spec(self.env, token, run_id))
+            self.tokens.add(token)
+        self.drivers[1].transaction(lambda tx: link_run(tx, self.env, token, run_id))
+        self.runs[run_id].tokens.add(token)
+        self.runs[run_id].children[ChildKind.WAIT_TOKEN_LINKS].add(
+            wait_token_link_record_key(self.env, token, run_id)
+        )
+
+    @precondition(lambda self: self._has("running"))
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        running = self._in("running")
+        if running:
+            run_id = data.draw(st.sampled_from(running), label="run")
+            self.drivers[0].transaction(lambda tx: finish_run(tx, self.env, run_id))
+            self.runs[run_id].state = "finished"
+
+    @precondition(lambda self: self._has("finished"))
+    @rule(data=st.data())
+    def tombstone(self, data: st.DataObject) -> None:
+        finished = self._in("finished")
+        if finished:
+            run_id = data.draw(st.sampled_from(finished), label="run")
+            outcome = self.drivers[1].transaction(lambda tx: tombstone_run(tx, self.env, run_id))
+            assert outcome is TombstoneOutcome.TOMBSTONED, f"tombstoning {run_id} returned {outcome}"
+            self.runs[run_id].state = "tombstoned"
+
+    @precondition(lambda self: self._has("tombstoned"))
+    @rule(data=st.data(), instance=st.integers(0, 1), size=st.sampled_from(["small", "medium", "full"]))
+    def cleanup(self, data: st.DataObject, instance: int, size: str) -> None:
+        run_id = data.draw(st.sampled_from(self._in("tombstoned")), label="run")
+        budget = self._budgets()[size]
+        result = self.drivers[instance].transaction(lambda tx: cleanup_pass(tx, self.env, run_id, budget))
+        self._observe(run_id, result)
+
+    def _budgets(self) -> dict[str, PassBudget]:
+        room = self.drivers[0].profile.limits.max_transaction_bytes
+        return {
+            "small": self.small,
+            "medium": PassBudget(3, 3, 2, room),  # up to two of one kind: overlaps a small pass only in part
+            "full": PassBudget.from_limits(self.drivers[0].profile.limits),
+        }
+
+    @precondition(lambda self: self._has("tombstoned"))
+    @rule(data=st.data(), size=st.sampled_from(["medium", "full"]))
+    def racing_cleanups(self, data: st.DataObject, size: str) -> None:
+        run_id = data.draw(st.sampled_from(self._in("tombstoned")), label="run")
+        started: list[Competitor[CleanupPass]] = []
+        mine = self._budgets()[size]  # against the rival's small pass
+
+        def rival() -> CleanupPass:
+            return self.drivers[1].transaction(lambda tx: cleanup_pass(tx, self.env, run_id, self.small))
+
+        def main(tx: StorageTransaction) -> CleanupPass:
+            def start() -> None:
+                if not started:
+                    started.append(compete(rival))
+
+            return cleanup_pass(_tripwire(tx, "get", 2, start), self.env, run_id, mine)
+
+        results: list[Any] = []
+        with contextlib.suppress(
+            StorageConflictError
+        ):  # a driver may give up after conflicts; the state decides
+            results.append(self.drivers[0].transaction(main))
+        if started:
+            outcome = started[0].outcome()
+            if isinstance(outcome, BaseException) and not isinstance(outcome, StorageConflictError):
+                raise outcome
+            results.append(outcome)
+        # Observe a finishing pass first: the other one may then have found the run already gone.
+        passes = sorted(
+            (result for result in results if isinstance(result, CleanupPass)),
+            key=lambda result: result.status is not PassStatus.FINISHED,
+        )
+        for result in passes:
+            self._observe(run_id, result)
+
+    @precondition(lambda self: self._has("tombstoned"))
+    @rule(data=st.data())
+    def prune_to_the_end(self, data: st.DataObject) -> None:
+        run_id = data.draw(st.sampled_from(self._in("tombstoned")), label="run")
+        for instance in (0, 1, 0, 1):  # a few small passes from alternating instances, then the rest at once
+            result = self.drivers[instance].transaction(
+                lambda tx: cleanup_pass(tx, self.env, run_id, self.small)
+            )
+            self._observe(run_id, result)
+            if self.runs[run_id].state == "gone":
+                return
+        prune_fully(self.drivers[0], self.env, run_id)
+        self.runs[run_id].state = "gone"
+
+    def _observe(self, run_id: str, result: CleanupPass) -> None:
+        if result.status is PassStatus.FINISHED:
+            self.runs[run_id].state = "gone"
+        elif result.status is PassStatus.GONE:
+            assert self.runs[run_id].state == "gone", f"cleanup found {run_id} gone while it was tombstoned"
+
+    @invariant()
+    def every_record_agrees_with_the_model(self) -> None:
+        reader = self.drivers[1]
+        links_per_token: dict[str, int] = dict.fromkeys(self.tokens, 0)
+        for run_id, model in self.runs.items():
+            keys = [
+                key for kind in ChildKind for key in sorted(model.children[kind], key=lambda k: k.encoded)
+            ]
+            run, stone, *children = read_all(
+                reader, [run_record_key(self.env, run_id), tombstone_record_key(self.env, run_id), *keys]
+            )
+            present = dict(zip(keys, children, strict=True))
+            existing = {kind: sum(1 for key in model.children[kind] if present[key]) for kind in ChildKind}
+            for token in model.tokens:
+                if present[wait_token_link_record_key(self.env, token, run_id)]:
+                    links_per_token[token] += 1
+            if model.state == "gone":
+                assert run is None and stone is None, f"{run_id} was pruned but its run or tombstone remains"
+                assert not any(existing.values()), f"{run_id} was pruned but left children {existing}"
+                continue
+            assert run is not None, f"run {run_id} ({model.state}) is missing"
+            if model.state in ("running", "finished"):
+                expected = {kind: len(keys) for kind, keys in model.children.items()}
+                assert stone is None, f"visible run {run_id} has a tombstone"
+                assert existing == expected, f"visible run {run_id} lost children: {existing} of {expected}"
+                assert child_counts(run) == expected, (
+                    f"run {run_id} counts {child_counts(run)}, has {expected}"
+                )
+            else:
+                assert stone is not None, f"tombstoned run {run_id} has no tombstone"
+                assert child_counts(stone) == existing, (
+                    f"tombstone of {run_id} counts {child_counts(stone)} but {existing} children exist"
+                )
+        token_records = read_all(
+            reader, [wait_token_record_key(self.env, token) for token in sorted(self.tokens)]
+        )
+        for token, record in zip(sorted(self.tokens), token_records, strict=True):
+            assert record is not None, f"token {token} vanished"
+            count = int(str(record.document.value["linkCount"]))
+            assert count == links_per_token[token], (
+                f"token {token} counts {count} links, {links_per_token[token]} exist"
+            )
+
+
+@MODEL
+@pytest.mark.timeout(300)
+def test_random_pruning_histories_keep_the_invariants(runlane_harness: DriverHarness) -> None:
+    machine = type("RunlanePruningMachine", (PruningMachine,), {"harness": runlane_harness})
+    run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases
+    run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))

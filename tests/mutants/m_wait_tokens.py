@@ -282,6 +282,12 @@ MUTANTS = [
         "a resolved token is still served under its old 'pending' WaitTokensByStatus entry",
     ),
     Mutant(
+        "stale-token-status-entry-random",
+        "tests.mutants.m_wait_tokens:stale_status_entries",
+        "wait_tokens.random-histories-match-model",
+        "a resolved token keeps its old WaitTokensByStatus entry (caught by the random histories)",
+    ),
+    Mutant(
         "token-owner-delete-dropped",
         "tests.mutants.m_wait_tokens:keeps_owners",
         "wait_tokens.pruned-with-owner-when-unlinked",

@@ -13,18 +13,29 @@ that hold links) moving with every transition, and nothing deleted or
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from runlane_conformance.contract.catalog import StorageIndexName
 from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.json_boundary import thaw_json
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.table_definitions import (
     WaitTokenStatus,
     check_reciprocal_idempotency,
+    owner_record_key,
     run_record_key,
     tombstone_record_key,
     wait_token_link_record_key,
@@ -44,8 +55,16 @@ from runlane_conformance.core.wait_tokens import (
     prune_wait_token,
     time_out_wait_token,
 )
-from runlane_conformance.fixtures.convergence import until_indexed
+from runlane_conformance.fixtures.convergence import (
+    forget_instance,
+    indexes_are_eventual,
+    register_instance,
+    until_indexed,
+    until_store_indexed,
+)
+from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._lifecycle_support import (
     fresh_environment,
@@ -142,7 +161,7 @@ def test_a_token_and_its_owner_commit_together_and_name_each_other(
     assert make_token(driver, spec) == "tok"
     token, owner = read_all(other_driver, [spec.key, spec.owner_key])
     assert token is not None and owner is not None, "the token or its owner is missing on another instance"
-    check_reciprocal_idempotency(token.document.to_json()["value"], owner.document.to_json()["value"])  # type: ignore[arg-type]
+    check_reciprocal_idempotency(token.document.value, owner.document.value)
     assert token.document.value["status"] == WaitTokenStatus.PENDING.value
 
 
@@ -488,3 +507,223 @@ def test_a_token_with_a_broken_owner_is_reported_and_left_in_place(
     assert caught.value.rule == "reciprocal-owner"
     after = read_all(driver, [spec.key, spec.owner_key, owner_key_of(env, "other")])
     assert after == before, f"a failed prune changed the records: before {before}, after {after}"
+
+
+# -- random histories --------------------------------------------------------------------------------
+
+MODEL = requirement(
+    "wait_tokens.random-histories-match-model",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Random histories of token creations (new and repeated idempotency keys), links, completions, "
+    "timeouts, racing resolutions, token pruning and run pruning match a small model after every step: "
+    "each token's status, resolution, link count and owner, each link, and every token index mapping.",
+)
+
+MAX_HISTORIES, MAX_RUNS, MAX_TOKENS, MAX_STEPS = 12, 3, 4, 16
+
+
+@dataclass
+class _ModelToken:
+    key: str
+    timeout: str | None  # "past", "future" or None
+    status: str = "pending"  # pending | completed | timed_out
+    links: set[str] = field(default_factory=set)
+    exists: bool = True
+
+
+class WaitTokenMachine(RuleBasedStateMachine):
+    """Core's wait-token flow on a fresh store per example, compared with a small model after every step."""
+
+    harness: DriverHarness
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = self.harness.open_store()
+        self.drivers = (self.store.connect(), self.store.connect())
+        for instance in self.drivers:
+            register_instance(instance, self.store)
+        self.env = "tokens-model"
+        self.now = _now(self.drivers[0])
+        self.runs: dict[str, bool] = {}  # run id -> still visible
+        self.tokens: dict[str, _ModelToken] = {}
+
+    def teardown(self) -> None:
+        for instance in self.drivers:
+            forget_instance(instance)
+            instance.close()
+        self.store.close()
+
+    def _live(self) -> list[str]:
+        return sorted(token for token, model in self.tokens.items() if model.exists)
+
+    def _visible_runs(self) -> list[str]:
+        return sorted(run for run, visible in self.runs.items() if visible)
+
+    @precondition(lambda self: len(self.runs) < MAX_RUNS)
+    @rule()
+    def new_run(self) -> None:
+        run_id = f"r{len(self.runs)}"
+        self.drivers[0].transaction(lambda tx: create_run(tx, self.env, run_id))
+        self.runs[run_id] = True
+
+    @precondition(lambda self: len(self.tokens) < MAX_TOKENS)
+    @rule(data=st.data(), timeout=st.sampled_from([None, "past", "future"]), instance=st.integers(0, 1))
+    def create_token(self, data: st.DataObject, timeout: str | None, instance: int) -> None:
+        token_id = f"t{len(self.tokens)}"
+        keys = sorted({model.key for model in self.tokens.values()})
+        key = data.draw(st.sampled_from([*keys, f"k{len(self.tokens)}"]), label="idempotency key")
+        holder = next((t for t, m in self.tokens.items() if m.key == key and m.exists), None)
+        at = {None: None, "past": self.now - timedelta(hours=1), "future": self.now + timedelta(days=1)}[
+            timeout
+        ]
+        spec = type(token_spec(self.env, token_id, "c"))(self.env, token_id, "c", key, at)
+        returned = self.drivers[instance].transaction(lambda tx: create_wait_token(tx, spec))
+        if holder is not None:
+            assert returned == holder, (
+                f"key {key} is held by {holder}, but creating {token_id} returned {returned}"
+            )
+            self.tokens[token_id] = _ModelToken(key, timeout, exists=False)  # never created
+        else:
+            assert returned == token_id, f"a fresh key created {returned}, not {token_id}"
+            self.tokens[token_id] = _ModelToken(key, timeout)
+
+    @precondition(lambda self: any(m.exists for m in self.tokens.values()) and any(self.runs.values()))
+    @rule(data=st.data())
+    def link(self, data: st.DataObject) -> None:
+        token = data.draw(st.sampled_from(self._live()), label="token")
+        run = data.draw(st.sampled_from(self._visible_runs()), label="run")
+        outcome = self.drivers[1].transaction(lambda tx: link_run(tx, self.env, token, run))
+        expected = LinkOutcome.ALREADY_LINKED if run in self.tokens[token].links else LinkOutcome.LINKED
+        assert outcome is expected, f"linking {run} to {token} returned {outcome}, expected {expected}"
+        self.tokens[token].links.add(run)
+
+    @precondition(lambda self: any(m.exists for m in self.tokens.values()))
+    @rule(data=st.data(), instance=st.integers(0, 1), how=st.sampled_from(["completion", "timeout"]))
+    def resolve(self, data: st.DataObject, instance: int, how: str) -> None:
+        token = data.draw(st.sampled_from(self._live()), label="token")
+        model = self.tokens[token]
+        if how == "completion":
+            outcome = self.drivers[instance].transaction(
+                lambda tx: complete_wait_token(tx, self.env, token, token)
+            )
+        else:
+            outcome = self.drivers[instance].transaction(lambda tx: time_out_wait_token(tx, self.env, token))
+        if model.status != "pending":
+            expected = ResolveOutcome.ALREADY_RESOLVED
+        elif how == "timeout" and model.timeout != "past":
+            expected = ResolveOutcome.NOT_DUE
+        else:
+            expected = ResolveOutcome.RESOLVED
+            model.status = "completed" if how == "completion" else "timed_out"
+        assert outcome is expected, f"{how} of {token} returned {outcome}, expected {expected}"
+
+    @precondition(lambda self: any(m.exists and m.status == "pending" for m in self.tokens.values()))
+    @rule(data=st.data())
+    def racing_resolutions(self, data: st.DataObject) -> None:
+        pending = sorted(t for t, m in self.tokens.items() if m.exists and m.status == "pending")
+        token = data.draw(st.sampled_from(pending), label="token")
+        model = self.tokens[token]
+        other = self.drivers[1]
+        results = _race_after_read(
+            self.drivers[0],
+            self.env,
+            lambda tx: complete_wait_token(tx, self.env, token, token),
+            lambda: other.transaction(lambda tx: time_out_wait_token(tx, self.env, token)),
+        )
+        won = [index for index, result in enumerate(results) if result is ResolveOutcome.RESOLVED]
+        if model.timeout != "past":
+            assert won == [0], f"completion against an undue timeout of {token} returned {results}"
+        else:
+            assert len(won) == 1, f"racing resolutions of {token} returned {results}: exactly one must win"
+        model.status = "completed" if won[0] == 0 else "timed_out"
+
+    @precondition(lambda self: any(m.exists for m in self.tokens.values()))
+    @rule(data=st.data(), instance=st.integers(0, 1))
+    def prune_token(self, data: st.DataObject, instance: int) -> None:
+        token = data.draw(st.sampled_from(self._live()), label="token")
+        model = self.tokens[token]
+        outcome = self.drivers[instance].transaction(lambda tx: prune_wait_token(tx, self.env, token))
+        if model.status == "pending":
+            expected = TokenPruneOutcome.KEPT_PENDING
+        elif model.links:
+            expected = TokenPruneOutcome.KEPT_LINKED
+        else:
+            expected = TokenPruneOutcome.PRUNED
+            model.exists = False
+        assert outcome is expected, f"pruning {token} returned {outcome}, expected {expected}"
+
+    @precondition(lambda self: any(self.runs.values()))
+    @rule(data=st.data())
+    def prune_a_run(self, data: st.DataObject) -> None:
+        run = data.draw(st.sampled_from(self._visible_runs()), label="run")
+        self.drivers[0].transaction(lambda tx: finish_run(tx, self.env, run))
+        self.drivers[1].transaction(lambda tx: tombstone_run(tx, self.env, run))
+        prune_fully(self.drivers[0], self.env, run)
+        self.runs[run] = False
+        for model in self.tokens.values():
+            model.links.discard(run)
+
+    def _keys(self) -> list[StorageRecordKey]:
+        keys = []
+        for token, model in sorted(self.tokens.items()):
+            keys += [wait_token_record_key(self.env, token), owner_key_of_key(self.env, model.key)]
+            keys += [wait_token_link_record_key(self.env, token, run) for run in sorted(self.runs)]
+        keys += [tombstone_record_key(self.env, run) for run in sorted(self.runs)]
+        return keys
+
+    @invariant()
+    def records_match_the_model(self) -> None:
+        reader = self.drivers[1]
+        owners_of: dict[str, StoredRecord | None] = {}
+        for token, model in sorted(self.tokens.items()):
+            record, owner = read_all(
+                reader, [wait_token_record_key(self.env, token), owner_key_of_key(self.env, model.key)]
+            )
+            owners_of[model.key] = owner if owner is not None else owners_of.get(model.key)
+            if not model.exists:
+                assert record is None, f"token {token} should not exist"
+                continue
+            assert record is not None, f"token {token} is missing"
+            value = record.document.value
+            resolution = value["resolution"]
+            status = str(value["status"]) if resolution is None else str(thaw_json(resolution)["outcome"])  # type: ignore[index,call-overload]
+            assert status == model.status, f"token {token} is {status}, the model says {model.status}"
+            assert value["linkCount"] == str(len(model.links)), (
+                f"token {token} counts {value['linkCount']} links, the model has {sorted(model.links)}"
+            )
+            assert owner is not None, f"token {token} has no owner"
+            check_reciprocal_idempotency(record.document.value, owner.document.value)
+            links = read_all(
+                reader, [wait_token_link_record_key(self.env, token, run) for run in sorted(self.runs)]
+            )
+            present = {run for run, link in zip(sorted(self.runs), links, strict=True) if link is not None}
+            assert present == model.links, (
+                f"token {token} has links {sorted(present)}, model {sorted(model.links)}"
+            )
+
+    @invariant()
+    def index_mappings_match_the_records(self) -> None:
+        reader = self.drivers[0]
+        keys = self._keys()
+
+        def check() -> None:
+            records = read_all(reader, keys)
+            for index in _MAPPINGS:
+                expected = stored_entries(records, index)
+                items = index_scan(reader, index, self.env)["query"]
+                assert items == expected, f"{index.value} holds {items}, the records carry {expected}"
+
+        until_store_indexed(self.store, check, eventual=indexes_are_eventual(reader))
+
+
+def owner_key_of_key(environment: str, idempotency_key: str) -> StorageRecordKey:
+    return owner_record_key(environment, "wait_token", idempotency_key)
+
+
+@MODEL
+@pytest.mark.timeout(300)
+def test_random_wait_token_histories_match_a_model(runlane_harness: DriverHarness) -> None:
+    machine = type("RunlaneWaitTokenMachine", (WaitTokenMachine,), {"harness": runlane_harness})
+    run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases
+    run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))

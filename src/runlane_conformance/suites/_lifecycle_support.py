@@ -10,13 +10,15 @@ pages), and index scans against the entries the stored records must carry.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..contract.catalog import StorageIndexName
 from ..contract.cursors import parse_query_records_result
-from ..contract.protocols import StorageDriver
+from ..contract.protocols import StorageDriver, StorageTransaction
 from ..contract.table_definitions import (
     event_record_key,
     outbox_message_record_key,
@@ -34,6 +36,7 @@ from ..core.pruning import CleanupPass, prune_run
 from ..core.runs import ChildKind, RunChildren, add_run_children, child_counts, create_run, finish_run
 from ..core.wait_tokens import WaitTokenSpec, create_wait_token, link_run
 from ..fixtures.convergence import index_waiter
+from ..fixtures.interleave import Competitor, compete
 
 __all__ = [
     "BuiltRun",
@@ -45,10 +48,17 @@ __all__ = [
     "owner_key_of",
     "prune_fully",
     "read_all",
+    "start_rival",
     "stored_entries",
     "token_spec",
     "tombstone_counts",
 ]
+
+T = TypeVar("T")
+
+#: How long a rival transaction gets to enter its callback, and then to finish, before the first goes on.
+RIVAL_START_GRACE = 0.05
+RIVAL_FINISH_GRACE = 1.0
 
 #: Rough upper bounds on one child document and one run document, for sizing write batches.
 _CHILD_BYTES = 800
@@ -229,3 +239,26 @@ def owner_key_of(environment: str, token: str) -> StorageRecordKey:
 def tombstone_counts(driver: StorageDriver, built: BuiltRun) -> dict[ChildKind, int] | None:
     [stone] = read_all(driver, [built.tombstone_key])
     return None if stone is None else child_counts(stone)
+
+
+def start_rival(other: StorageDriver, callback: Callable[[StorageTransaction], T]) -> Competitor[T]:
+    """Start ``callback`` as a transaction on ``other`` from inside a first transaction, boundedly.
+
+    An optimistic driver lets the rival enter its callback at once, and it is
+    then given ``RIVAL_FINISH_GRACE`` to commit, so the interleaving is the
+    same on every run. A locking driver keeps it from even starting while
+    the first transaction holds its lock; after ``RIVAL_START_GRACE`` the
+    first transaction goes on, and the rival's outcome is collected once it
+    ended (``Competitor.outcome``). Either order is serializable; the checks
+    judge the outcome, not the order.
+    """
+    entered = threading.Event()
+
+    def body(tx: StorageTransaction) -> T:
+        entered.set()
+        return callback(tx)
+
+    rival = compete(lambda: other.transaction(body), grace=0)
+    if entered.wait(RIVAL_START_GRACE):
+        rival.wait_briefly(RIVAL_FINISH_GRACE)
+    return rival

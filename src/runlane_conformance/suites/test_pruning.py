@@ -61,7 +61,7 @@ from runlane_conformance.core.wait_tokens import link_run
 from runlane_conformance.fixtures.convergence import forget_instance, register_instance, until_indexed
 from runlane_conformance.fixtures.gating import OPERATOR_READ_METHODS
 from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
-from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._lifecycle_support import (
@@ -73,6 +73,7 @@ from runlane_conformance.suites._lifecycle_support import (
     make_token,
     prune_fully,
     read_all,
+    start_rival,
     stored_entries,
     token_spec,
     tombstone_counts,
@@ -318,7 +319,7 @@ def test_two_passes_racing_on_two_instances_never_double_count_or_orphan(
 
     def race() -> None:
         if not started:
-            started.append(compete(lambda: _one_pass(other_driver, built, theirs)))
+            started.append(start_rival(other_driver, lambda tx: cleanup_pass(tx, env, built.run_id, theirs)))
 
     nth = 2 if race_point == "get" else 1
 
@@ -431,7 +432,7 @@ MODEL = requirement(
 )
 
 #: At most this many histories per run, whatever the profile asks: each one opens a fresh store.
-MAX_HISTORIES = 12
+MAX_HISTORIES = 150
 #: Runs per history and steps per history at most: few runs make deep lifecycles (children, tombstone,
 #: several passes) likely within the steps, and short histories keep shrinking a failure to seconds.
 MAX_RUNS, MAX_STEPS = 2, 16
@@ -562,13 +563,13 @@ class PruningMachine(RuleBasedStateMachine):
         started: list[Competitor[CleanupPass]] = []
         mine = self._budgets()[size]  # against the rival's small pass
 
-        def rival() -> CleanupPass:
-            return self.drivers[1].transaction(lambda tx: cleanup_pass(tx, self.env, run_id, self.small))
-
         def main(tx: StorageTransaction) -> CleanupPass:
             def start() -> None:
                 if not started:
-                    started.append(compete(rival))
+                    rival = self.drivers[1]
+                    started.append(
+                        start_rival(rival, lambda t: cleanup_pass(t, self.env, run_id, self.small))
+                    )
 
             return cleanup_pass(_tripwire(tx, "get", 2, start), self.env, run_id, mine)
 

@@ -63,7 +63,7 @@ from runlane_conformance.fixtures.convergence import (
     until_store_indexed,
 )
 from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
-from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._lifecycle_support import (
@@ -73,6 +73,7 @@ from runlane_conformance.suites._lifecycle_support import (
     owner_key_of,
     prune_fully,
     read_all,
+    start_rival,
     stored_entries,
     token_spec,
 )
@@ -178,9 +179,7 @@ def test_two_creations_with_one_key_racing_on_two_instances_leave_one_token(
     def callback(tx: StorageTransaction) -> str:
         owner, token = tx.get([mine_spec.owner_key, mine_spec.key])
         if not started:
-            started.append(
-                compete(lambda: other_driver.transaction(lambda t: create_wait_token(t, theirs_spec)))
-            )
+            started.append(start_rival(other_driver, lambda t: create_wait_token(t, theirs_spec)))
         if owner is not None:
             return str(owner.document.value["targetId"])
         assert token is None
@@ -229,10 +228,10 @@ def test_two_runs_linking_one_token_from_two_instances_are_both_counted(
     def mine(tx: StorageTransaction) -> LinkOutcome:
         return link_run(tx, env, "t", "w1")
 
-    def theirs() -> LinkOutcome:
-        return other_driver.transaction(lambda tx: link_run(tx, env, "t", "w2"))
+    def theirs(tx: StorageTransaction) -> LinkOutcome:
+        return link_run(tx, env, "t", "w2")
 
-    results = _race_after_read(driver, env, mine, theirs)
+    results = _race_after_read(driver, mine, other_driver, theirs)
     for result in results:
         assert result is LinkOutcome.LINKED or isinstance(result, StorageConflictError), (
             f"a link returned {result!r}"
@@ -305,7 +304,7 @@ def test_completion_and_timeout_racing_on_two_instances_have_one_winner(
 
     mine, theirs = (complete, time_out) if first == "completion" else (time_out, complete)
 
-    results = _race_after_read(driver, env, mine, lambda: other_driver.transaction(theirs))
+    results = _race_after_read(driver, mine, other_driver, theirs)
     outcomes = [result for result in results if not isinstance(result, StorageConflictError)]
     for result in outcomes:
         assert not isinstance(result, BaseException), f"a racing resolution raised {result!r}"
@@ -321,9 +320,12 @@ def test_completion_and_timeout_racing_on_two_instances_have_one_winner(
 
 
 def _race_after_read(
-    driver: StorageDriver, env: str, mine: Callable[[StorageTransaction], Any], theirs: Callable[[], Any]
+    driver: StorageDriver,
+    mine: Callable[[StorageTransaction], Any],
+    other: StorageDriver,
+    theirs: Callable[[StorageTransaction], Any],
 ) -> list[Any]:
-    """``mine`` on ``driver`` with ``theirs`` started right after ``mine`` read the token."""
+    """``mine`` on ``driver`` with ``theirs`` started on ``other`` right after ``mine``'s first read."""
     started: list[Competitor[Any]] = []
 
     class ReadThenRace:
@@ -336,7 +338,7 @@ def _race_after_read(
         def get(self, keys: Any) -> Any:
             found = self._tx.get(keys)
             if not started:
-                started.append(compete(theirs))
+                started.append(start_rival(other, theirs))
             return found
 
     result: Any
@@ -520,7 +522,7 @@ MODEL = requirement(
     "each token's status, resolution, link count and owner, each link, and every token index mapping.",
 )
 
-MAX_HISTORIES, MAX_RUNS, MAX_TOKENS, MAX_STEPS = 12, 3, 4, 16
+MAX_HISTORIES, MAX_RUNS, MAX_TOKENS, MAX_STEPS = 150, 3, 4, 16
 
 
 @dataclass
@@ -624,12 +626,11 @@ class WaitTokenMachine(RuleBasedStateMachine):
         pending = sorted(t for t, m in self.tokens.items() if m.exists and m.status == "pending")
         token = data.draw(st.sampled_from(pending), label="token")
         model = self.tokens[token]
-        other = self.drivers[1]
         results = _race_after_read(
             self.drivers[0],
-            self.env,
             lambda tx: complete_wait_token(tx, self.env, token, token),
-            lambda: other.transaction(lambda tx: time_out_wait_token(tx, self.env, token)),
+            self.drivers[1],
+            lambda tx: time_out_wait_token(tx, self.env, token),
         )
         won = [index for index, result in enumerate(results) if result is ResolveOutcome.RESOLVED]
         if model.timeout != "past":
@@ -663,6 +664,15 @@ class WaitTokenMachine(RuleBasedStateMachine):
         self.runs[run] = False
         for model in self.tokens.values():
             model.links.discard(run)
+
+    @rule()
+    def reconnect(self) -> None:
+        """Replace the second instance with a fresh one: everything must look the same from it."""
+        forget_instance(self.drivers[1])
+        self.drivers[1].close()
+        fresh = self.store.connect()
+        register_instance(fresh, self.store)
+        self.drivers = (self.drivers[0], fresh)
 
     def _keys(self) -> list[StorageRecordKey]:
         keys = []

@@ -162,11 +162,23 @@ class PassBudget:
     MINIMUM_KEYS = 3
 
     @classmethod
-    def from_limits(cls, limits: StorageLimits) -> PassBudget:
+    def from_limits(
+        cls,
+        limits: StorageLimits,
+        *,
+        point_reads: int | None = None,
+        records: int | None = None,
+        page: int | None = None,
+    ) -> PassBudget:
+        """The budget the limits allow, optionally made smaller (never larger) per dimension."""
+
+        def capped(limit: int, cap: int | None) -> int:
+            return limit if cap is None else min(limit, cap)
+
         budget = cls(
-            limits.max_point_reads,
-            limits.max_transaction_records,
-            limits.max_query_results,
+            capped(limits.max_point_reads, point_reads),
+            capped(limits.max_transaction_records, records),
+            capped(limits.max_query_results, page),
             limits.max_transaction_bytes,
         )
         if min(budget.point_reads, budget.records) < cls.MINIMUM_KEYS:

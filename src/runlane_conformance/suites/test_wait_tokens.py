@@ -78,7 +78,7 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
 )
 
-CLAUSE = "Preserve pruning invariants; Verification checklist (wait tokens)"
+CLAUSE = "Preserve pruning invariants (wait tokens); Verification checklist (wait tokens)"
 
 CREATED = requirement(
     "wait_tokens.created-with-reciprocal-owner",

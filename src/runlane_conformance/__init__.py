@@ -126,6 +126,8 @@ from .contract.values import (
     have_equal_storage_record_keys,
 )
 from .core.completion_waits import RunCompletionWaitPresence
+from .core.pruning import CleanupStalledError, PruningLimitsError
+from .core.runs import CoreInvariantError
 from .faults import Fault, FaultHook, FaultInjector, FaultKind, FaultProxy, FaultProxyError, InjectedFault
 from .fixtures.collect import import_suites
 from .fixtures.records import Leases
@@ -162,7 +164,9 @@ __all__ = [
     "BackendExitedError",
     "BackendProtocolError",
     "BackendTimeoutError",
+    "CleanupStalledError",
     "Clock",
+    "CoreInvariantError",
     "DriverHarness",
     "Fault",
     "FaultHook",
@@ -179,6 +183,7 @@ __all__ = [
     "NewStorageRecord",
     "OperatorReadDriver",
     "OwnerScope",
+    "PruningLimitsError",
     "QueryRecordsCommand",
     "QueryRecordsResult",
     "RunCompletionWaitPresence",

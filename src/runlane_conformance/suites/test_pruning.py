@@ -484,9 +484,13 @@ class PruningMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.runs) < MAX_RUNS)
     @rule()
     def new_run(self) -> None:
+        """A run that starts with two events, so every later cleanup of it has more than one pass of work."""
         run_id = f"r{len(self.runs)}"
         self.drivers[0].transaction(lambda tx: create_run(tx, self.env, run_id))
-        self.runs[run_id] = _ModelRun()
+        self.runs[run_id] = model = _ModelRun()
+        first = RunChildren(events=2)
+        keys = self.drivers[0].transaction(lambda tx: add_run_children(tx, self.env, run_id, first))
+        model.children[ChildKind.EVENTS].update(keys)
 
     @rule(
         data=st.data(), kind=st.sampled_from([ChildKind.EVENTS, ChildKind.STEPS, ChildKind.OUTBOX_MESSAGES])

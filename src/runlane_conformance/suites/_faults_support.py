@@ -33,6 +33,7 @@ from ..contract.protocols import StorageDriver, StorageTransaction
 from ..contract.values import StoredRecord
 from ..faults.plan import Fault, FaultInjector, FaultKind, FaultSwitch
 from ..faults.proxy import FaultProxy
+from ..fixtures.convergence import forget_instance, register_instance, settle_indexes
 from ..fixtures.gating import fault_skip_reason
 from ..fixtures.records import Leases
 from ..harness import DriverHarness, FaultHookStore, ProxiedStore, StoreHandle
@@ -83,12 +84,14 @@ class Trial:
         """A new instance whose exchanges with the store pass the fault switch."""
         driver = self._open_faulty()
         self.opened.append(driver)
+        register_instance(driver, self.store)  # so an eventual index can be settled through it
         return driver
 
     def fresh(self) -> StorageDriver:
         """A plain instance on the store that bypasses the fault switch."""
         driver = self.store.connect()
         self.opened.append(driver)
+        register_instance(driver, self.store)
         return driver
 
 
@@ -144,6 +147,7 @@ class FaultRig:
         finally:
             self.switch.disarm()
             for driver in reversed(trial.opened):
+                forget_instance(driver)
                 driver.close()
 
 
@@ -376,6 +380,7 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
                 )
                 if found[name] is not None
             )
+            settle_indexes(fresh)  # an eventual index must have caught up before it is compared
             page = fresh.query(leases.query(limit=min(fresh.profile.limits.max_query_results, 100)))
             index = sorted((item.sort, str(item.key.id[-1])) for item in page.items)
             if index != expected_index:

@@ -47,9 +47,11 @@ from runlane_conformance.fixtures.convergence import indexes_are_eventual, until
 from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import BASE_TIME
+from runlane_conformance.fixtures.replay_guard import ReplayGuardedDriver, ReplayWithoutBound
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import ScanItem, expected_scan
+from runlane_conformance.suites._hypothesis_support import SearchBudget, plain_hypothesis_errors
 
 SERIALIZABLE = requirement(
     "model.serial-equivalent-histories",
@@ -68,6 +70,8 @@ COMPETITOR_START_GRACE = 0.02
 COMPETITOR_FINISH_GRACE = 1.0
 #: Upper bound on histories per run, whatever the profile asks for (each history is a whole fresh store).
 MAX_HISTORIES = 150
+#: The share of the check's time limit the search may spend before it stops and reports.
+SEARCH_SHARE = 0.8
 
 Slot = tuple[str, str]  # (environment, name)
 State = Mapping[Slot, NewStorageRecord]
@@ -301,13 +305,25 @@ class StoreMachine(RuleBasedStateMachine):
     """Driver and model side by side on one fresh store per Hypothesis example."""
 
     harness: DriverHarness
+    budget: SearchBudget
 
     def __init__(self) -> None:
         super().__init__()
-        self.store = self.harness.open_store()
-        self.drivers: tuple[StorageDriver, StorageDriver] = (self.store.connect(), self.store.connect())
-        # An eventual index may lag inside a step, so only scans made after it settles are compared.
-        self.eventual = indexes_are_eventual(self.drivers[0])
+        # Once the search is stopped (out of budget, or the driver replays without bound) every
+        # further example does nothing, so Hypothesis ends the run at once; see SearchBudget.
+        self.active = self.budget.active()
+        self.steps: list[Plan] = []
+        self.store: Any = None
+        self.drivers: tuple[StorageDriver, ...] = ()
+        self.eventual = False
+        if self.active:
+            self.store = self.harness.open_store()
+            self.drivers = (
+                ReplayGuardedDriver(self.store.connect()),
+                ReplayGuardedDriver(self.store.connect()),
+            )
+            # An eventual index may lag inside a step, so only scans made after it settles are compared.
+            self.eventual = indexes_are_eventual(self.drivers[0])
         self.model: dict[Slot, NewStorageRecord] = {}
         self.serials = itertools.count(1)
         self.versions: dict[Slot, set[str]] = {}
@@ -318,12 +334,32 @@ class StoreMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         for driver in self.drivers:
             driver.close()
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
 
     # -- the one rule: run a plan on both sides ---------------------------------------------------
 
+    def _failed(self, failure: AssertionError) -> None:
+        """Remember the first failing history (so a search out of time can still show it)."""
+        steps = "\n".join(f"  step {i}: {step}" for i, step in enumerate(self.steps, 1))
+        self.budget.note_failure(f"{steps}\n{failure}")
+
     @rule(plan=plans())
     def run_plan(self, plan: Plan) -> None:
+        if not self.active:
+            return
+        self.steps.append(plan)
+        try:
+            self._run_plan(plan)
+        except ReplayWithoutBound as error:
+            # Shrinking this would replay a thousand attempts per try; stop the search and say why.
+            self.budget.stop(str(error))
+            self.active = False
+        except AssertionError as error:
+            self._failed(error)
+            raise
+
+    def _run_plan(self, plan: Plan) -> None:
         main_writes = [(write, _record(write, next(self.serials))) for write in plan.writes]
         rival = plan.competitor
         rival_writes = [] if rival is None else [(w, _record(w, next(self.serials))) for w in rival.writes]
@@ -428,6 +464,15 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_record_equals_the_model_with_fresh_versions(self) -> None:
+        if not self.active:
+            return
+        try:
+            self._records_match()
+        except AssertionError as error:
+            self._failed(error)
+            raise
+
+    def _records_match(self) -> None:
         actual = self._read_universe() if self.after_step is None else self.after_step
         self.after_step = None
         for slot in UNIVERSE:
@@ -450,7 +495,13 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_index_scan_equals_the_model(self) -> None:
-        until_store_indexed(self.store, self._compare_scans, eventual=self.eventual)
+        if not self.active:
+            return
+        try:
+            until_store_indexed(self.store, self._compare_scans, eventual=self.eventual)
+        except AssertionError as error:
+            self._failed(error)
+            raise
 
     def _compare_scans(self) -> None:
         limit = min(len(NAMES), self.drivers[0].profile.limits.max_query_results)
@@ -479,19 +530,31 @@ class StoreMachine(RuleBasedStateMachine):
         }
 
 
+def _search_seconds(request: pytest.FixtureRequest) -> float | None:
+    """The part of the check's time limit the search may use, keeping the rest to report what it found."""
+    marker = request.node.get_closest_marker("timeout")
+    if marker is None or not marker.args or not marker.args[0]:
+        return None
+    return float(marker.args[0]) * SEARCH_SHARE
+
+
 @SERIALIZABLE
 @pytest.mark.timeout(300)  # a failing history is shrunk by replaying it many times
-def test_random_histories_match_a_serial_model(runlane_harness: DriverHarness) -> None:
-    machine = type("RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness})
+def test_random_histories_match_a_serial_model(
+    runlane_harness: DriverHarness, request: pytest.FixtureRequest
+) -> None:
+    budget = SearchBudget(_search_seconds(request))
+    machine = type("RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness, "budget": budget})
     # settings() inherits the active profile (no deadline, printed blob); steps come from the profile and
     # examples are capped at 150 so the thorough profile stays inside the check's timeout on a locking driver.
     active = settings()
     run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases
-    run_machine(
-        machine,
-        settings=settings(
-            active,
-            stateful_step_count=stateful_step_count(),
-            max_examples=min(active.max_examples, MAX_HISTORIES),
-        ),
-    )
+    with plain_hypothesis_errors("random histories against the serial model", budget):
+        run_machine(
+            machine,
+            settings=settings(
+                active,
+                stateful_step_count=stateful_step_count(),
+                max_examples=min(active.max_examples, MAX_HISTORIES),
+            ),
+        )

@@ -19,7 +19,7 @@ import threading
 
 import pytest
 
-from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.errors import StorageConflictError, StorageDuplicateMutationError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StoredRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
@@ -315,6 +315,41 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
             f"transaction() returned {result!r} without committing that attempt's writes"
         )
         assert attempts.count == 1 and final["k"] is not None and final["k"][0] == "t2-1"
+
+
+@BOUNDED
+def test_a_callback_that_can_never_commit_gives_up_within_the_ceiling(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    # A blind create of a key that exists can never commit, however often it is replayed. A driver must
+    # give up (StorageConflictError, or refuse the create at once); one that keeps replaying would run
+    # forever, so the callback itself stops it at the ceiling and the check fails within seconds.
+    write_leases(driver, leases.record("taken", holder="first"))
+    attempts = Attempts()
+
+    def blind_create(tx: StorageTransaction) -> None:
+        number = attempts.begin(tx)
+        if number > ATTEMPT_CEILING:
+            raise _ReplayedPastCeiling(number)
+        tx.create(leases.record("taken", holder=f"blind-{number}"))
+
+    try:
+        driver.transaction(blind_create)
+    except (StorageConflictError, StorageDuplicateMutationError):
+        pass
+    except _ReplayedPastCeiling as stopped:
+        pytest.fail(
+            f"a callback that can never commit (a blind create of an existing key) was run {stopped.args[0]} "
+            f"times without the driver giving up (ceiling {ATTEMPT_CEILING}): attempts are not bounded"
+        )
+    else:
+        pytest.fail("a blind create of an existing key committed; the transaction should have given up")
+    final = lease_views(driver, leases, ["taken"])["taken"]
+    assert final is not None and final[0] == "first", f"the existing record was overwritten: {final!r}"
+
+
+class _ReplayedPastCeiling(Exception):
+    """Raised by a callback that has been run more than ``ATTEMPT_CEILING`` times in one transaction."""
 
 
 # -- errors raised by the callback -------------------------------------------------------------

@@ -1,0 +1,162 @@
+"""Hypothesis's own complaints, said in plain words, and a search that stops when its budget is spent.
+
+A property check fails for one of three reasons, and a driver author needs
+to know which one they are looking at:
+
+* the driver broke the rule: Hypothesis found an example (a counterexample)
+  and reports it, shrunk;
+* Hypothesis itself gave up: the same example failed once and passed when
+  replayed (``FlakyFailure``), the data drawn while replaying an example
+  differed (``FlakyStrategyDefinition``), a health check or an unsatisfiable
+  strategy stopped the run. These carry Hypothesis's vocabulary, not the
+  contract's; ``plain_hypothesis_errors`` turns each into an
+  ``AssertionError`` that says what happened, what it usually means for a
+  driver, and the original type name;
+* the check ran out of time: ``SearchBudget`` lets a long search stop on
+  its own before an outside deadline kills it. With a counterexample in
+  hand it reports that example (unshrunk); without one it says plainly that
+  the budget ran out and nothing was found. Either way the check fails: a
+  search that did not finish is not evidence of conformance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from hypothesis.errors import (
+    FailedHealthCheck,
+    Flaky,
+    FlakyFailure,
+    FlakyStrategyDefinition,
+    Unsatisfiable,
+)
+
+__all__ = ["SearchBudget", "plain_hypothesis_errors"]
+
+
+@dataclass
+class SearchBudget:
+    """A wall-clock budget for one property search, the first counterexample seen, and a stop switch.
+
+    Hypothesis treats anything raised by an example as a failure to shrink and
+    replay, so a search cannot be cut short by raising. Instead each example
+    asks ``active()`` first and, once the budget is spent or ``stop()`` was
+    called, does nothing at all: the remaining examples pass in no time and
+    the run ends. The check then calls ``raise_if_stopped()``, which fails it
+    with the reason. ``seconds`` of ``None`` means no time budget.
+    ``note_failure`` remembers the first failure so that running out of time
+    while shrinking still reports a concrete counterexample.
+    """
+
+    seconds: float | None
+    started: float = field(default_factory=time.monotonic)
+    examples: int = 0
+    first_failure: str | None = None
+    reason: str | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def active(self) -> bool:
+        """True when the next example should run (and counts it); False once the search is stopped."""
+        if self.reason is None and self.seconds is not None and self.elapsed() > self.seconds:
+            self.reason = self.exhausted_message()
+        if self.reason is not None:
+            return False
+        self.examples += 1
+        return True
+
+    def stop(self, reason: str) -> None:
+        """Stop the search: every later example does nothing, and the check fails with ``reason``."""
+        if self.reason is None:
+            self.reason = reason
+
+    def note_failure(self, description: str) -> None:
+        if self.first_failure is None:
+            self.first_failure = description
+
+    def raise_if_stopped(self, what: str) -> None:
+        if self.reason is not None:
+            raise AssertionError(f"{what}: {self.reason}")
+
+    def exhausted_message(self) -> str:
+        spent = f"{self.elapsed():.1f} s"
+        if self.first_failure is not None:
+            return (
+                f"ran out of its {self.seconds:.1f} s budget after {spent} while shrinking a counterexample; "
+                f"the first failing example, not shrunk, was:\n{self.first_failure}"
+            )
+        return (
+            f"ran out of its {self.seconds:.1f} s budget after {spent} and {self.examples} examples without "
+            "finding a counterexample: the search did not finish, so this is no evidence either way "
+            "(the driver may simply be slow; give the check more time)"
+        )
+
+
+def _first_error(group: FlakyFailure) -> str:
+    inner = group.exceptions[0] if group.exceptions else None
+    return "unknown" if inner is None else f"{type(inner).__name__}: {inner}"
+
+
+@contextmanager
+def plain_hypothesis_errors(what: str, budget: SearchBudget | None = None) -> Iterator[None]:
+    """Re-raise Hypothesis's own errors from the ``with`` block as plain ``AssertionError`` failures.
+
+    ``what`` names the property (``"random histories"``). With a ``budget``,
+    a search that was stopped (out of time, or ``stop()``) fails with that
+    reason even when the block itself returned, and the first counterexample
+    seen is added to the explanation of a flaky run.
+    """
+    with _translated(what, budget):
+        try:
+            yield
+        except Flaky:
+            # A search stopped while shrinking leaves Hypothesis replaying an example that now does
+            # nothing, which it calls flaky; the reason for the stop is the real story.
+            if budget is not None:
+                budget.raise_if_stopped(what)
+            raise
+        if budget is not None:
+            budget.raise_if_stopped(what)
+
+
+@contextmanager
+def _translated(what: str, budget: SearchBudget | None) -> Iterator[None]:
+    seen = ""
+    try:
+        yield
+    except FlakyFailure as error:
+        if budget is not None and budget.first_failure is not None:
+            seen = f"\nthe first failing example was:\n{budget.first_failure}"
+        raise AssertionError(
+            f"{what}: an example failed once and passed when Hypothesis ran it again (FlakyFailure). The "
+            "driver answered the same input differently on two runs, which usually means the failure "
+            f"depends on timing (a race this interleaving hits only sometimes). First failure: "
+            f"{_first_error(error)}{seen}"
+        ) from None
+    except FlakyStrategyDefinition as error:
+        if budget is not None and budget.first_failure is not None:
+            seen = f"\nthe first failing example was:\n{budget.first_failure}"
+        raise AssertionError(
+            f"{what}: replaying an example did not retrace the same steps (FlakyStrategyDefinition: "
+            f"{error}). The choices the check makes depend on what the driver returns, so the driver "
+            f"answered the same history differently the second time: its behaviour is not repeatable{seen}"
+        ) from None
+    except Flaky as error:
+        raise AssertionError(
+            f"{what}: Hypothesis could not reproduce a failure it saw ({type(error).__name__}: {error}); "
+            "the driver's behaviour for one input changed between runs"
+        ) from None
+    except FailedHealthCheck as error:
+        raise AssertionError(
+            f"{what}: Hypothesis refused to run the property (FailedHealthCheck: {error}); this is a "
+            "problem of the check's setup on this driver, not a verdict on the driver"
+        ) from None
+    except Unsatisfiable as error:
+        raise AssertionError(
+            f"{what}: Hypothesis could not generate enough valid examples (Unsatisfiable: {error}); "
+            "nothing was checked"
+        ) from None

@@ -9,10 +9,12 @@ harness, with every fresh store built from the subclass.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from runlane_conformance.contract.catalog import StorageQueryDirection
 from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
 from runlane_conformance.local.harness import LocalHarness, LocalStoreHandle, local_harness
 from runlane_conformance.local.store import CommitPlan, LocalStore, StoreConflict
@@ -219,3 +221,96 @@ blind_create_overwrites = store_mutant(BlindCreateOverwrites)
 reuses_versions = store_mutant(ReusesVersions)
 reads_latest = store_mutant(ReadsLatest)
 scans_latest = store_mutant(ScansLatest)
+
+
+class _PerThreadCalls(LocalStore):
+    """Remembers, per thread, what the current attempt's latest read call was (the local driver runs an
+    attempt's reads and its commit on the caller's thread, and opens its snapshot at the first read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._calls = threading.local()
+
+    def open_snapshot(self) -> int:
+        self._calls.latest = None
+        self._calls.read = set()
+        return super().open_snapshot()
+
+    def read(self, snapshot: int, ekeys: Sequence[str]) -> list[StoredRecord | None]:
+        self._calls.latest = ("get", frozenset(ekeys))
+        return super().read(snapshot, ekeys)
+
+    def scan(self, snapshot: int, *args: Any, **kwargs: Any) -> Any:
+        self._calls.latest = ("scan", frozenset())
+        return super().scan(snapshot, *args, **kwargs)
+
+
+class KeepsLatestReadCall(_PerThreadCalls):
+    """The dependency set holds only what the attempt's latest get() or query_candidates() call read."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        latest = getattr(self._calls, "latest", None)
+        if latest is None:
+            super().commit(plan)
+            return
+        kind, ekeys = latest
+        if kind == "get":
+            plan = replace(plan, reads={k: v for k, v in plan.reads.items() if k in ekeys}, ranges=())
+        else:
+            plan = replace(plan, reads={}, ranges=tuple(plan.ranges)[-1:])
+        super().commit(plan)
+
+
+class RereadsLatest(_PerThreadCalls):
+    """A key's first read in an attempt comes from its snapshot; reading it again fetches the latest."""
+
+    def read(self, snapshot: int, ekeys: Sequence[str]) -> list[StoredRecord | None]:
+        seen: set[str] = getattr(self._calls, "read", set())
+        at_snapshot = super().read(snapshot, ekeys)
+        latest = super().read(self.latest_seq(), ekeys)
+        out: list[StoredRecord | None] = []
+        for ekey, old, new in zip(ekeys, at_snapshot, latest, strict=True):
+            out.append(new if ekey in seen else old)
+            seen.add(ekey)
+        self._calls.read = seen
+        return out
+
+
+class ScansDescendingAsAscending(LocalStore):
+    """A descending page's scanned range is recorded as if the scan had run ascending."""
+
+    def scan(self, snapshot: int, *args: Any, **kwargs: Any) -> Any:
+        page = super().scan(snapshot, *args, **kwargs)
+        return page._replace(dependency=page.dependency._replace(direction=StorageQueryDirection.ASCENDING))
+
+
+MUTANTS += [
+    Mutant(
+        "keeps-latest-read-call",
+        "tests.mutants.m_conflicts:keeps_latest_read_call",
+        "conflicts.dependencies-span-the-attempt",
+        "only the latest get()/query_candidates() call's reads are validated at commit",
+    ),
+    Mutant(
+        "rereads-latest",
+        "tests.mutants.m_conflicts:rereads_latest",
+        "conflicts.repeatable-reads",
+        "a key read again in the same attempt is fetched from the latest commit, not the snapshot",
+    ),
+    Mutant(
+        "snapshot-isolation-only",
+        "tests.mutants.m_conflicts:validates_only_written_reads",
+        "conflicts.read-only-transaction-anomaly",
+        "first-committer-wins on written keys only (snapshot isolation), seen through three transactions",
+    ),
+    Mutant(
+        "descending-scan-recorded-ascending",
+        "tests.mutants.m_conflicts:scans_descending_as_ascending",
+        "conflicts.index-phantom",
+        "a descending page's scanned range is validated as if it had been scanned ascending",
+    ),
+]
+
+keeps_latest_read_call = store_mutant(KeepsLatestReadCall)
+rereads_latest = store_mutant(RereadsLatest)
+scans_descending_as_ascending = store_mutant(ScansDescendingAsAscending)

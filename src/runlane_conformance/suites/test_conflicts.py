@@ -24,6 +24,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from runlane_conformance.contract.catalog import StorageQueryDirection
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import (
@@ -964,4 +965,306 @@ def test_random_interleaved_transactions_are_serializable(
     assert (final, (r1, r2)) in allowed, (
         f"no serial order of T1 and T2 produces this outcome\n  final state: {final}\n  T1 returned: {r1}\n"
         f"  T2 returned: {r2}\n  serial outcomes: {sorted(map(repr, allowed))}"
+    )
+
+
+# -- every read call of an attempt is a dependency ---------------------------------------------
+
+ATTEMPT_WIDE = requirement(
+    "conflicts.dependencies-span-the-attempt",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Every read of an attempt stays a dependency until commit, whichever call made it: a key read by an "
+    "earlier get() and a range scanned by an earlier query_candidates() are protected as well as the last.",
+)
+REPEATABLE_READS = requirement(
+    "conflicts.repeatable-reads",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A key read twice in one committed attempt returns the same version and content both times, even "
+    "when another instance commits a change to it in between.",
+)
+READ_ONLY_ANOMALY = requirement(
+    "conflicts.read-only-transaction-anomaly",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Three transactions (an update, a read-only observer and a second update that read before the first "
+    "committed) end as some serial order of all three, not only of each pair.",
+)
+
+#: Read shapes for the attempt-wide dependency check: each call in order, and what the rival changes.
+#: ``get:NAME`` point-reads a lease, ``scan:LO-HI`` scans leases expiring LO..HI seconds after the base.
+#: The rival either replaces lease ``a`` (``change-a``) or creates a lease at 30 s (``insert-30``).
+READ_SHAPES = {
+    "get-then-get": (("get:a", "get:b"), "change-a"),
+    "get-then-two-gets": (("get:a", "get:b", "get:absent"), "change-a"),
+    "get-then-scan": (("get:a", "scan:60-90"), "change-a"),
+    "scan-then-get": (("scan:0-50", "get:b"), "insert-30"),
+    "scan-then-scan": (("scan:0-50", "scan:60-90"), "insert-30"),
+    "scan-then-get-then-scan": (("scan:0-50", "get:b", "scan:60-90"), "insert-30"),
+}
+
+
+def _scan_window(leases: Leases, spec: str) -> StorageQueryRange:
+    low, high = (int(part) for part in spec.split("-"))
+    return StorageQueryRange(StorageRangeBound(leases.sort(low)), StorageRangeBound(leases.sort(high)))
+
+
+@ATTEMPT_WIDE
+@pytest.mark.parametrize("shape", list(READ_SHAPES))
+def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, shape: str
+) -> None:
+    # T1 reads in several calls, then records what it saw in a decision record "d". T2 checks "d" and,
+    # only if it is absent, changes what T1's FIRST call read. Serially either T1 saw no change and T2
+    # saw d, or T2 acted and T1 saw the change. T1 committing a decision from the old state after T2
+    # acted means the first call's dependency was dropped when a later call was made.
+    require_strong_index(driver)
+    calls, change = READ_SHAPES[shape]
+    write_leases(driver, leases.record("a", at=200, holder="a0"), leases.record("b", at=200, holder="b0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> str:
+        if change == "change-a":
+            a, d = tx.get([leases.key("a"), leases.key("d")])
+            if d is not None:
+                return "saw-d"
+            assert a is not None
+            tx.replace(a, leases.record("a", at=200, holder="a1"))
+            return "acted"
+        (d,) = tx.get([leases.key("d")])
+        if d is not None:
+            return "saw-d"
+        tx.create(leases.record("phantom", at=30, holder="t2"))
+        return "acted"
+
+    def t1(tx: StorageTransaction) -> bool:
+        number = attempts.begin(tx)
+        saw_change = False
+        for call in calls:
+            kind, _, arg = call.partition(":")
+            if kind == "get":
+                (record,) = tx.get([leases.key(arg)])
+                saw_change = saw_change or (record is not None and holder(record) == "a1")
+            else:
+                page = tx.query_candidates(leases.query(range=_scan_window(leases, arg)))
+                saw_change = saw_change or any(ref.key == leases.key("phantom") for ref in page.items)
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+        tx.create(leases.record("d", at=300, holder=f"t1-saw-change={saw_change}"))
+        return saw_change
+
+    r1 = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    assert (r1, r2) in {(False, "saw-d"), (True, "acted")}, (
+        f"reads made in calls {list(calls)}; the other instance {r2} on what the first call read "
+        f"({change}) while T1 was open, yet T1 committed a decision from the old state (saw the change: "
+        f"{r1}): the dependency of an earlier read call was dropped when a later call was made"
+    )
+
+
+@REPEATABLE_READS
+@pytest.mark.parametrize("writes", [False, True], ids=["read-only", "then-writes"])
+@pytest.mark.parametrize("reread", ["same-key", "in-a-batch", "duplicate-in-one-call"])
+def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool, reread: str
+) -> None:
+    write_leases(driver, leases.record("k", holder="k0"), leases.record("other", holder="o0"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> None:
+        (k,) = tx.get([leases.key("k")])
+        assert k is not None
+        tx.replace(k, leases.record("k", holder="k1"))
+
+    def t1(tx: StorageTransaction) -> list[tuple[str, str | None]]:
+        number = attempts.begin(tx)
+        if reread == "duplicate-in-one-call":
+            (first,) = tx.get([leases.key("k")])
+            if number == 1:
+                competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            records = tx.get([leases.key("other"), leases.key("k"), leases.key("k")])
+            seen = [first, records[1], records[2]]
+        else:
+            (first,) = tx.get([leases.key("k")])
+            if number == 1:
+                competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            keys = [leases.key("k")] if reread == "same-key" else [leases.key("other"), leases.key("k")]
+            seen = [first, tx.get(keys)[-1]]
+        if writes:
+            tx.create(leases.record("marker", holder=f"t1-{number}"))
+        return [("", None) if record is None else (record.version.value, holder(record)) for record in seen]
+
+    observed = driver.transaction(t1)
+    competitor[0].settle()
+    assert len(set(observed)) == 1, (
+        f"one attempt read k {len(observed)} times and got {observed} (version, holder): another instance "
+        "committed between the reads and the re-read saw it; a re-read must return what the attempt "
+        "already read"
+    )
+
+
+@READ_ONLY_ANOMALY
+def test_a_read_only_observer_cannot_see_an_order_no_serial_history_has(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    # The read-only transaction anomaly of snapshot isolation. "withdraw" reads x and y and writes x;
+    # while it is open, "deposit" writes y and commits, then "observer" reads x and y and commits. Each
+    # pair alone has a serial order, but if withdraw still commits from its old read of y, the three
+    # form a cycle: withdraw before deposit (it missed y), deposit before observer (it saw y), observer
+    # before withdraw (it missed x). Written values embed what each transaction read, so the final
+    # state and the returned reads pin down the order.
+    observer_driver = connect()
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    initial = [leases.record("x", holder="x0"), leases.record("y", holder="y0")]
+    write_leases(driver, *initial)
+    withdraw = Plan("withdraw", (_get("x", "y"),), (_hold("x"),))
+    deposit = Plan("deposit", (_get("y"),), (_hold("y"),))
+    observer = Plan("observer", (_get("x", "y"),), ())
+    attempts = Attempts()
+    rivals: list[Competitor[object]] = []
+
+    def run(on: StorageDriver, plan: Plan) -> Callable[[], object]:
+        return lambda: conflict_or(lambda: on.transaction(lambda tx: run_plan(tx, leases, plan)))
+
+    def main(tx: StorageTransaction) -> object:
+        first = attempts.begin(tx) == 1
+
+        def hook(step: int) -> None:
+            if first and step == len(withdraw.reads):
+                rivals.append(compete(run(other_driver, deposit), grace=PLAN_GRACE))
+                rivals.append(compete(run(observer_driver, observer), grace=PLAN_GRACE))
+
+        return run_plan(tx, leases, withdraw, hook)
+
+    r_withdraw = conflict_or(lambda: driver.transaction(main))
+    r_deposit, r_observer = (rival.settle() for rival in rivals)
+    final = tuple(lease_views(driver, leases, ("x", "y")).items())
+    allowed = serial_outcomes(leases, ("x", "y"), initial, [withdraw, deposit, observer])
+    assert (final, (r_withdraw, r_deposit, r_observer)) in allowed, (
+        "no serial order of the three transactions explains this outcome (the read-only transaction "
+        f"anomaly)\n  final state: {final}\n  withdraw read: {r_withdraw}\n  deposit read: {r_deposit}\n"
+        f"  observer read: {r_observer}"
+    )
+
+
+# -- phantoms wherever a scan looked, in both directions ---------------------------------------
+
+#: Leases already in the window for the directional phantom checks: (name, seconds after the base).
+_SCANNED = (("e10", 10), ("e20", 20), ("e30", 30), ("e40", 40), ("e50", 50))
+
+
+@dataclass(frozen=True)
+class PhantomCase:
+    """Where T1 scans (direction, page shape, bound kind) and at which end of that scan T2 inserts.
+
+    ``page``: ``full`` (one page with a cursor left over), ``partial`` (one page that reaches the end
+    of the range) or ``after-cursor`` (a full page of two, then the partial rest from its cursor).
+    ``end``: ``first`` puts the phantom where the last scanned page started (the range bound or the
+    cursor), ``last`` where it stopped (just inside the page's last entry, on the same sort, or at the
+    far bound).
+    """
+
+    direction: StorageQueryDirection
+    page: str
+    end: str
+    inclusive: bool
+
+    @property
+    def id(self) -> str:
+        bounds = "inclusive" if self.inclusive else "exclusive"
+        return f"{self.direction.value}-{self.page}-{self.end}-end-{bounds}"
+
+
+PHANTOM_CASES = [
+    PhantomCase(direction, page, end, inclusive)
+    for direction in StorageQueryDirection
+    for page in ("full", "partial", "after-cursor")
+    for end in ("first", "last")
+    for inclusive in (True, False)
+]
+
+
+def _phantom_range(inclusive: bool, leases: Leases) -> StorageQueryRange:
+    # Inclusive bounds sit exactly on e10 and e50; exclusive bounds one second outside them.
+    if inclusive:
+        return StorageQueryRange(StorageRangeBound(leases.sort(10)), StorageRangeBound(leases.sort(50)))
+    return StorageQueryRange(
+        StorageRangeBound(leases.sort(9), inclusive=False),
+        StorageRangeBound(leases.sort(51), inclusive=False),
+    )
+
+
+def _phantom_spot(case: PhantomCase) -> tuple[str, int]:
+    """The phantom's (name, seconds): inside what T1's last page scanned, at the requested end.
+
+    Ascending scans start low: the first end is the lower bound (or just past the cursor, which
+    follows e20), the last end is just below where a full page stopped (e30, on its sort, with a
+    smaller key) or the upper bound. Descending scans mirror this.
+    """
+    ascending = case.direction is StorageQueryDirection.ASCENDING
+    low_edge, high_edge = 10, 50  # the lowest and highest sorts inside the range, whatever the bounds
+    if case.page == "full":  # a page of three: e10..e30 ascending, e50..e30 descending
+        if case.end == "first":
+            return ("p-edge", low_edge if ascending else high_edge)
+        return ("a-tie", 30) if ascending else ("z-tie", 30)
+    if case.page == "partial":  # the whole range in one page
+        if case.end == "first":
+            return ("p-edge", low_edge if ascending else high_edge)
+        return ("p-edge", high_edge if ascending else low_edge)
+    # after-cursor: page one holds two entries, the cursor sits on e20 (ascending) or e40 (descending)
+    if case.end == "first":
+        return ("z-tie", 20) if ascending else ("a-tie", 40)
+    return ("p-edge", high_edge if ascending else low_edge)
+
+
+@INDEX_PHANTOM
+@pytest.mark.parametrize("case", PHANTOM_CASES, ids=[case.id for case in PHANTOM_CASES])
+def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, case: PhantomCase
+) -> None:
+    # T1 scans the window and records what it saw in "d"; T2 inserts a lease inside the part of the
+    # index T1's last page covered, unless it already sees "d". Serially T1 either saw no phantom and
+    # T2 saw d, or T2 inserted and T1's pages show the phantom (on a full page it sorts before the
+    # page's last entry, so it would have been returned).
+    require_strong_index(driver)
+    write_leases(driver, *(leases.record(name, at=at, holder=name) for name, at in _SCANNED))
+    name, at = _phantom_spot(case)
+    window = _phantom_range(case.inclusive, leases)
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def t2(tx: StorageTransaction) -> str:
+        (d,) = tx.get([leases.key("d")])
+        if d is not None:
+            return "saw-d"
+        tx.create(leases.record(name, at=at, holder="phantom"))
+        return "inserted"
+
+    def t1(tx: StorageTransaction) -> tuple[str, ...]:
+        number = attempts.begin(tx)
+        limit = {"full": 3, "partial": 100, "after-cursor": 2}[case.page]
+        command = leases.query(range=window, direction=case.direction, limit=limit)
+        page = tx.query_candidates(command)
+        seen = [str(ref.key.id[1]) for ref in page.items]
+        if case.page == "after-cursor":
+            assert page.cursor is not None, "a full first page must come with a cursor"
+            page = tx.query_candidates(replace(command, limit=100, cursor=page.cursor))
+            seen += [str(ref.key.id[1]) for ref in page.items]
+        if number == 1:
+            competitor.append(compete(lambda: other_driver.transaction(t2), grace=PLAN_GRACE))
+        tx.create(leases.record("d", at=300, holder="t1"))
+        return tuple(seen)
+
+    seen = driver.transaction(t1)
+    r2 = competitor[0].settle()
+    saw_phantom = name in seen
+    bounds = "inclusive" if case.inclusive else "exclusive"
+    assert (saw_phantom, r2) in {(False, "saw-d"), (True, "inserted")}, (
+        f"T1 scanned {case.direction.value} ({case.page} page, {bounds} bounds) and saw {list(seen)}; "
+        f"T2 inserted {name} at {at} s, inside what T1's scan covered "
+        f"(its {case.end} end), while T1 was open, and T1 still committed: the scanned range was not "
+        "protected where the scan actually looked"
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from runlane_conformance import StorageDocument, StoredRecord
 from tests.mutants.catalog import Mutant
-from tests.mutants.wrapping import WrappedTransaction, mutant_harness
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
 
 
 class DropsDuplicates(WrappedTransaction):
@@ -148,3 +150,61 @@ ghost_reads = mutant_harness(transaction_class=GhostReads)
 drops_indexes = mutant_harness(transaction_class=DropsIndexes)
 shares_documents = mutant_harness(transaction_class=SharesMutableDocuments)
 keeps_input = mutant_harness(transaction_class=KeepsCallerInput)
+
+
+class _DefersWrites(WrappedDriver):
+    """Runs the callback, then stages every write it asked for, reading the caller's inputs only then."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def attempt(tx: Any) -> T:
+            wrapped = self.transaction_class(tx, self)
+            result = callback(wrapped)
+            for stage in getattr(wrapped, "pending", []):
+                stage()
+            return result
+
+        return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+
+
+class SerializesAtCommit(WrappedTransaction):
+    """Keeps the caller's record mappings and parses them only when the attempt commits."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.pending: list[Callable[[], None]] = []
+
+    def create(self, record: Any) -> None:
+        self.pending.append(lambda: self.inner.create(record))
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.pending.append(lambda: self.inner.replace(current, record))
+
+
+class AppendsAtCommit(WrappedTransaction):
+    """Keeps the caller's append command and hands it over only when the attempt commits."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.pending: list[Callable[[], None]] = []
+
+    def append(self, command: Any) -> None:
+        self.pending.append(lambda: self.inner.append(command))
+
+
+MUTANTS += [
+    Mutant(
+        "serializes-input-at-commit",
+        "tests.mutants.m_point_reads:serializes_at_commit",
+        "point_reads.input-read-at-call",
+        "create()/replace() keep the caller's mapping and parse it when the attempt commits",
+    ),
+    Mutant(
+        "serializes-append-at-commit",
+        "tests.mutants.m_point_reads:appends_at_commit",
+        "append.copies-values",
+        "append() keeps the caller's command and reads its values when the attempt commits",
+    ),
+]
+
+serializes_at_commit = mutant_harness(_DefersWrites, transaction_class=SerializesAtCommit)
+appends_at_commit = mutant_harness(_DefersWrites, transaction_class=AppendsAtCommit)

@@ -8,12 +8,19 @@ is stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.contract.catalog import StorageTableName
+from runlane_conformance.contract.errors import StorageError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
-from runlane_conformance.contract.values import StoredRecord
-from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
+from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
@@ -211,3 +218,163 @@ def test_mutating_the_written_input_changes_nothing_stored(driver: StorageDriver
     assert stored is not None, "the record must be stored under the key given at write time"
     assert stored.document == written.document, "the driver kept a reference to the caller's input"
     assert set(stored.indexes) == set(written.indexes)
+
+
+INPUT_READ_AT_CALL = requirement(
+    "point_reads.input-read-at-call",
+    RequirementLevel.MUST,
+    "Keep logical records in core (JSON boundaries: mutable caller inputs are reparsed); "
+    "Treat each transaction callback as a new attempt",
+    "create() and replace() take what the caller's input says when they are called: changing or reusing "
+    "that mapping (or anything nested in it) later in the same callback never changes what commits.",
+)
+
+
+def _as_mapping(record: NewStorageRecord) -> dict[str, Any]:
+    """The plain, mutable mapping form of a record, as a caller might build and then reuse it."""
+    return {
+        "key": {"table": record.key.table.value, "id": list(record.key.id)},
+        "document": record.document.to_json(),
+        "indexes": [
+            {"index": entry.index.value, "partition": entry.partition, "sort": entry.sort}
+            for entry in record.indexes
+        ],
+    }
+
+
+def _refill(mapping: dict[str, Any], record: NewStorageRecord) -> None:
+    """Turn ``mapping`` into ``record`` in place, reusing every nested container it already has."""
+    fresh = _as_mapping(record)
+    mapping["key"]["id"][:] = fresh["key"]["id"]
+    mapping["key"]["table"] = fresh["key"]["table"]
+    mapping["document"]["value"].clear()
+    mapping["document"]["value"].update(fresh["document"]["value"])
+    mapping["indexes"][:] = fresh["indexes"]
+
+
+def _nested_message(environment: str, message_id: str, marker: str) -> NewStorageRecord:
+    """An outbox message whose free-form payload nests objects and arrays (so nested input can change)."""
+    return build_storage_record(
+        StorageTableName.OUTBOX_MESSAGES,
+        {
+            "environment": environment,
+            "runId": "run",
+            "messageId": message_id,
+            "topic": "topic",
+            "payload": {"marker": marker, "deep": {"list": [1, {"x": marker}], "text": "é"}},
+            "attempts": "0",
+            "createdAt": expiry(0),
+            "availableAt": expiry(1),
+            "deliveredAt": None,
+        },
+    )
+
+
+def _expect_stored(driver: StorageDriver, *records: NewStorageRecord) -> None:
+    stored = _read(driver, [record.key for record in records])
+    for record, found in zip(records, stored, strict=True):
+        assert found is not None, (
+            f"{record.key} was not stored: the input was read after the call, when it named another key"
+        )
+        assert found.document == record.document, (
+            f"{record.key} holds {found.document.text}, not what the input said when create()/replace() "
+            f"was called ({record.document.text}): the driver read the caller's mapping late"
+        )
+        assert set(found.indexes) == set(record.indexes), (
+            f"{record.key} has the index entries of a later input"
+        )
+
+
+def _commit(driver: StorageDriver, callback: Callable[[StorageTransaction], None]) -> None:
+    """Run ``callback``; a storage error here means the driver judged the input as it was later on."""
+    try:
+        driver.transaction(callback)
+    except StorageError as error:
+        raise AssertionError(
+            f"a valid write was refused with {type(error).__name__}: {error}; each input was valid when "
+            "create()/replace() was called, so the driver read it after the call, once it had changed"
+        ) from error
+
+
+@INPUT_READ_AT_CALL
+def test_one_mapping_reused_for_two_creates_stores_two_records(driver: StorageDriver, leases: Leases) -> None:
+    first, second = leases.unique("first", at=1), leases.unique("second", at=2)
+
+    def create_twice(tx: StorageTransaction) -> None:
+        mapping = _as_mapping(first)
+        tx.create(mapping)  # type: ignore[arg-type]
+        _refill(mapping, second)
+        tx.create(mapping)  # type: ignore[arg-type]
+
+    _commit(driver, create_twice)
+    _expect_stored(driver, first, second)
+
+
+@INPUT_READ_AT_CALL
+@pytest.mark.parametrize("part", ["document", "nested-value", "indexes", "key"])
+def test_changing_a_created_mapping_before_commit_changes_nothing(
+    driver: StorageDriver, leases: Leases, part: str
+) -> None:
+    written = _nested_message(leases.environment, "m1", "original")
+
+    def create_then_change(tx: StorageTransaction) -> None:
+        mapping = _as_mapping(written)
+        tx.create(mapping)  # type: ignore[arg-type]
+        value = mapping["document"]["value"]
+        if part == "document":
+            value["topic"] = "changed-before-commit"
+        elif part == "nested-value":
+            value["payload"]["deep"]["list"][1]["x"] = "changed-before-commit"
+            value["payload"]["deep"]["list"].append("extra")
+        elif part == "indexes":
+            mapping["indexes"].clear()
+        else:
+            mapping["key"]["id"][-1] = "elsewhere"
+
+    _commit(driver, create_then_change)
+    _expect_stored(driver, written)
+
+
+@INPUT_READ_AT_CALL
+@pytest.mark.parametrize("part", ["document", "nested-value", "indexes"])
+def test_changing_a_replacement_mapping_before_commit_changes_nothing(
+    driver: StorageDriver, leases: Leases, part: str
+) -> None:
+    original = _nested_message(leases.environment, "m2", "v1")
+    replacement = _nested_message(leases.environment, "m2", "v2")
+    _write(driver, original)
+
+    def replace_then_change(tx: StorageTransaction) -> None:
+        (current,) = tx.get([original.key])
+        assert current is not None
+        mapping = _as_mapping(replacement)
+        tx.replace(current, mapping)  # type: ignore[arg-type]
+        value = mapping["document"]["value"]
+        if part == "document":
+            value["topic"] = "changed-before-commit"
+        elif part == "nested-value":
+            value["payload"]["deep"]["list"][1]["x"] = "changed-before-commit"
+        else:
+            mapping["indexes"].clear()
+
+    _commit(driver, replace_then_change)
+    _expect_stored(driver, replacement)
+
+
+@INPUT_READ_AT_CALL
+def test_one_mapping_reused_for_a_replace_and_a_create_stores_both(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    _write(driver, leases.unique("kept", at=1))
+    replacement, created = leases.unique("kept", at=5), leases.unique("new", at=6)
+
+    def replace_then_create(tx: StorageTransaction) -> None:
+        (current,) = tx.get([replacement.key])
+        assert current is not None
+        mapping = _as_mapping(replacement)
+        tx.replace(current, mapping)  # type: ignore[arg-type]
+        _refill(mapping, created)
+        tx.create(mapping)  # type: ignore[arg-type]
+
+    _commit(driver, replace_then_create)
+    _expect_stored(driver, replacement, created)

@@ -7,7 +7,7 @@ advertised N; advertising one more makes it refuse the advertised N.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -16,6 +16,9 @@ from runlane_conformance import (
     StorageLimitName,
     create_storage_limit_error,
 )
+from runlane_conformance.contract.limits import StorageTransactionMeter
+from runlane_conformance.contract.streams import materialize_storage_append, parse_append_records_command
+from runlane_conformance.contract.values import NewStorageRecord, StorageRecordKey
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -125,3 +128,127 @@ MUTANTS += [
 
 mislabels_point_reads = mutant_harness(MislabelsPointReads)
 splits_oversized_work = mutant_harness(SplitsOversizedWork)
+
+
+# -- meters that count the wrong unit or leave work out ---------------------------------------------
+
+
+class _BrokenMeter(StorageTransactionMeter):
+    """The shared meter with switches for the mistakes below (all off by default)."""
+
+    record_unit_characters = False
+    total_unit_characters = False
+    count_reads = True
+    count_deletes = True
+    replacing = False  # set by the wrapper while a replacement is being staged
+    replacements_add_bytes = True
+
+    def add_point_reads(self, keys: Sequence[StorageRecordKey]) -> None:
+        total = self.point_reads + len(keys)
+        if total > self.limits.max_point_reads:
+            raise create_storage_limit_error(StorageLimitName.POINT_READS, self.limits.max_point_reads, total)
+        self.point_reads = total
+        if self.count_reads:
+            self._touch(key.encoded for key in keys)
+
+    def add_encoded_write(self, encoded_key: str, record: NewStorageRecord | None) -> None:
+        limits = self.limits
+        size = 0
+        if record is not None:
+            measured = len(record.document.text) if self.record_unit_characters else record.document.size
+            if measured > limits.max_record_bytes:
+                raise create_storage_limit_error(
+                    StorageLimitName.RECORD_BYTES, limits.max_record_bytes, measured
+                )
+            size = len(record.document.text) if self.total_unit_characters else record.document.size
+            if self.replacing and not self.replacements_add_bytes:
+                size = 0
+        if record is not None or self.count_deletes:
+            self._touch([encoded_key])
+        self._add_bytes(size)
+
+
+def meter_mutant(**switches: bool) -> type[WrappedTransaction]:
+    """A transaction wrapper that swaps the reference attempt's meter for a broken one with ``switches``."""
+    meter_class = type("BrokenMeter", (_BrokenMeter,), switches)
+
+    class SwapsMeter(WrappedTransaction):
+        def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+            super().__init__(inner, driver)
+            self.meter: _BrokenMeter = meter_class(inner._meter.limits)
+            inner._meter = self.meter
+
+        def replace(self, current: Any, record: Any) -> None:
+            self.meter.replacing = True
+            try:
+                self.inner.replace(current, record)
+            finally:
+                self.meter.replacing = False
+
+    return SwapsMeter
+
+
+class MeasuresAppendAtAllocatedPosition(WrappedTransaction):
+    """Sizes an append batch as it will be stored from position 1, not at the widest position it could get."""
+
+    def append(self, command: Any) -> None:
+        parsed = parse_append_records_command(command)
+        real = self.inner._meter
+        limits = real.limits
+        narrow = materialize_storage_append(parsed, 1)
+        sizes = [record.document.size for record in narrow.records]
+        for size in sizes:
+            if size > limits.max_record_bytes:
+                raise create_storage_limit_error(StorageLimitName.RECORD_BYTES, limits.max_record_bytes, size)
+        roomy = replace(
+            limits, max_record_bytes=10**12, max_transaction_bytes=10**12, max_transaction_records=10**9
+        )
+        self.inner._meter = StorageTransactionMeter(roomy)
+        try:
+            self.inner.append(parsed)
+        finally:
+            self.inner._meter = real
+        keys = [record.key.encoded for record in narrow.records] + [narrow.head.key.encoded]
+        real.add_appended(keys, [*sizes, narrow.head.document.size])
+
+
+MUTANTS += [
+    Mutant(
+        "record-bytes-in-characters",
+        "tests.mutants.m_limits:record_bytes_in_characters",
+        "limits.record-bytes-boundary",
+        "a document is measured in characters against max_record_bytes",
+    ),
+    Mutant(
+        "transaction-bytes-in-characters",
+        "tests.mutants.m_limits:transaction_bytes_in_characters",
+        "limits.transaction-bytes-boundary",
+        "the transaction byte total adds up characters, not UTF-8 bytes",
+    ),
+    Mutant(
+        "replacements-add-no-bytes",
+        "tests.mutants.m_limits:replacements_add_no_bytes",
+        "limits.transaction-bytes-boundary",
+        "replacement documents are left out of the transaction byte total",
+    ),
+    Mutant(
+        "counts-only-written-keys",
+        "tests.mutants.m_limits:counts_only_written_keys",
+        "limits.transaction-records-boundary",
+        "point reads (present or absent) and deletes do not count toward max_transaction_records",
+    ),
+    Mutant(
+        "measures-append-at-allocated-position",
+        "tests.mutants.m_limits:measures_append_narrow",
+        "append.counts-toward-limits",
+        "an append batch is sized at the positions it gets, not at the widest position",
+    ),
+]
+
+record_bytes_in_characters = mutant_harness(transaction_class=meter_mutant(record_unit_characters=True))
+transaction_bytes_in_characters = mutant_harness(transaction_class=meter_mutant(total_unit_characters=True))
+replacements_add_no_bytes = mutant_harness(transaction_class=meter_mutant(replacements_add_bytes=False))
+counts_only_written_keys = mutant_harness(
+    transaction_class=meter_mutant(count_reads=False, count_deletes=False)
+)
+measures_append_narrow = mutant_harness(transaction_class=MeasuresAppendAtAllocatedPosition)

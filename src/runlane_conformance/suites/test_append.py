@@ -559,3 +559,51 @@ def test_append_after_the_attempt_ended_is_refused(driver: StorageDriver, partit
     with pytest.raises(StorageAttemptEndedError):
         kept[0].append(batch(partition, "late", 1))
     _expect_untouched(driver, partition)
+
+
+def _widest_batch(partition: str, tag: str, widest: int) -> AppendRecordsCommand:
+    """A one-value batch whose record is exactly ``widest`` bytes at the widest position it could get."""
+    base = batch(partition, tag, 1).widest_sizes[0]
+    if widest < base:
+        pytest.skip(f"max_record_bytes is below the smallest observation record ({base} bytes)")
+    command = batch(partition, tag, 1, padding=widest - base)
+    assert command.widest_sizes[0] == widest
+    return command
+
+
+@LIMITS
+def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
+    driver: StorageDriver, partition: str
+) -> None:
+    # Positions are decimal strings: a record at position 1 is 19 bytes shorter than the same record at
+    # 2**64-2. Whether a batch fits may not depend on where the head happens to be, so it is measured
+    # as if it landed at the widest position, even on an empty stream.
+    limits = driver.profile.limits
+    if limits.max_record_bytes > 8 * 1024 * 1024:
+        pytest.skip(f"max_record_bytes={limits.max_record_bytes} is too large to build in a check")
+    over = _widest_batch(partition, "over", limits.max_record_bytes + 1)
+    narrow = materialize_storage_append(over, 1).records[0].document.size
+    refused: StorageLimitError | None = None
+    try:
+        _append(driver, over)
+    except StorageLimitError as error:
+        refused = error
+    assert refused is not None, (
+        f"a batch whose record is {limits.max_record_bytes + 1} bytes at the widest position ({narrow} bytes "
+        f"at position 1) was accepted with max_record_bytes = {limits.max_record_bytes}: the batch was "
+        "measured at the position it got, not the widest one"
+    )
+    assert refused.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES), (
+        f"the limit error names {refused.limit!r}"
+    )
+    _expect_untouched(driver, partition)
+    exact = _widest_batch(partition, "exact", limits.max_record_bytes)
+    _set_head(driver, partition, U64_MAX - 1)
+    _append(driver, exact)
+    view = read_stream(driver, partition)
+    assert view.positions == [U64_MAX - 1], (
+        f"a batch of exactly max_record_bytes at the widest position was not stored there "
+        f"({view.positions}); "
+        f"the {limits.max_record_bytes + 1}-byte batch (only {narrow} bytes at position 1) was refused above"
+    )
+    _expect_placed(view, exact, U64_MAX - 1)

@@ -24,6 +24,7 @@ from runlane_conformance.contract.values import (
     StorageIndexConsistency,
     StorageLimits,
     StorageRecordKey,
+    StoredRecord,
 )
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
@@ -504,3 +505,248 @@ def test_a_refused_attempt_leaves_earlier_commits_and_later_work_intact(
     after = leases.unique("after")
     driver.transaction(lambda tx: tx.create(after))
     assert read_one(driver, after.key) is not None, "the store refused ordinary work after a limit error"
+
+
+# -- every unit and every kind of work that counts -----------------------------------------------
+
+#: Characters of each UTF-8 width above one byte (2, 3 and 4, the last beyond the BMP): a document made
+#: of them has far fewer characters (and UTF-16 units) than bytes, so any other unit shows.
+_WIDE = "é€😀"
+_WIDE_BYTES = len(_WIDE.encode())
+
+
+def _wide_lease(leases: Leases, name: str, size: int, *, at: int = 0) -> NewStorageRecord:
+    """A lease whose document is exactly ``size`` UTF-8 bytes, its holder mostly multi-byte characters."""
+    base = leases.record(name, at=at, holder="")
+    padding = size - base.document.size
+    if padding < 0:
+        raise ValueError(f"a lease document cannot be smaller than {base.document.size} bytes")
+    record = leases.record(
+        name, at=at, holder=_WIDE * (padding // _WIDE_BYTES) + "x" * (padding % _WIDE_BYTES)
+    )
+    assert record.document.size == size
+    return record
+
+
+def _characters(record: NewStorageRecord) -> int:
+    return len(record.document.text)
+
+
+@RECORD_BYTES
+@pytest.mark.parametrize("write", ["create", "replace"])
+def test_a_multibyte_document_is_measured_in_utf8_bytes(
+    driver: StorageDriver, leases: Leases, write: str
+) -> None:
+    limits = _limits(driver)
+    _record_size_or_skip(leases, limits.max_record_bytes)
+    exact = _wide_lease(leases, "wide", limits.max_record_bytes, at=1)
+    over = _wide_lease(leases, "wide", limits.max_record_bytes + 1, at=2)
+    if write == "replace":
+        create_all(driver, [leases.record("wide", holder="")])
+
+    def write_record(record: NewStorageRecord) -> Callable[[StorageTransaction], None]:
+        def run(tx: StorageTransaction) -> None:
+            if write == "create":
+                tx.create(record)
+            else:
+                (current,) = tx.get([record.key])
+                assert current is not None
+                tx.replace(current, record)
+
+        return run
+
+    also = (
+        (StorageLimitName.TRANSACTION_BYTES,)
+        if limits.max_transaction_bytes == limits.max_record_bytes
+        else ()
+    )
+    before = read_one(driver, over.key)
+    error = None
+    try:
+        driver.transaction(write_record(over))
+    except StorageLimitError as caught:
+        error = caught
+    assert error is not None, (
+        f"a {write} of {over.document.size} UTF-8 bytes ({_characters(over)} characters) was accepted with "
+        f"max_record_bytes = {limits.max_record_bytes}: the document was measured in characters, not bytes"
+    )
+    assert error.limit in {StorageLimitName.RECORD_BYTES, *also}, f"the limit error names {error.limit!r}"
+    assert read_one(driver, over.key) == before, "the oversized multi-byte document was committed"
+    driver.transaction(write_record(exact))
+    stored = read_one(driver, exact.key)
+    assert stored is not None and stored.document == exact.document, (
+        f"a {write} of exactly max_record_bytes ({limits.max_record_bytes}) UTF-8 bytes did not commit"
+    )
+
+
+def _wide_byte_plan_or_skip(leases: Leases, total: int, limits: StorageLimits) -> list[NewStorageRecord]:
+    _practical(limits.max_transaction_bytes, "max_transaction_bytes", PRACTICAL_BYTES)
+    sizes = split_sizes(total, lease_floor(leases), limits.max_record_bytes, limits.max_transaction_records)
+    if sizes is None:
+        pytest.skip(f"{total} bytes cannot be written within the advertised record limits")
+    return [_wide_lease(leases, f"w{i:07d}", size) for i, size in enumerate(sizes)]
+
+
+@TRANSACTION_BYTES
+def test_transaction_bytes_are_utf8_bytes_of_multibyte_documents(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    limits = _limits(driver)
+    total = limits.max_transaction_bytes + 1
+    if total > limits.max_transaction_records * limits.max_record_bytes:
+        pytest.skip("one byte past max_transaction_bytes needs one record past max_transaction_records")
+    records = _wide_byte_plan_or_skip(leases, total, limits)
+    characters = sum(_characters(record) for record in records)
+    error = None
+    try:
+        driver.transaction(_create_callback(records))
+    except StorageLimitError as caught:
+        error = caught
+    assert error is not None, (
+        f"{len(records)} documents of {total} UTF-8 bytes in all ({characters} characters) committed with "
+        f"max_transaction_bytes = {limits.max_transaction_bytes}: the total was not counted in bytes"
+    )
+    assert error.limit is StorageLimitName.TRANSACTION_BYTES, f"the limit error names {error.limit!r}"
+    _all_absent(driver, [record.key for record in records], "multi-byte, max_transaction_bytes + 1")
+
+
+def _replacement_plan(
+    driver: StorageDriver, leases: Leases, total: int, replaced_share: float
+) -> tuple[list[NewStorageRecord], list[NewStorageRecord]]:
+    """(replacements, creates) writing ``total`` bytes, the replaced records already stored small."""
+    limits = _limits(driver)
+    records = _byte_plan_or_skip(leases, total, limits)
+    replaced = max(1, int(len(records) * replaced_share))
+    if replaced > limits.max_point_reads:
+        pytest.skip("the advertised point-read limit cannot read every record to be replaced")
+    small = [leases.record(record.key.id[1], holder="") for record in records[:replaced]]
+    for start in range(0, len(small), max(1, limits.max_transaction_bytes // lease_floor(leases))):
+        create_all(driver, small[start : start + max(1, limits.max_transaction_bytes // lease_floor(leases))])
+    return records[:replaced], records[replaced:]
+
+
+def _replace_and_create(
+    replacements: Sequence[NewStorageRecord], creates: Sequence[NewStorageRecord]
+) -> Callable[[StorageTransaction], None]:
+    def run(tx: StorageTransaction) -> None:
+        currents = tx.get([record.key for record in replacements])
+        for current, record in zip(currents, replacements, strict=True):
+            assert current is not None
+            tx.replace(current, record)
+        for record in creates:
+            tx.create(record)
+
+    return run
+
+
+@TRANSACTION_BYTES
+@pytest.mark.parametrize("replaced_share", [1.0, 0.5], ids=["replacements-only", "replacements-and-creates"])
+def test_replacement_documents_count_toward_transaction_bytes(
+    driver: StorageDriver, leases: Leases, replaced_share: float
+) -> None:
+    limits = _limits(driver)
+    total = limits.max_transaction_bytes + 1
+    if total > limits.max_transaction_records * limits.max_record_bytes:
+        pytest.skip("one byte past max_transaction_bytes needs one record past max_transaction_records")
+    replacements, creates = _replacement_plan(driver, leases, total, replaced_share)
+    before = read(driver, [record.key for record in replacements])
+    error = None
+    try:
+        driver.transaction(_replace_and_create(replacements, creates))
+    except StorageLimitError as caught:
+        error = caught
+    replaced_bytes = sum(record.document.size for record in replacements)
+    assert error is not None, (
+        f"an attempt writing {total} bytes ({replaced_bytes} of them in {len(replacements)} replacement "
+        f"documents) committed with max_transaction_bytes = {limits.max_transaction_bytes}: replacement "
+        "documents were left out of the transaction byte total"
+    )
+    assert error.limit is StorageLimitName.TRANSACTION_BYTES, f"the limit error names {error.limit!r}"
+    assert read(driver, [record.key for record in replacements]) == before, "a refused replacement committed"
+    _all_absent(driver, [record.key for record in creates], "replacements past max_transaction_bytes")
+
+
+@TRANSACTION_BYTES
+def test_replacements_of_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Leases) -> None:
+    limits = _limits(driver)
+    replacements, creates = _replacement_plan(driver, leases, limits.max_transaction_bytes, 1.0)
+    driver.transaction(_replace_and_create(replacements, creates))
+    stored = read(driver, [record.key for record in replacements])
+    assert [s.document if s else None for s in stored] == [r.document for r in replacements], (
+        "replacements of exactly max_transaction_bytes did not commit"
+    )
+
+
+def _dependency_plan_or_skip(
+    driver: StorageDriver, leases: Leases, count: int
+) -> tuple[list[StorageRecordKey], list[StoredRecord], list[NewStorageRecord]]:
+    """(absent keys to read, present records to read and delete, creates) touching ``count`` keys.
+
+    As many keys as the point-read limit allows are only read or deleted, never created, so a driver
+    that counts only the keys it creates or replaces sees far fewer than ``count``.
+    """
+    limits = _limits(driver)
+    _practical(limits.max_transaction_records, "max_transaction_records")
+    reads = min(limits.max_point_reads, count - 1)
+    creates = count - reads
+    floor = lease_floor(leases)
+    if reads < 2 or creates * floor > limits.max_transaction_bytes:
+        pytest.skip("the advertised limits leave no room for a mix of reads and creates at this size")
+    present = reads // 2
+    stored = [leases.record(f"d{i:07d}", holder="") for i in range(present)]
+    step = max(1, min(limits.max_transaction_records, limits.max_transaction_bytes // floor))
+    for start in range(0, present, step):
+        create_all(driver, stored[start : start + step])
+    currents = [record for record in read(driver, [record.key for record in stored]) if record is not None]
+    absent = [leases.key(f"r{i:07d}") for i in range(reads - present)]
+    return absent, currents, [leases.record(f"c{i:07d}", holder="") for i in range(creates)]
+
+
+def _read_delete_create(
+    absent: Sequence[StorageRecordKey],
+    present: Sequence[StoredRecord],
+    creates: Sequence[NewStorageRecord],
+    delete: bool,
+) -> Callable[[StorageTransaction], None]:
+    def run(tx: StorageTransaction) -> None:
+        found = tx.get([*absent, *(record.key for record in present)])
+        if delete:
+            for current in found[len(absent) :]:
+                assert current is not None
+                tx.delete(current)
+        for record in creates:
+            tx.create(record)
+
+    return run
+
+
+@TRANSACTION_RECORDS
+@pytest.mark.parametrize("delete", [False, True], ids=["reads-and-creates", "reads-deletes-and-creates"])
+def test_point_dependencies_and_deletes_count_toward_transaction_records(
+    driver: StorageDriver, leases: Leases, delete: bool
+) -> None:
+    limits = _limits(driver)
+    absent, present, creates = _dependency_plan_or_skip(driver, leases, limits.max_transaction_records + 1)
+    error = None
+    try:
+        driver.transaction(_read_delete_create(absent, present, creates, delete))
+    except StorageLimitError as caught:
+        error = caught
+    what = "deleted" if delete else "read as present"
+    touched = len(absent) + len(present) + len(creates)
+    uncounted = "point dependencies and deletes" if delete else "point dependencies"
+    assert error is not None, (
+        f"an attempt touching {touched} distinct keys ({len(absent)} read as absent, {len(present)} {what}, "
+        f"{len(creates)} created) committed with max_transaction_records = {limits.max_transaction_records}: "
+        f"{uncounted} were not counted"
+    )
+    assert error.limit is StorageLimitName.TRANSACTION_RECORDS, f"the limit error names {error.limit!r}"
+    _all_absent(driver, [record.key for record in creates], "dependencies past max_transaction_records")
+    still = read(driver, [record.key for record in present])
+    assert all(record is not None for record in still), "a delete of the refused attempt committed"
+    # Exactly the limit: one create fewer.
+    driver.transaction(_read_delete_create(absent, present, creates[:-1], delete))
+    if creates[:-1]:
+        assert read_one(driver, creates[0].key) is not None, (
+            "exactly max_transaction_records keys did not commit"
+        )

@@ -28,6 +28,7 @@ from runlane_conformance import (
     decode_storage_query_cursor,
     encode_storage_query_cursor,
     parse_new_storage_record,
+    storage_tuple_codec,
 )
 from runlane_conformance.contract.cursors import StorageCursorPosition, is_after_cursor
 from tests.mutants.catalog import Mutant
@@ -309,6 +310,52 @@ MUTANTS = [
 ]
 
 
+def _utf16(text: str) -> bytes:
+    return text.encode("utf-16-be")
+
+
+class TiesByUtf16(RescanDriver):
+    """Breaks ties between equal sorts by comparing key components as UTF-16 code units."""
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        ordered = sorted(ascending, key=lambda item: (item.sort, tuple(_utf16(part) for part in item.key.id)))
+        return ordered if command.direction is ASC else list(reversed(ordered))
+
+
+class SortsByUtf16(RescanDriver):
+    """Orders sort values by their components' UTF-16 code units (as JavaScript or Java compare strings)."""
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        def order(item: StorageIndexReference) -> tuple[tuple[bytes, ...], str]:
+            parts = storage_tuple_codec.decode(item.sort)
+            return (tuple(_utf16(str(part)) for part in parts), item.key.encoded)
+
+        ordered = sorted(ascending, key=order)
+        return ordered if command.direction is ASC else list(reversed(ordered))
+
+
+MUTANTS += [
+    Mutant(
+        "ties-by-utf16-code-units",
+        "tests.mutants.m_cursors:ties_by_utf16",
+        "cursors.ties-broken-by-key",
+        "ties are ordered by UTF-16 code units of the key, not code points",
+    ),
+    Mutant(
+        "sorts-by-utf16-code-units",
+        "tests.mutants.m_cursors:sorts_by_utf16",
+        "cursors.ascending-order",
+        "sort values are ordered by UTF-16 code units of their components",
+    ),
+    Mutant(
+        "sorts-by-utf16-code-units-descending",
+        "tests.mutants.m_cursors:sorts_by_utf16",
+        "cursors.descending-order",
+        "descending scans reverse a UTF-16 code unit order",
+    ),
+]
+
+
 def _harness(
     driver_class: type[RescanDriver], transaction_class: type[RescanTransaction] = RescanTransaction
 ) -> Any:
@@ -324,3 +371,5 @@ cursor_skips_one = _harness(CursorSkipsOne)
 cursor_crosses_scopes = _harness(CursorCrossesScopes)
 garbled_cursor_restarts = _harness(GarbledCursorRestarts)
 partition_prefix_scan = _harness(PartitionPrefixScan, _PartitionRegistry)
+ties_by_utf16 = _harness(TiesByUtf16)
+sorts_by_utf16 = _harness(SortsByUtf16)

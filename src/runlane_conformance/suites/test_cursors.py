@@ -266,15 +266,24 @@ def _link(environment: str, run: str, token: str) -> NewStorageRecord:
 
 # Runs whose ids are prefixes of each other, and tokens starting with the highest code point, which a
 # sentinel-based upper bound would cut off.
-PREFIX_RUNS = ["r", "r1", "r10", "r1 ", "r2", "r1\U0010ffff"]
-PREFIX_TOKENS = ["t1", "t2", "\U0010ffff", "\U0010ffffz", "t1/x"]
+# High BMP characters (U+E000..U+FFFF) sort after every supplementary-plane character in UTF-16 code
+# units but before them in code points (and UTF-8 bytes, the contract's order).
+PREFIX_RUNS = ["r", "r1", "r10", "r1 ", "r2", "r1\U0010ffff", "\ue000", "\U00010000"]
+PREFIX_TOKENS = ["t1", "t2", "\U0010ffff", "\U0010ffffz", "t1/x", "\ue000", "\uffff", "\U00010000"]
+PREFIXES = {
+    "r1": ("r1",),
+    "r": ("r",),
+    "r1-t1": ("r1", "t1"),
+    "r1-max": ("r1", "\U0010ffff"),
+    "high-bmp": ("\ue000",),
+    "supplementary": ("\U00010000",),
+    "r1-fffe": ("r1", "\uffff"),
+}
 
 
 @TUPLE_PREFIX
 @VIAS
-@pytest.mark.parametrize(
-    "prefix", [("r1",), ("r",), ("r1", "t1"), ("r1", "\U0010ffff")], ids=["r1", "r", "r1-t1", "r1-max"]
-)
+@pytest.mark.parametrize("prefix", list(PREFIXES.values()), ids=list(PREFIXES))
 def test_tuple_prefix_range_returns_exactly_the_prefixed_entries(
     driver: StorageDriver, via: Via, prefix: tuple[str, ...]
 ) -> None:
@@ -444,3 +453,81 @@ def test_scan_sees_only_its_own_index_partition(
                 f"partition {partition!r} must return only its own {len(expected)} entries, got "
                 f"{len(got)} (pages of {limit})"
             )
+
+
+# -- order over the whole of Unicode ----------------------------------------------------------------
+
+#: Strings where UTF-16 code-unit order and code-point order disagree: high BMP characters
+#: (U+E000..U+FFFF) against supplementary-plane ones (whose surrogates sort lower in UTF-16), mixed
+#: with ASCII, with each other and with the edges of the planes.
+UNICODE_NAMES = [
+    "\ue000",
+    "\ue000a",
+    "\ufffd",
+    "\uffff",
+    "\ud7ff",
+    "\U00010000",
+    "\U0001f600",
+    "\U0010ffff",
+    "\U00010000\ue000",
+    "\ue000\U00010000",
+    "a\uffff",
+    "a\U00010000",
+    "z",
+]
+
+
+@TIES
+@VIAS
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=[d.value for d in DIRECTIONS])
+@pytest.mark.parametrize("limit", [1, 3, 100])
+def test_ties_follow_code_point_order_across_the_whole_of_unicode(
+    driver: StorageDriver, leases: Leases, via: Via, direction: StorageQueryDirection, limit: int
+) -> None:
+    placement = [(name, 10) for name in UNICODE_NAMES] + [("before", 0), ("after", 20)]
+    records = _layout(leases, placement)
+    write_records(driver, records, batch=_batch(driver))
+    entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
+    expected = expected_scan(entries, direction=direction)
+    got = _paged(driver, via, leases, limit=limit, expected_len=len(records), direction=direction)
+    assert got == expected, (
+        f"equal sorts must follow the UTF-8 byte (code point) order of the record keys ({direction.value}, "
+        f"pages of {limit}), which differs from UTF-16 order for these names: expected "
+        f"{[ascii(n) for n in _names(expected, records)]}, got {[ascii(n) for n in _names(got, records)]}"
+    )
+
+
+def _unicode_sort_scan(driver: StorageDriver, via: Via, direction: StorageQueryDirection, limit: int) -> None:
+    environment = f"env-{uuid.uuid4().hex[:8]}"
+    records = [_link(environment, run, "t") for run in UNICODE_NAMES]
+    write_records(driver, records, batch=_batch(driver))
+    index = StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN
+    expected = expected_scan(index_entries(records, index, environment), direction=direction)
+    command = QueryRecordsCommand(index, environment, min(limit, _max_page(driver)), direction=direction)
+    got = _scan(driver, via, command, expected_len=len(records))
+
+    def runs(items: list[ScanItem]) -> list[str]:
+        return [ascii(storage_tuple_codec.decode(sort)[0]) for sort, _ in items]
+
+    assert got == expected, (
+        f"sort components must follow UTF-8 byte (code point) order ({direction.value}, pages of {limit}), "
+        f"which differs from UTF-16 order for these values: expected {runs(expected)}, got {runs(got)}"
+    )
+
+
+@ASCENDING
+@VIAS
+@pytest.mark.parametrize("limit", [1, 100])
+def test_sort_components_follow_code_point_order_across_the_whole_of_unicode(
+    driver: StorageDriver, via: Via, limit: int
+) -> None:
+    _unicode_sort_scan(driver, via, ASC, limit)
+
+
+@DESCENDING
+@VIAS
+@pytest.mark.parametrize("limit", [1, 100])
+def test_descending_sort_components_follow_reverse_code_point_order(
+    driver: StorageDriver, via: Via, limit: int
+) -> None:
+    _unicode_sort_scan(driver, via, DESC, limit)

@@ -227,6 +227,122 @@ MUTANTS = [
     ),
 ]
 
+
+class _Tokens(OperatorDriver):
+    """Hands out its own cursor tokens that remember only a position (no filters)."""
+
+    _tokens = itertools.count()
+
+    def _remember(self, page: Any, index: StorageIndexName) -> Any:
+        if page.cursor is None or not page.items:
+            return page
+        last = page.items[-1]
+        [entry] = [entry for entry in last.indexes if entry.index is index]
+        token = f"position-{next(self._tokens)}"
+        self.store.shared.setdefault("positions", {})[token] = StorageIndexReference(last.key, entry.sort)
+        return OperatorPage(page.items, token)
+
+    def _recall(self, cursor: str | None, command: QueryRecordsCommand) -> str | None:
+        positions: dict[str, StorageIndexReference] = self.store.shared.setdefault("positions", {})
+        if cursor in positions:
+            return encode_storage_query_cursor(command, positions[cursor])
+        return cursor
+
+
+class LaterRunCursorsForgetEnvironment(_Tokens):
+    """list_runs binds its first cursor to the environment; cursors of later pages keep only a position."""
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        command = QueryRecordsCommand(
+            StorageIndexName.RUNS_BY_CREATED_AT,
+            environment,
+            limit,
+            StorageQueryRange(),
+            StorageQueryDirection.DESCENDING,
+        )
+        page = self.inner.list_runs(environment, limit=limit, cursor=self._recall(cursor, command))
+        return page if cursor is None else self._remember(page, StorageIndexName.RUNS_BY_CREATED_AT)
+
+
+class HistoryCursorForgetsEnvironment(_Tokens):
+    """list_run_events cursors remember the run id and position, not the environment."""
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        command = QueryRecordsCommand(
+            StorageIndexName.EVENTS_BY_RUN,
+            environment,
+            limit,
+            StorageQueryRange.prefix((run_id,)),
+            StorageQueryDirection.ASCENDING,
+        )
+        page = self.inner.list_run_events(
+            environment, run_id, limit=limit, cursor=self._recall(cursor, command)
+        )
+        return self._remember(page, StorageIndexName.EVENTS_BY_RUN)
+
+
+class HidesTombstonedHistoryOnFirstPageOnly(ListsTombstonedHistories):
+    """Checks the tombstone when a history listing starts, but continues any cursor straight from the index."""
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        if cursor is None:
+            return self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+        return super().list_run_events(environment, run_id, limit=limit, cursor=cursor)
+
+
+class UnboundedOperatorPages(OperatorDriver):
+    """Serves any operator page limit by joining as many inner pages as it takes."""
+
+    def _joined(self, fetch: Callable[[int, str | None], Any], limit: int, cursor: str | None) -> Any:
+        maximum = self.profile.limits.max_query_results
+        items: list[Any] = []
+        while True:
+            page = fetch(min(limit - len(items), maximum), cursor)
+            items.extend(page.items)
+            cursor = page.cursor
+            if cursor is None or len(items) >= limit:
+                return OperatorPage(tuple(items), cursor)
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        return self._joined(lambda n, c: self.inner.list_runs(environment, limit=n, cursor=c), limit, cursor)
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        return self._joined(
+            lambda n, c: self.inner.list_run_events(environment, run_id, limit=n, cursor=c), limit, cursor
+        )
+
+
+MUTANTS += [
+    Mutant(
+        "later-run-cursors-forget-environment",
+        "tests.mutants.m_operator_reads:later_run_cursors_forget_environment",
+        "operator_reads.cursor-bound-to-filters",
+        "list_runs cursors after the first page continue a listing of any environment",
+    ),
+    Mutant(
+        "history-cursor-forgets-environment",
+        "tests.mutants.m_operator_reads:history_cursor_forgets_environment",
+        "operator_reads.cursor-bound-to-filters",
+        "a list_run_events cursor continues the same run id in another environment",
+    ),
+    Mutant(
+        "tombstone-hides-first-history-page-only",
+        "tests.mutants.m_operator_reads:hides_tombstoned_history_first_page_only",
+        "operator_reads.tombstone-hides-run-and-history",
+        "a history continued from a cursor is read from the index without checking the tombstone",
+    ),
+    Mutant(
+        "unbounded-operator-pages",
+        "tests.mutants.m_operator_reads:unbounded_operator_pages",
+        "operator_reads.page-limit-bounded",
+        "operator lists serve pages past max_query_results by joining inner pages",
+    ),
+]
+
+later_run_cursors_forget_environment = mutant_harness(LaterRunCursorsForgetEnvironment)
+history_cursor_forgets_environment = mutant_harness(HistoryCursorForgetsEnvironment)
+hides_tombstoned_history_first_page_only = mutant_harness(HidesTombstonedHistoryOnFirstPageOnly)
+unbounded_operator_pages = mutant_harness(UnboundedOperatorPages)
 lazy_run_view = mutant_harness(LazyRunView)
 drops_run_list_cursor = mutant_harness(DropsRunListCursor)
 reversed_history_pages = mutant_harness(ReversedHistoryPages)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance.contract.errors import StorageCursorError
+from runlane_conformance.contract.errors import StorageCursorError, StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
 from runlane_conformance.contract.values import NewStorageRecord
@@ -266,7 +266,12 @@ def test_the_tombstoning_commit_hides_the_run_and_its_history_at_once(
         )
 
 
-def _refused_or_restarted(fetch: Callable[[str | None], object], foreign: str, limit: int) -> None:
+def _refused_or_restarted(
+    fetch: Callable[[str | None], object],
+    foreign: str,
+    limit: int,
+    where: str = "a cursor from another listing",
+) -> None:
     """Continuing with ``foreign`` must fail with StorageCursorError, or behave as if no cursor was given."""
     fresh = collect_pages(fetch, limit=limit)
     try:
@@ -279,7 +284,7 @@ def _refused_or_restarted(fetch: Callable[[str | None], object], foreign: str, l
     )
     continued = [document_of(item) for item in [*items, *rest]]
     assert continued == [document_of(item) for item in fresh], (
-        "a cursor from another listing was accepted and skipped or leaked rows: refuse it"
+        f"{where} was accepted by another listing and skipped or leaked rows: refuse it"
     )
 
 
@@ -344,3 +349,152 @@ def test_changing_returned_runs_events_and_pages_changes_nothing(
     scribble(ops.list_run_events(env, "run-1", limit=10))
     assert _events(other_driver, env, "run-1") == events, "changing returned events changed the history"
     assert _get(driver, env, "run-1") == run, "changing returned values leaked into another instance"
+
+
+PAGE_LIMIT = requirement(
+    "operator_reads.page-limit-bounded",
+    RequirementLevel.MUST,
+    "Keep operator reads separate (a joined read remains bounded); Report a profile that is true (limits)",
+    "An operator list page never holds more than its limit nor more than max_query_results: a limit past "
+    "max_query_results is refused with StorageLimitError(max_query_results) or served in pages within it.",
+    capability=CAPABILITY,
+)
+
+
+def _page_cursors(fetch: Callable[[str | None], object], limit: int) -> list[str]:
+    """The cursor of every page of a listing (the last page's is None and left out)."""
+    cursors: list[str] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        items, cursor = page_of(fetch(cursor))
+        assert len(items) <= limit, f"a page of limit {limit} returned {len(items)} items"
+        if cursor is None:
+            return cursors
+        cursors.append(cursor)
+    raise AssertionError("a listing did not end within 1000 pages")
+
+
+@CURSOR_SCOPE
+def test_every_page_cursor_is_bound_to_every_filter(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    # Two environments with the same run ids, each run with the same event sequences: a cursor that
+    # forgot any filter (environment, run, which list) would continue the wrong listing plausibly.
+    env_a, env_b = fresh_environment(), fresh_environment()
+    for env in (env_a, env_b):
+        write(driver, *[run_record(env, f"run-{i}", created=i, note=env, events=5) for i in range(5)])
+        for run_id in ("run-1", "run-2"):
+            write(driver, *[event_record(env, run_id, s) for s in range(1, 6)])
+    ops = _ops(other_driver)
+    run_cursors = _page_cursors(lambda c: ops.list_runs(env_a, limit=2, cursor=c), 2)
+    event_cursors = _page_cursors(lambda c: ops.list_run_events(env_a, "run-1", limit=2, cursor=c), 2)
+    assert len(run_cursors) >= 2 and len(event_cursors) >= 2, (
+        "listings of five runs and five events in pages of two must hand out a cursor on every full page"
+    )
+    for page, cursor in enumerate(run_cursors, 1):
+        where = f"the list_runs cursor of page {page}"
+        _refused_or_restarted(lambda c: ops.list_runs(env_b, limit=2, cursor=c), cursor, 2, where)
+        _refused_or_restarted(
+            lambda c: ops.list_run_events(env_a, "run-1", limit=2, cursor=c), cursor, 2, where
+        )
+    for page, cursor in enumerate(event_cursors, 1):
+        where = f"the list_run_events cursor of page {page}"
+        _refused_or_restarted(
+            lambda c: ops.list_run_events(env_a, "run-2", limit=2, cursor=c), cursor, 2, where
+        )
+        _refused_or_restarted(
+            lambda c: ops.list_run_events(env_b, "run-1", limit=2, cursor=c), cursor, 2, where
+        )
+        _refused_or_restarted(lambda c: ops.list_runs(env_a, limit=2, cursor=c), cursor, 2, where)
+
+
+@TOMBSTONE_HIDES
+@pytest.mark.parametrize("page", [1, 2])
+def test_a_cursor_taken_before_the_tombstone_shows_nothing_of_the_run_after_it(
+    driver: StorageDriver, other_driver: StorageDriver, page: int
+) -> None:
+    env = fresh_environment()
+    run = run_value(env, "gone", status=RunStatus.SUCCEEDED, events=6, created=0)
+    write(
+        driver,
+        run_record(env, "gone", status=RunStatus.SUCCEEDED, events=6, created=0),
+        *[run_record(env, f"kept-{i}", status=RunStatus.SUCCEEDED, created=10 + i) for i in range(3)],
+        *[event_record(env, "gone", s) for s in range(1, 7)],
+    )
+    ops = _ops(other_driver)
+    history_cursor: str | None = None
+    for _ in range(page):
+        _items, history_cursor = page_of(ops.list_run_events(env, "gone", limit=2, cursor=history_cursor))
+    runs_cursor: str | None = None
+    for _ in range(page):  # runs are listed newest first, so "gone" (created first) comes last
+        _items, runs_cursor = page_of(ops.list_runs(env, limit=1, cursor=runs_cursor))
+    assert history_cursor is not None and runs_cursor is not None, "full pages must come with a cursor"
+    hidden, stone = tombstoned(run)
+    _replace(driver, hidden, stone)
+
+    try:
+        rest = collect_pages(
+            lambda c: ops.list_run_events(env, "gone", limit=2, cursor=history_cursor if c is None else c),
+            limit=2,
+        )
+    except StorageCursorError:
+        rest = []
+    assert rest == [], (
+        f"continuing a tombstoned run's history from the cursor of page {page} still listed "
+        f"{len(rest)} events: the tombstone must hide every page of the history, not only the first"
+    )
+    try:
+        listed = collect_pages(
+            lambda c: ops.list_runs(env, limit=1, cursor=runs_cursor if c is None else c), limit=1
+        )
+    except StorageCursorError:
+        listed = []
+    ids = [str(document_of(item)["runId"]) for item in listed]
+    assert "gone" not in ids, (
+        f"continuing list_runs from the cursor of page {page} still listed the tombstoned run ({ids})"
+    )
+
+
+@PAGE_LIMIT
+@pytest.mark.parametrize("listing", ["list_runs", "list_run_events"])
+def test_operator_pages_never_exceed_max_query_results(
+    driver: StorageDriver, other_driver: StorageDriver, listing: str
+) -> None:
+    maximum = driver.profile.limits.max_query_results
+    if maximum > 500:
+        pytest.skip(f"max_query_results = {maximum} is too large to fill a page past it in a check")
+    env = fresh_environment()
+    count = maximum + 2
+    batch = max(1, min(50, driver.profile.limits.max_transaction_records))
+    if listing == "list_runs":
+        records = [run_record(env, f"run-{i:05d}", created=i) for i in range(count)]
+    else:
+        records = [
+            run_record(env, "long", events=count),
+            *[event_record(env, "long", s) for s in range(1, count + 1)],
+        ]
+    for start in range(0, len(records), batch):
+        write(driver, *records[start : start + batch])
+    ops = _ops(other_driver)
+
+    def fetch(limit: int) -> Callable[[str | None], object]:
+        if listing == "list_runs":
+            return lambda cursor: ops.list_runs(env, limit=limit, cursor=cursor)
+        return lambda cursor: ops.list_run_events(env, "long", limit=limit, cursor=cursor)
+
+    try:
+        items, _cursor = page_of(fetch(maximum + 1)(None))
+    except StorageLimitError as error:
+        assert error.limit is StorageLimitName.QUERY_RESULTS, f"the limit error names {error.limit!r}"
+    else:
+        assert len(items) <= maximum, (
+            f"{listing}(limit={maximum + 1}) returned a page of {len(items)} items with max_query_results = "
+            f"{maximum}: an operator page must stay within the advertised limit"
+        )
+    items, cursor = page_of(fetch(maximum)(None))
+    assert len(items) == maximum and cursor is not None, (
+        f"{listing}(limit={maximum}) over {count} entries returned {len(items)} items "
+        f"({'with' if cursor else 'without'} a cursor): a full page of exactly the limit is expected"
+    )
+    everything = collect_pages(fetch(maximum), limit=maximum)
+    assert len(everything) == count, f"{listing} in pages of {maximum} yielded {len(everything)} of {count}"

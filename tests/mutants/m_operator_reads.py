@@ -282,7 +282,7 @@ class HistoryCursorForgetsEnvironment(_Tokens):
 
 
 class HidesTombstonedHistoryOnFirstPageOnly(ListsTombstonedHistories):
-    """Checks the tombstone when a history listing starts, but continues any cursor straight from the index."""
+    """Checks the tombstone when a history listing starts, but continues a cursor straight from the index."""
 
     def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
         if cursor is None:

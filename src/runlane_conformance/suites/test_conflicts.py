@@ -484,6 +484,8 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
 
+    recreated: list[StorageRecordVersion] = []
+
     def delete_then_recreate() -> None:
         def delete(tx: StorageTransaction) -> None:
             (record,) = tx.get([leases.key("k")])
@@ -492,6 +494,9 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
 
         other_driver.transaction(delete)
         write_leases(other_driver, original)
+        (again,) = other_driver.transaction(lambda tx: tx.get([leases.key("k")]))
+        if again is not None and again.document == original.document:
+            recreated.append(again.version)
 
     def t1(tx: StorageTransaction) -> StorageRecordVersion:
         number = attempts.begin(tx)
@@ -510,9 +515,17 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
     assert final is not None
     if final[0] == "t1":
         # T1 committed after the re-create, so its committing attempt must have read the new record.
+        if read_version == first_version.version and recreated and recreated[0] != read_version:
+            raise AssertionError(
+                f"T1 replaced k from version {read_version.value}, read before another instance deleted k "
+                f"and re-created it as version {recreated[0].value}: versions were not reused, but the "
+                "replace committed over a record that was no longer the one it read (an update was lost: "
+                "conflicts.present-read-then-replace-elsewhere). This check fails as a consequence"
+            )
         assert read_version != first_version.version, (
-            "T1 replaced k from the version it read before another instance deleted and re-created k "
-            "with the same content: the re-created record reused that version"
+            f"T1 replaced k from version {read_version.value}, read before another instance deleted and "
+            "re-created k with the same content, and the re-created record had that same version: a "
+            "version was handed out twice"
         )
     else:
         assert final[0] == "same" and read_version == first_version.version

@@ -422,6 +422,27 @@ def test_garbled_cursor_is_refused(driver: StorageDriver, leases: Leases, via: V
         _unvalidated_read(driver, command.with_cursor(garbled), via)
 
 
+def _partition_mismatch(
+    partition: str, expected: list[ScanItem], got: list[ScanItem], records: list[NewStorageRecord], limit: int
+) -> str:
+    """Say what went wrong in terms of partitions: foreign entries, or only paging trouble."""
+    own = set(expected)
+    foreign = [item for item in got if item not in own]
+    if foreign:
+        return (
+            f"partition {partition!r} (pages of {limit}) returned {len(foreign)} entries of other partitions "
+            f"or indexes: {_names(foreign, records)}"
+        )
+    missing = [item for item in expected if item not in got]
+    repeated = sorted({item for item in got if got.count(item) > 1})
+    return (
+        f"partition {partition!r} (pages of {limit}) returned only its own entries, so partitions are "
+        f"isolated, but {len(got)} of them instead of {len(expected)} (missing {_names(missing, records)}, "
+        f"repeated {_names(repeated, records)}, or out of order): that is a paging or ordering fault "
+        "(see cursors.pages-join-to-one-scan and cursors.ascending-order), and this check fails because of it"
+    )
+
+
 @PARTITIONS
 @VIAS
 @pytest.mark.parametrize("direction", DIRECTIONS, ids=[d.value for d in DIRECTIONS])
@@ -449,10 +470,7 @@ def test_scan_sees_only_its_own_index_partition(
                 environment=partition,
                 direction=direction,
             )
-            assert got == expected, (
-                f"partition {partition!r} must return only its own {len(expected)} entries, got "
-                f"{len(got)} (pages of {limit})"
-            )
+            assert got == expected, _partition_mismatch(partition, expected, got, records, limit)
 
 
 # -- order over the whole of Unicode ----------------------------------------------------------------

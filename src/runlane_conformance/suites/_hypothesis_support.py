@@ -21,10 +21,12 @@ to know which one they are looking at:
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 from hypothesis.errors import (
     FailedHealthCheck,
@@ -34,7 +36,9 @@ from hypothesis.errors import (
     Unsatisfiable,
 )
 
-__all__ = ["SearchBudget", "plain_hypothesis_errors"]
+__all__ = ["SearchBudget", "plain_hypothesis_errors", "with_plain_hypothesis_errors"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -160,3 +164,22 @@ def _translated(what: str, budget: SearchBudget | None) -> Iterator[None]:
             f"{what}: Hypothesis could not generate enough valid examples (Unsatisfiable: {error}); "
             "nothing was checked"
         ) from None
+
+
+def with_plain_hypothesis_errors(what: str) -> Callable[[F], F]:
+    """Decorate a ``@given`` test so Hypothesis's own errors reach the report in plain words.
+
+    Put it between the requirement and ``@given``. ``functools.wraps`` keeps the
+    test's signature, marks and Hypothesis handle, so fixtures, seeds and the
+    printed reproduce blob work as before.
+    """
+
+    def decorate(test: F) -> F:
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with plain_hypothesis_errors(what):
+                return test(*args, **kwargs)
+
+        return cast(F, run)
+
+    return decorate

@@ -50,6 +50,7 @@ from runlane_conformance.suites._conflicts_support import (
     serial_outcomes,
     write_leases,
 )
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist: conflict detection"
 
@@ -940,6 +941,7 @@ def _with_classics(test: Callable[..., None]) -> Callable[..., None]:
 
 
 @SERIALIZABLE
+@with_plain_hypothesis_errors("random interleavings of two transactions")
 @given(scenario=scenarios())
 @_with_classics
 def test_random_interleaved_transactions_are_serializable(

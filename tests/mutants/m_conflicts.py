@@ -292,6 +292,12 @@ MUTANTS += [
         "only the latest get()/query_candidates() call's reads are validated at commit",
     ),
     Mutant(
+        "keeps-latest-read-call-random",
+        "tests.mutants.m_conflicts:keeps_latest_read_call",
+        "conflicts.serializable-interleavings",
+        "only the latest read call's reads are validated (caught by the interleaving property's classics)",
+    ),
+    Mutant(
         "rereads-latest",
         "tests.mutants.m_conflicts:rereads_latest",
         "conflicts.repeatable-reads",

@@ -925,6 +925,12 @@ CLASSICS = {
         Plan("t2", (_get("a", "b"),), (_hold("a"), _hold("b"))),
         1,
     ),
+    "earlier-read-call": Scenario(
+        (("a", 0, True), ("b", 0, True)),
+        Plan("t1", (_get("a"), _get("b")), (_hold("c"),)),
+        Plan("t2", (_get("c", "a"),), (_hold("a"),)),
+        2,
+    ),
     "index-move": Scenario(
         (("a", 0, True),),
         Plan("t1", (_get("a"), PlanRead()), ()),

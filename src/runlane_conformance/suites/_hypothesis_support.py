@@ -105,6 +105,30 @@ def _first_error(group: FlakyFailure) -> str:
     return "unknown" if inner is None else f"{type(inner).__name__}: {inner}"
 
 
+def _timeout_in(error: BaseException) -> str | None:
+    """The time-limit message inside ``error`` (Hypothesis wraps a timeout that interrupted an example)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        text = str(current)
+        if "Timeout" in text and type(current).__name__ in (
+            "Failed",
+            "_WrappedBaseException",
+            "TimeoutError",
+        ):
+            return text.strip().splitlines()[0] if text.strip() else "Timeout"
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                pending.append(linked)
+    return None
+
+
 @contextmanager
 def plain_hypothesis_errors(what: str, budget: SearchBudget | None = None) -> Iterator[None]:
     """Re-raise Hypothesis's own errors from the ``with`` block as plain ``AssertionError`` failures.
@@ -129,31 +153,10 @@ def plain_hypothesis_errors(what: str, budget: SearchBudget | None = None) -> It
 
 @contextmanager
 def _translated(what: str, budget: SearchBudget | None) -> Iterator[None]:
-    seen = ""
     try:
         yield
-    except FlakyFailure as error:
-        if budget is not None and budget.first_failure is not None:
-            seen = f"\nthe first failing example was:\n{budget.first_failure}"
-        raise AssertionError(
-            f"{what}: an example failed once and passed when Hypothesis ran it again (FlakyFailure). The "
-            "driver answered the same input differently on two runs, which usually means the failure "
-            f"depends on timing (a race this interleaving hits only sometimes). First failure: "
-            f"{_first_error(error)}{seen}"
-        ) from None
-    except FlakyStrategyDefinition as error:
-        if budget is not None and budget.first_failure is not None:
-            seen = f"\nthe first failing example was:\n{budget.first_failure}"
-        raise AssertionError(
-            f"{what}: replaying an example did not retrace the same steps (FlakyStrategyDefinition: "
-            f"{error}). The choices the check makes depend on what the driver returns, so the driver "
-            f"answered the same history differently the second time: its behaviour is not repeatable{seen}"
-        ) from None
     except Flaky as error:
-        raise AssertionError(
-            f"{what}: Hypothesis could not reproduce a failure it saw ({type(error).__name__}: {error}); "
-            "the driver's behaviour for one input changed between runs"
-        ) from None
+        raise AssertionError(_flaky_message(what, error, budget)) from None
     except FailedHealthCheck as error:
         raise AssertionError(
             f"{what}: Hypothesis refused to run the property (FailedHealthCheck: {error}); this is a "
@@ -164,6 +167,37 @@ def _translated(what: str, budget: SearchBudget | None) -> Iterator[None]:
             f"{what}: Hypothesis could not generate enough valid examples (Unsatisfiable: {error}); "
             "nothing was checked"
         ) from None
+
+
+def _flaky_message(what: str, error: Flaky, budget: SearchBudget | None) -> str:
+    """Say what a ``Flaky`` error from Hypothesis means for the driver under test."""
+    timeout = _timeout_in(error)
+    if timeout is not None:
+        return (
+            f"{what}: timed out ({timeout}) while Hypothesis was still running examples; Hypothesis "
+            f"reported this as {type(error).__name__}, but it is the check's time limit, not a contract "
+            "violation and not flaky behaviour: the check did not finish, so it cannot pass"
+        )
+    seen = ""
+    if budget is not None and budget.first_failure is not None:
+        seen = f"\nthe first failing example was:\n{budget.first_failure}"
+    if isinstance(error, FlakyFailure):
+        return (
+            f"{what}: an example failed once and passed when Hypothesis ran it again (FlakyFailure). The "
+            "driver answered the same input differently on two runs, which usually means the failure "
+            f"depends on timing (a race this interleaving hits only sometimes). First failure: "
+            f"{_first_error(error)}{seen}"
+        )
+    if isinstance(error, FlakyStrategyDefinition):
+        return (
+            f"{what}: replaying an example did not retrace the same steps (FlakyStrategyDefinition: "
+            f"{error}). The choices the check makes depend on what the driver returns, so the driver "
+            f"answered the same history differently the second time: its behaviour is not repeatable{seen}"
+        )
+    return (
+        f"{what}: Hypothesis could not reproduce a failure it saw ({type(error).__name__}: {error}); "
+        "the driver's behaviour for one input changed between runs"
+    )
 
 
 def with_plain_hypothesis_errors(what: str) -> Callable[[F], F]:

@@ -1,0 +1,82 @@
+"""Hypothesis's own errors reach a driver author in plain words, and a stopped search never passes."""
+
+from __future__ import annotations
+
+import pytest
+from _pytest.outcomes import Failed
+from hypothesis.errors import FailedHealthCheck, FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
+
+from runlane_conformance.suites._hypothesis_support import SearchBudget, plain_hypothesis_errors
+
+
+def _raised_through(error: BaseException, budget: SearchBudget | None = None) -> str:
+    with pytest.raises(AssertionError) as caught, plain_hypothesis_errors("the property", budget):
+        raise error
+    return str(caught.value)
+
+
+def test_a_flaky_failure_is_explained_with_its_first_failure() -> None:
+    text = _raised_through(FlakyFailure("flaky", [AssertionError("lost update")]))
+    assert "failed once and passed" in text and "FlakyFailure" in text
+    assert "AssertionError: lost update" in text
+
+
+def test_a_flaky_failure_from_a_timeout_says_timed_out() -> None:
+    wrapper = RuntimeError("wrapped")
+    wrapper.__cause__ = Failed("Timeout (>120.0s) from pytest-timeout.")
+    text = _raised_through(FlakyFailure("flaky", [wrapper]))
+    assert text.startswith("the property: timed out (Timeout (>120.0s) from pytest-timeout.)")
+    assert "not flaky behaviour" in text
+
+
+def test_an_inconsistent_replay_is_explained() -> None:
+    text = _raised_through(FlakyStrategyDefinition("Inconsistent data generation!"))
+    assert "not repeatable" in text and "FlakyStrategyDefinition" in text
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (FailedHealthCheck("too slow"), "not a verdict on the driver"),
+        (Unsatisfiable("none"), "nothing was checked"),
+    ],
+)
+def test_health_checks_and_unsatisfiable_strategies_are_the_checks_problem(
+    error: Exception, words: str
+) -> None:
+    text = _raised_through(error)
+    assert words in text and type(error).__name__ in text
+
+
+def test_a_search_out_of_budget_without_a_counterexample_fails_saying_so() -> None:
+    budget = SearchBudget(seconds=0.0)
+    assert budget.active() is False
+    with (
+        pytest.raises(AssertionError, match="without finding a counterexample"),
+        plain_hypothesis_errors("the property", budget),
+    ):
+        pass
+
+
+def test_a_search_out_of_budget_while_shrinking_shows_the_first_counterexample() -> None:
+    budget = SearchBudget(seconds=None)
+    assert budget.active() is True
+    budget.note_failure("step 1: lost update")
+    budget.seconds = 0.0
+    assert budget.active() is False
+    with (
+        pytest.raises(AssertionError, match="step 1: lost update"),
+        plain_hypothesis_errors("the property", budget),
+    ):
+        raise FlakyFailure("replayed example now does nothing", [AssertionError("x")])
+
+
+def test_a_stopped_search_fails_with_the_reason_given() -> None:
+    budget = SearchBudget(seconds=None)
+    budget.stop("the driver replays without bound")
+    assert budget.active() is False
+    with (
+        pytest.raises(AssertionError, match="replays without bound"),
+        plain_hypothesis_errors("the property", budget),
+    ):
+        pass

@@ -44,6 +44,7 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 
 CATALOG = "Use the closed index catalog; Verification checklist: order, range bounds, tie-breaking"
 ENCODINGS = "Use the canonical encodings (tuple-prefix ranges)"
@@ -321,6 +322,7 @@ PLACEMENT_NAMES = [f"n{i}" for i in range(12)] + ["é", "\U0001f600"]
 
 @PAGES
 @VIAS
+@with_plain_hypothesis_errors("this property")
 @given(data=st.data())
 def test_cursor_pages_join_to_one_unpaged_scan(driver: StorageDriver, via: Via, data: st.DataObject) -> None:
     leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")

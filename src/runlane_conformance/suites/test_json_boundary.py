@@ -25,6 +25,7 @@ from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEntry
 from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Keep logical records in core"
@@ -189,6 +190,7 @@ _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), s
 
 
 @NON_FINITE
+@with_plain_hypothesis_errors("this property")
 @given(
     payload=st.recursive(
         _json_leaf,

@@ -28,6 +28,7 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._limits_support import (
     PRACTICAL_BYTES,
     PRACTICAL_COUNT,
@@ -187,6 +188,7 @@ def test_duplicate_positions_count_against_the_point_read_limit(
 
 
 @POINT_READS
+@with_plain_hypothesis_errors("this property")
 @given(data=st.data())
 def test_any_split_of_the_point_read_budget_is_accepted_and_one_more_refused(
     driver: StorageDriver, data: st.DataObject
@@ -313,6 +315,7 @@ def test_a_replacement_one_byte_past_max_record_bytes_is_refused(
 
 
 @RECORD_BYTES
+@with_plain_hypothesis_errors("this property")
 @given(data=st.data())
 def test_record_size_is_accepted_exactly_up_to_the_limit(driver: StorageDriver, data: st.DataObject) -> None:
     limits = _limits(driver)

@@ -25,6 +25,7 @@ from runlane_conformance.contract.values import StorageIndexConsistency, StoredR
 from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -423,6 +424,7 @@ def test_replace_that_leaves_an_index_removes_the_entry(driver: StorageDriver, l
 
 
 @INDEX_MOVED
+@with_plain_hypothesis_errors("this property")
 @given(moves=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=6))
 def test_index_follows_every_replacement(driver: StorageDriver, moves: list[int]) -> None:
     leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
@@ -480,6 +482,7 @@ def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver
 
 
 @ROLLBACK
+@with_plain_hypothesis_errors("this property")
 @given(
     plan=st.lists(st.sampled_from(["create", "replace", "delete"]), min_size=1, max_size=8),
 )

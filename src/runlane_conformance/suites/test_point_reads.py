@@ -22,6 +22,7 @@ from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
 from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
 
@@ -86,6 +87,7 @@ def test_get_returns_one_result_per_position_in_order(driver: StorageDriver, lea
 
 
 @POSITIONS
+@with_plain_hypothesis_errors("this property")
 @given(
     order=st.lists(st.sampled_from(["a", "b", "c", "gone", "never"]), min_size=1, max_size=12),
 )

@@ -29,6 +29,7 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -208,6 +209,7 @@ def test_every_commit_in_a_sequence_is_visible_before_the_next(
 
 
 @STRONG_INDEX
+@with_plain_hypothesis_errors("this property")
 @given(
     steps=st.lists(
         st.tuples(

@@ -22,6 +22,7 @@ from runlane_conformance.contract.values import StorageRecordVersion, StoredReco
 from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Treat each transaction callback as a new attempt"
@@ -106,6 +107,7 @@ def test_now_is_frozen_even_when_the_injected_clock_moves(connect: Callable[...,
 
 
 @FROZEN_NOW
+@with_plain_hypothesis_errors("this property")
 @given(calls=st.integers(min_value=2, max_value=20))
 def test_any_number_of_now_calls_agree(driver: StorageDriver, calls: int) -> None:
     times = driver.transaction(lambda tx: [tx.now() for _ in range(calls)])

@@ -1,57 +1,74 @@
-"""Run the conformance suites in-process and gather a verdict per requirement.
+"""Run the conformance suites against a driver and reach a verdict per requirement.
 
-``run_suites`` is the one engine behind ``runlane-certify`` and behind the
-toolkit's own mutant tests. It validates the driver *before* pytest starts (a
-missing or broken driver is a one-line ``HarnessError``, never a pytest
-traceback), then runs ``pytest --pyargs runlane_conformance.suites`` in this
-process with a collector plugin that records, for every check, its
-requirement id, outcome, duration and the short reason a human needs.
+Two entry points share everything but where the checks run:
 
-Guarantees:
+* ``certify_driver`` (what ``runlane-certify`` uses): the checks run in
+  supervised child processes (``run.supervise``); the verdict stays in this
+  process, so a driver that exits, crashes or hangs fails the check it was in
+  and the run goes on.
+* ``run_suites``: the same plan, judging and verdict, with pytest running in
+  this process. It exists for the toolkit's own mutant and runner tests, where
+  a child per run would cost more than the tests themselves. It lacks the
+  process boundary: a driver that calls ``os._exit``, crashes the interpreter
+  or hangs takes the caller down or stalls it, and per-check deadlines are not
+  enforced (docs/trust.md lists what each path guarantees).
 
-* A run is reproducible: when no seed is given one is chosen and passed to
-  Hypothesis with ``--hypothesis-seed``; the seed is kept in the result and
-  printed in every reproduce line.
-* Requirement verdicts are conservative: a requirement fails if any of its
-  checks failed or errored, and counts as skipped only when every check
-  skipped.
-* pytest's own terminal output never reaches the caller's stdout; it is kept
-  in ``RunResult.output`` so a broken run can still be diagnosed.
+Both validate the request, probe the driver once for its profile, plan which
+checks the profile requires (``run.plan``), judge every check against that plan
+(``run.verdict``) and return a ``RunResult``. A seed is chosen when none is
+given and kept in the result, so every run can be replayed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib.metadata
 import io
 import os
-import re
+import platform
 import secrets
-import shlex
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .contract.errors import RunlaneError
+from . import __version__
 from .contract.values import StorageProfile
+from .fixtures.gating import ProfileFacts, profile_facts
+from .fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS, check_budget
 from .harness import DriverInfo, DriverLoadError, HarnessError, available_drivers, load_harness
-from .requirements import AREAS, Requirement, RequirementLevel, all_requirements
+from .requirements import Requirement, all_requirements
+from .run.environment import SuiteSource, closed_environment, pytest_arguments, suite_digest
+from .run.events import EventPlugin, RawCheck
+from .run.model import (
+    AreaSummary,
+    CheckResult,
+    Outcome,
+    RequirementOutcome,
+    RequirementResult,
+    RunBrokenError,
+    RunEnvironment,
+    RunResult,
+    RunStatus,
+    RunUsageError,
+    TestResult,
+)
+from .run.plan import Plan, PlannedCheck, build_plan, scope_catalog
+from .run.supervise import ChildSpec, Supervisor
+from .run.verdict import fold_requirements, judge_check, limit_problems, unfinished_check
 from .safe_text import describe_exception, redact_options, safe_repr
 
 __all__ = [
-    "CHECK_TIMEOUT_SECONDS",
+    "CHECK_BUDGET_SECONDS",
     "HYPOTHESIS_PROFILES",
     "SUITE_ARGS",
-    "SUITE_MODULE_PREFIXES",
     "AreaSummary",
+    "CheckResult",
+    "CheckStarted",
     "CollectionFinished",
     "Outcome",
     "RequirementOutcome",
@@ -60,10 +77,14 @@ __all__ = [
     "RunEvent",
     "RunListener",
     "RunResult",
+    "RunStatus",
     "RunUsageError",
     "TestFinished",
     "TestResult",
+    "certify_driver",
+    "check_budget",
     "probe_driver",
+    "probe_facts",
     "redact_options",
     "run_suites",
 ]
@@ -71,285 +92,49 @@ __all__ = [
 #: What pytest collects for a run; tests of the runner point this at a small fake suite.
 SUITE_ARGS: tuple[str, ...] = ("--pyargs", "runlane_conformance.suites")
 
-#: Modules re-imported by every run (see ``run_suites``).
-SUITE_MODULE_PREFIXES: tuple[str, ...] = ("runlane_conformance.suites.",)
-
-#: Upper bound for one check (pytest-timeout); a driver that blocks forever fails that check only.
-CHECK_TIMEOUT_SECONDS = 120
+#: Where the requirement catalogue comes from; tests of the runner point this at the fake suite's.
+SUITE_CATALOG: Callable[[], dict[str, Requirement]] = all_requirements
 
 #: The Hypothesis settings profiles the plugin offers, cheapest first.
 HYPOTHESIS_PROFILES: tuple[str, ...] = ("quick", "default", "thorough")
 
-_REQUIREMENT_PROPERTY = "runlane_requirement"
-_REQUIREMENT_ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")
-_BLOB = re.compile(r"@reproduce_failure\([^()]*\)")
-_MODULE_AREA = re.compile(r"(?:^|/)test_([a-z_]+)\.py")
-
-# pytest's own exit codes (kept numeric so this module does not need pytest at import time).
-_PYTEST_OK, _PYTEST_FAILED, _PYTEST_INTERRUPTED, _PYTEST_INTERNAL, _PYTEST_USAGE, _PYTEST_EMPTY = range(6)
-
-
-class RunUsageError(RunlaneError, ValueError):
-    """The run was asked for something impossible (unknown area, bad worker count, xdist missing).
-
-    The message is one line for the user; the CLI exits 2 on it.
-    """
-
-
-class RunBrokenError(RunlaneError, RuntimeError):
-    """pytest itself could not complete the run (collection error, internal error, nothing collected).
-
-    This says nothing about the driver; ``output`` holds pytest's text for diagnosis.
-    """
-
-    def __init__(self, message: str, output: str = "") -> None:
-        super().__init__(message)
-        self.output = output
-
-
-class Outcome(StrEnum):
-    """What happened to one check (one pytest test)."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    ERROR = "error"
-
-
-class RequirementOutcome(StrEnum):
-    """What happened to one requirement across all of its checks."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-@dataclass(frozen=True)
-class TestResult:
-    """One check as it ran: where it lives, which rule it enforces, and how it ended.
-
-    ``message`` is the skip reason or the one-line exception text; ``longrepr``
-    the full failure text; ``hypothesis_blob`` the ``@reproduce_failure(...)``
-    decorator Hypothesis printed, when it did.
-    """
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    nodeid: str
-    requirement_id: str | None
-    area: str
-    outcome: Outcome
-    duration: float
-    message: str | None = None
-    longrepr: str | None = None
-    hypothesis_blob: str | None = None
-
-    @property
-    def name(self) -> str:
-        """The test's own name with its parameter ids, e.g. ``test_x[limits.max-point-reads]``."""
-        return self.nodeid.rpartition("::")[2]
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome in (Outcome.FAILED, Outcome.ERROR)
-
-
-@dataclass(frozen=True)
-class RequirementResult:
-    """The verdict on one requirement, folded from all of its checks."""
-
-    requirement: Requirement
-    outcome: RequirementOutcome
-    reason: str | None
-    tests: tuple[TestResult, ...]
-
-    @property
-    def id(self) -> str:
-        return self.requirement.id
-
-    @property
-    def area(self) -> str:
-        return self.requirement.area
-
-    @property
-    def level(self) -> RequirementLevel:
-        return self.requirement.level
-
-    @property
-    def duration(self) -> float:
-        return sum(test.duration for test in self.tests)
-
-    @property
-    def failures(self) -> tuple[TestResult, ...]:
-        return tuple(test for test in self.tests if test.failed)
-
-
-@dataclass(frozen=True)
-class AreaSummary:
-    """Counts for one contract area, by requirement and by check."""
-
-    area: str
-    passed: int
-    failed: int
-    skipped: int
-    tests_passed: int
-    tests_failed: int
-    tests_skipped: int
-    duration: float
-    skip_reasons: tuple[tuple[str, int], ...]
-
 
 @dataclass(frozen=True)
 class CollectionFinished:
-    """Live event: pytest has collected the run; ``totals`` counts checks per area."""
+    """Live event: the plan is known; ``totals`` counts checks per area."""
 
     totals: Mapping[str, int]
 
 
 @dataclass(frozen=True)
-class TestFinished:
-    """Live event: one check has finished (after its teardown)."""
+class CheckStarted:
+    """Live event: a check has started (its setup begins)."""
 
-    __test__ = False
-
-    test: TestResult
-
-
-RunEvent = CollectionFinished | TestFinished
-RunListener = Callable[[RunEvent], None]
+    nodeid: str
+    area: str
+    requirement_id: str | None
 
 
 @dataclass(frozen=True)
-class RunResult:
-    """Everything one run established, in a form the report, JUnit and badge are built from."""
+class TestFinished:
+    """Live event: one check has finished and been judged."""
 
-    driver: str
-    options: Mapping[str, str]
-    driver_info: DriverInfo | None
-    profile: StorageProfile
-    seed: int
-    hypothesis_profile: str
-    areas: tuple[str, ...]
-    workers: int
-    started_at: datetime
-    duration: float
-    tests: tuple[TestResult, ...]
-    requirements: tuple[RequirementResult, ...]
-    pytest_exit_code: int
-    output: str = field(repr=False, default="")
+    __test__ = False
 
-    @property
-    def complete(self) -> bool:
-        """True when every area ran (no ``--area`` restriction)."""
-        return not self.areas or set(AREAS) <= set(self.areas)
-
-    @property
-    def failed_requirements(self) -> tuple[RequirementResult, ...]:
-        return tuple(r for r in self.requirements if r.outcome is RequirementOutcome.FAILED)
-
-    @property
-    def must_failures(self) -> tuple[RequirementResult, ...]:
-        return tuple(r for r in self.failed_requirements if r.level is RequirementLevel.MUST)
-
-    @property
-    def certified(self) -> bool:
-        """Every applicable MUST requirement passed (skipped ones were not applicable)."""
-        return not self.must_failures and any(
-            r.outcome is RequirementOutcome.PASSED for r in self.requirements
-        )
-
-    @property
-    def level(self) -> str:
-        """``none`` unless certified; otherwise ``core`` plus each optional capability offered and passed."""
-        if not self.certified:
-            return "none"
-        parts = ["core"]
-        for capability, area, label in (
-            ("append", "append", "append"),
-            ("exclusive_candidates", "exclusive_selection", "exclusive"),
-        ):
-            if capability not in self.profile.capabilities():
-                continue
-            in_area = [r for r in self.requirements if r.area == area]
-            if any(r.outcome is RequirementOutcome.PASSED for r in in_area):
-                parts.append(label)
-        return "+".join(parts)
-
-    def area_summaries(self) -> tuple[AreaSummary, ...]:
-        """One summary per area that had checks, in catalog order."""
-        order = {area: index for index, area in enumerate(AREAS)}
-        areas = sorted({t.area for t in self.tests}, key=lambda a: (order.get(a, len(order)), a))
-        summaries = []
-        for area in areas:
-            reqs = [r for r in self.requirements if r.area == area]
-            tests = [t for t in self.tests if t.area == area]
-            reasons = Counter(r.reason or "" for r in reqs if r.outcome is RequirementOutcome.SKIPPED)
-            summaries.append(
-                AreaSummary(
-                    area=area,
-                    passed=sum(r.outcome is RequirementOutcome.PASSED for r in reqs),
-                    failed=sum(r.outcome is RequirementOutcome.FAILED for r in reqs),
-                    skipped=sum(r.outcome is RequirementOutcome.SKIPPED for r in reqs),
-                    tests_passed=sum(t.outcome is Outcome.PASSED for t in tests),
-                    tests_failed=sum(t.failed for t in tests),
-                    tests_skipped=sum(t.outcome is Outcome.SKIPPED for t in tests),
-                    duration=sum(t.duration for t in tests),
-                    skip_reasons=tuple(sorted(reasons.items())),
-                )
-            )
-        return tuple(summaries)
-
-    def requirement(self, requirement_id: str) -> RequirementResult:
-        """The verdict on one requirement; ``KeyError`` if no check of it ran."""
-        for result in self.requirements:
-            if result.id == requirement_id:
-                return result
-        raise KeyError(requirement_id)
-
-    def _options(self, redact: bool) -> Mapping[str, str]:
-        return redact_options(self.options) if redact else self.options
-
-    def reproduce_command(self, test: TestResult, *, redact: bool = False) -> str:
-        """The ``runlane-certify`` line that replays ``test``'s area with this run's seed.
-
-        ``redact`` hides the values of secret-looking driver options (for files that get shared).
-        """
-        words = ["runlane-certify", "run", "--driver", self.driver]
-        for key, value in self._options(redact).items():
-            words += ["--option", f"{key}={value}"]
-        words += ["--area", test.area, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
-        return shlex.join(words)
-
-    def reproduce_pytest(self, test: TestResult, *, redact: bool = False) -> str:
-        """The plain pytest line that replays exactly ``test`` with this run's seed."""
-        words = ["pytest", "-p", "no:cacheprovider", *_suite_target_for(test.nodeid)]
-        words += ["--runlane-driver", self.driver]
-        for key, value in self._options(redact).items():
-            words += ["--runlane-option", f"{key}={value}"]
-        words += [
-            "--runlane-hypothesis-profile",
-            self.hypothesis_profile,
-            f"--hypothesis-seed={self.seed}",
-            "-k",
-            test.name,
-        ]
-        return shlex.join(words)
+    test: CheckResult
 
 
-def _suite_target_for(nodeid: str) -> list[str]:
-    path = nodeid.partition("::")[0]
-    marker = "runlane_conformance/suites/"
-    if marker in path:
-        module = path[path.index(marker) :].removesuffix(".py").replace("/", ".")
-        return ["--pyargs", module]
-    return [path]
+RunEvent = CollectionFinished | CheckStarted | TestFinished
+RunListener = Callable[[RunEvent], None]
 
 
-def probe_driver(driver: str, options: Mapping[str, str]) -> StorageProfile:
-    """Load ``driver``, open a store, connect once and return the advertised profile.
+# --- probing ------------------------------------------------------------------------------------
 
-    This is the fail-fast check before a run: every problem comes back as a
-    ``HarnessError`` with one line naming the driver.
+
+def probe_facts(driver: str, options: Mapping[str, str]) -> ProfileFacts:
+    """Load ``driver``, open a store, connect once and return what gating needs to know.
+
+    Every problem comes back as a ``HarnessError`` with one line naming the driver.
     """
     harness = load_harness(driver, options)
     try:
@@ -357,7 +142,7 @@ def probe_driver(driver: str, options: Mapping[str, str]) -> StorageProfile:
         try:
             instance = store.connect()
             try:
-                profile = instance.profile
+                facts = profile_facts(instance, store)
             finally:
                 instance.close()
         finally:
@@ -371,9 +156,100 @@ def probe_driver(driver: str, options: Mapping[str, str]) -> StorageProfile:
     finally:
         with contextlib.suppress(Exception):
             harness.close()
-    if not isinstance(profile, StorageProfile):
-        raise DriverLoadError(f"driver {driver!r}: its profile is {safe_repr(profile)}, not a StorageProfile")
-    return profile
+    if not isinstance(facts.profile, StorageProfile):
+        raise DriverLoadError(
+            f"driver {driver!r}: its profile is {safe_repr(facts.profile)}, not a StorageProfile"
+        )
+    return facts
+
+
+def probe_driver(driver: str, options: Mapping[str, str]) -> StorageProfile:
+    """The profile ``driver`` advertises (see ``probe_facts``)."""
+    return probe_facts(driver, options).profile
+
+
+# --- shared set-up ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Request:
+    driver: str
+    options: dict[str, str]
+    areas: tuple[str, ...]
+    requirements: tuple[str, ...]
+    hypothesis_profile: str
+    seed: int
+    workers: int
+    check_timeout: float
+    scope: dict[str, Requirement]
+
+
+def _validate(
+    driver: str,
+    options: Mapping[str, str] | None,
+    areas: Sequence[str],
+    requirements: Sequence[str],
+    hypothesis_profile: str,
+    seed: int | None,
+    workers: int,
+    check_timeout: float | None,
+    catalog: Mapping[str, Requirement] | None,
+) -> _Request:
+    if hypothesis_profile not in HYPOTHESIS_PROFILES:
+        raise RunUsageError(
+            f"unknown Hypothesis profile {hypothesis_profile!r} (profiles: {', '.join(HYPOTHESIS_PROFILES)})"
+        )
+    if isinstance(workers, bool) or workers < 1:
+        raise RunUsageError(f"workers must be a positive integer, got {workers!r}")
+    if seed is None:
+        seed = secrets.randbelow(2**32)
+    elif isinstance(seed, bool) or seed < 0:
+        raise RunUsageError(f"seed must be a non-negative integer, got {seed!r}")
+    if check_timeout is None:
+        check_timeout = check_budget(hypothesis_profile)
+    elif not check_timeout > 0:
+        raise RunUsageError(f"the check timeout must be a positive number of seconds, got {check_timeout!r}")
+    areas = tuple(dict.fromkeys(areas))
+    requirements = tuple(dict.fromkeys(requirements))
+    full = dict(catalog) if catalog is not None else SUITE_CATALOG()
+    scope = scope_catalog(full, areas, requirements)
+    return _Request(
+        driver,
+        dict(options or {}),
+        areas,
+        requirements,
+        hypothesis_profile,
+        seed,
+        workers,
+        float(check_timeout),
+        scope,
+    )
+
+
+def _suite_source() -> SuiteSource:
+    import runlane_conformance
+
+    package = Path(runlane_conformance.__file__).resolve().parent
+    fixtures = str(package / "fixtures")
+    if SUITE_ARGS[:1] == ("--pyargs",):
+        suites = package / "suites"
+        files = sorted(str(p) for p in (*suites.rglob("*.py"), *(package / "fixtures").rglob("*.*")))
+        return SuiteSource(
+            args=SUITE_ARGS,
+            rootdir=str(package.parent),
+            conftest_modules=("runlane_conformance.suites.conftest",),
+            trusted=(str(suites) + os.sep, fixtures + os.sep),
+            files=tuple(f for f in files if not f.endswith(".pyc")),
+        )
+    paths = [Path(arg).resolve() for arg in SUITE_ARGS if not arg.startswith("-")]
+    files = sorted(str(p) for path in paths for p in (path.rglob("*.py") if path.is_dir() else [path]))
+    return SuiteSource(
+        args=SUITE_ARGS,
+        rootdir=os.getcwd(),
+        conftest_modules=(),
+        trusted=(*(str(p) + os.sep for p in paths), fixtures + os.sep),
+        files=tuple(files),
+    )
 
 
 def _driver_info(driver: str) -> DriverInfo | None:
@@ -381,6 +257,176 @@ def _driver_info(driver: str) -> DriverInfo | None:
         if info.name == driver:
             return info
     return None
+
+
+def _target_of(driver: str, info: DriverInfo | None) -> str:
+    return info.target if info is not None else driver
+
+
+def _environment(source: SuiteSource, plugins: Sequence[tuple[str, str]], supervised: bool) -> RunEnvironment:
+    import hypothesis
+
+    return RunEnvironment(
+        toolkit_version=__version__,
+        python_version=f"{platform.python_implementation()} {platform.python_version()}",
+        pytest_version=pytest.__version__,
+        hypothesis_version=hypothesis.__version__,
+        suite_digest=suite_digest(source.files),
+        plugins=tuple(plugins),
+        supervised=supervised,
+    )
+
+
+def _order(plan_checks: Sequence[PlannedCheck]) -> list[PlannedCheck]:
+    return list(plan_checks)
+
+
+def _result(
+    request: _Request,
+    plan: Plan,
+    checks: Mapping[str, CheckResult],
+    *,
+    started_at: datetime,
+    duration: float,
+    status: RunStatus,
+    facts: ProfileFacts,
+    environment: RunEnvironment,
+    problems: Sequence[str],
+    output: str,
+) -> RunResult:
+    missing_reason = "interrupted before it ran" if status is RunStatus.INTERRUPTED else "did not run"
+    judged = []
+    for planned in plan.checks:
+        result = checks.get(planned.nodeid)
+        if result is None:
+            result = unfinished_check(planned, missing_reason, outcome=Outcome.NOT_RUN)
+        judged.append(result)
+    info = _driver_info(request.driver)
+    return RunResult(
+        driver=request.driver,
+        options=request.options,
+        driver_info=info,
+        facts=facts,
+        seed=request.seed,
+        hypothesis_profile=request.hypothesis_profile,
+        areas=request.areas,
+        requirement_filter=request.requirements,
+        workers=request.workers,
+        started_at=started_at,
+        duration=duration,
+        tests=tuple(judged),
+        requirements=fold_requirements(plan, judged),
+        status=status,
+        check_timeout=request.check_timeout,
+        environment=environment,
+        target=_target_of(request.driver, info),
+        problems=(*problems, *limit_problems(judged, facts)),
+        output=output,
+    )
+
+
+def _status_for(request: _Request, interrupted: bool) -> RunStatus:
+    if interrupted:
+        return RunStatus.INTERRUPTED
+    return RunStatus.PARTIAL if (request.areas or request.requirements) else RunStatus.COMPLETE
+
+
+def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
+    return pytest_arguments(
+        source,
+        driver=request.driver,
+        options=request.options,
+        hypothesis_profile=request.hypothesis_profile,
+        seed=request.seed,
+        areas=request.areas,
+        requirements=request.requirements,
+    )
+
+
+# --- supervised ---------------------------------------------------------------------------------
+
+
+def certify_driver(
+    driver: str,
+    options: Mapping[str, str] | None = None,
+    *,
+    areas: Sequence[str] = (),
+    requirements: Sequence[str] = (),
+    hypothesis_profile: str = "quick",
+    seed: int | None = None,
+    workers: int = 1,
+    check_timeout: float | None = None,
+    listener: RunListener | None = None,
+    catalog: Mapping[str, Requirement] | None = None,
+) -> RunResult:
+    """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
+
+    ``check_timeout`` defaults to the Hypothesis profile's budget. Ctrl-C returns
+    the result so far with status ``interrupted`` (raised as ``KeyboardInterrupt``
+    only if it came before the plan existed).
+
+    Raises ``HarnessError`` when the driver cannot be loaded or connected,
+    ``RunUsageError`` for impossible requests, ``RunBrokenError`` when the suites
+    could not be collected.
+    """
+    request = _validate(
+        driver, options, areas, requirements, hypothesis_profile, seed, workers, check_timeout, catalog
+    )
+    source = _suite_source()
+    cwd_on_path = os.getcwd() if ":" in driver else None
+    spec = ChildSpec(
+        request.driver, request.options, _pytest_args(request, source), source.trusted, cwd_on_path
+    )
+    holder: dict[str, Plan] = {}
+    facts_holder: dict[str, ProfileFacts] = {}
+
+    def on_plan(facts: ProfileFacts, collected: tuple[PlannedCheck, ...]) -> Sequence[PlannedCheck]:
+        plan = build_plan(
+            request.scope, facts, collected, restricted=bool(request.areas or request.requirements)
+        )
+        holder["plan"], facts_holder["facts"] = plan, facts
+        if listener is not None:
+            listener(CollectionFinished(plan.totals()))
+        return _order(plan.checks)
+
+    def on_start(check: PlannedCheck) -> None:
+        if listener is not None:
+            listener(CheckStarted(check.nodeid, check.area, check.requirement_id))
+
+    def on_end(raw: RawCheck | CheckResult) -> CheckResult:
+        result = (
+            raw if isinstance(raw, CheckResult) else judge_check(raw, holder["plan"], facts_holder["facts"])
+        )
+        if listener is not None:
+            listener(TestFinished(result))
+        return result
+
+    started_at = datetime.now(UTC)
+    started = time.perf_counter()
+    supervisor = Supervisor(
+        spec,
+        workers=request.workers,
+        check_timeout=request.check_timeout,
+        on_plan=on_plan,
+        on_start=on_start,
+        on_end=on_end,
+    )
+    outcome = supervisor.run()
+    return _result(
+        request,
+        holder["plan"],
+        outcome.checks,
+        started_at=started_at,
+        duration=time.perf_counter() - started,
+        status=_status_for(request, outcome.interrupted),
+        facts=outcome.facts,
+        environment=_environment(source, outcome.plugins, supervised=True),
+        problems=outcome.problems,
+        output=outcome.output,
+    )
+
+
+# --- in-process (the toolkit's own tests) ---------------------------------------------------------
 
 
 def run_suites(
@@ -396,136 +442,110 @@ def run_suites(
     listener: RunListener | None = None,
     catalog: Mapping[str, Requirement] | None = None,
 ) -> RunResult:
-    """Run the conformance suites against ``driver`` and return the verdict.
+    """The same plan and verdict as ``certify_driver``, with pytest running in this process.
 
-    ``areas`` restricts the run (empty: every area); ``requirements``
-    restricts it further to those requirement ids. ``seed`` fixes
-    Hypothesis; one is chosen when omitted. ``workers`` > 1 spreads checks
-    over pytest-xdist processes. ``listener`` receives a ``CollectionFinished``
-    then one ``TestFinished`` per check, from the thread that runs pytest.
-    ``catalog`` overrides the requirement catalog (tests of the runner use it).
-
-    Raises ``HarnessError`` when the driver cannot be loaded or connected,
-    ``RunUsageError`` for impossible requests, ``RunBrokenError`` when pytest
-    could not complete the run.
+    For the toolkit's own tests only (see the module docstring for what it does
+    not guarantee). ``workers`` > 1 runs through the supervisor instead, since
+    parallel checks need child processes anyway. ``catalog`` overrides the
+    requirement catalogue.
     """
-    options = dict(options or {})
-    areas = tuple(dict.fromkeys(areas))
-    unknown = [area for area in areas if area not in AREAS]
-    if unknown:
-        raise RunUsageError(f"unknown area {unknown[0]!r} (areas: {', '.join(AREAS)})")
-    if hypothesis_profile not in HYPOTHESIS_PROFILES:
-        raise RunUsageError(
-            f"unknown Hypothesis profile {hypothesis_profile!r} (profiles: {', '.join(HYPOTHESIS_PROFILES)})"
+    if workers != 1:
+        if extra_pytest_args:
+            raise RunUsageError("extra pytest arguments are only for in-process runs")
+        return certify_driver(
+            driver,
+            options,
+            areas=areas,
+            requirements=requirements,
+            hypothesis_profile=hypothesis_profile,
+            seed=seed,
+            workers=workers,
+            listener=listener,
+            catalog=catalog,
         )
-    if isinstance(workers, bool) or workers < 1:
-        raise RunUsageError(f"workers must be a positive integer, got {workers!r}")
-    if workers > 1 and importlib.util.find_spec("xdist") is None:
-        raise RunUsageError("--workers > 1 needs pytest-xdist: pip install 'runlane-conformance[xdist]'")
-    if seed is None:
-        seed = secrets.randbelow(2**32)
-    elif isinstance(seed, bool) or seed < 0:
-        raise RunUsageError(f"seed must be a non-negative integer, got {seed!r}")
+    request = _validate(
+        driver, options, areas, requirements, hypothesis_profile, seed, workers, None, catalog
+    )
+    facts = probe_facts(request.driver, request.options)
+    source = _suite_source()
+    args = _pytest_args(request, source) + list(extra_pytest_args)
+    plan_holder: list[Plan] = []
+    checks: dict[str, CheckResult] = {}
+    problems: list[str] = []
+    plugins: list[tuple[str, str]] = []
+    collect_errors: list[str] = []
 
-    profile = probe_driver(driver, options)
+    def emit(event: dict[str, object]) -> None:
+        kind = event["event"]
+        if kind == "plugins":
+            plugins.extend((str(n), str(v)) for n, v in event["plugins"])  # type: ignore[attr-defined]
+        elif kind == "collect_error":
+            collect_errors.append(str(event["message"]))
+        elif kind == "collected":
+            collected = tuple(
+                PlannedCheck(str(c["nodeid"]), c["requirement"])
+                for c in event["checks"]  # type: ignore[attr-defined]
+            )
+            plan = build_plan(
+                request.scope, facts, collected, restricted=bool(request.areas or request.requirements)
+            )
+            plan_holder.append(plan)
+            if listener is not None and collected:
+                listener(CollectionFinished(plan.totals()))
+        elif kind == "start" and listener is not None:
+            nodeid = str(event["nodeid"])
+            planned = next(
+                (c for c in plan_holder[0].checks if c.nodeid == nodeid), PlannedCheck(nodeid, None)
+            )
+            listener(CheckStarted(nodeid, planned.area, planned.requirement_id))
+        elif kind == "end":
+            raw = RawCheck.from_json(event["check"])  # type: ignore[arg-type]
+            result = judge_check(raw, plan_holder[0], facts)
+            checks[raw.nodeid] = result
+            if listener is not None:
+                listener(TestFinished(result))
 
-    # The user's own pytest configuration (addopts such as -x or --cov) must not change a
-    # certification, so the run ignores every ini file and states what it needs explicitly.
-    root = _suite_root()
-    args = [
-        "-c",
-        os.devnull,
-        "--rootdir",
-        root,
-        "--confcutdir",
-        root,
-        "-o",
-        f"timeout={CHECK_TIMEOUT_SECONDS}",
-    ]
-    args += ["-p", "no:cacheprovider", "-p", "no:randomly", "-p", __name__, "-q", "--no-header"]
-    # Capture at the sys level only: fd-level capture would also swallow the caller's live progress
-    # display, which writes to the real terminal while the checks run.
-    args += ["--capture=sys"]
-    args += list(SUITE_ARGS)
-    args += ["--runlane-driver", driver]
-    for key, value in options.items():
-        args += ["--runlane-option", f"{key}={value}"]
-    args += ["--runlane-hypothesis-profile", hypothesis_profile, f"--hypothesis-seed={seed}"]
-    for area in areas:
-        args += ["--runlane-area", area]
-    for requirement_id in requirements:
-        args += ["--runlane-requirement", requirement_id]
-    if workers > 1:
-        args += ["-n", str(workers)]
-    args += list(extra_pytest_args)
-
-    collector = _Collector(listener)
-    buffer = io.StringIO()
-    started_at = datetime.now(UTC)
-    started = time.perf_counter()
     import hypothesis
 
     # Hypothesis fixes a test's settings when ``@given`` decorates it, i.e. at import. The plugin
     # activates the chosen settings profile when pytest configures, so the suite modules must be
     # imported afresh after that, or a run would use whatever profile was active at an earlier import.
-    for name in [name for name in sys.modules if name.startswith(SUITE_MODULE_PREFIXES)]:
-        del sys.modules[name]
-    # The plugin activates a Hypothesis settings profile process-wide; put the caller's back.
+    for name in [name for name in sys.modules if name.startswith("runlane_conformance.suites.")]:
+        if name != "runlane_conformance.suites.conftest":
+            del sys.modules[name]
     previous_profile = hypothesis.settings.get_current_profile_name()
+    buffer = io.StringIO()
+    started_at = datetime.now(UTC)
+    started = time.perf_counter()
     try:
-        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-            exit_code = int(pytest.main(args, plugins=[collector]))
+        with closed_environment(), contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            exit_code = int(pytest.main(args, plugins=[EventPlugin(emit, source.trusted)]))
     finally:
         hypothesis.settings.load_profile(previous_profile)
     duration = time.perf_counter() - started
     output = buffer.getvalue()
-
-    if exit_code == _PYTEST_USAGE:
+    if exit_code == pytest.ExitCode.USAGE_ERROR:
         raise RunUsageError(_first_error_line(output) or "pytest refused the arguments")
-    if collector.collection_errors:
-        raise RunBrokenError(f"collecting the suites failed: {collector.collection_errors[0]}", output)
-    if exit_code == _PYTEST_EMPTY or (exit_code == _PYTEST_OK and not collector.tests):
+    if collect_errors:
+        raise RunBrokenError(f"collecting the suites failed: {collect_errors[0]}", output)
+    if not plan_holder or not plan_holder[0].checks:
         raise RunBrokenError("no checks were collected for this run", output)
-    if exit_code not in (_PYTEST_OK, _PYTEST_FAILED):
-        raise RunBrokenError(
-            f"pytest stopped with exit code {exit_code}: {_first_error_line(output) or 'see its output'}",
-            output,
+    if exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        problems.append(
+            f"pytest stopped with exit code {exit_code}: {_first_error_line(output) or 'see its output'}"
         )
-
-    tests = tuple(collector.tests)
-    if catalog is not None:
-        known = dict(catalog)
-    elif workers == 1:
-        # Each real check carries its Requirement as a parameter; no need to import every suite again.
-        known = collector.declared
-    else:
-        known = all_requirements()
-    return RunResult(
-        driver=driver,
-        options=options,
-        driver_info=_driver_info(driver),
-        profile=profile,
-        seed=seed,
-        hypothesis_profile=hypothesis_profile,
-        areas=areas,
-        workers=workers,
+    return _result(
+        request,
+        plan_holder[0],
+        checks,
         started_at=started_at,
         duration=duration,
-        tests=tests,
-        requirements=_fold_requirements(tests, known),
-        pytest_exit_code=exit_code,
+        status=_status_for(request, False),
+        facts=facts,
+        environment=_environment(source, plugins, supervised=False),
+        problems=problems,
         output=output,
     )
-
-
-def _suite_root() -> str:
-    """Where node ids are relative to: the directory holding our package, so ids read
-    ``runlane_conformance/suites/test_<area>.py::...`` wherever the toolkit is installed."""
-    if SUITE_ARGS[:1] == ("--pyargs",):
-        import runlane_conformance
-
-        return str(Path(runlane_conformance.__file__).resolve().parent.parent)
-    return os.getcwd()
 
 
 def _first_error_line(output: str) -> str | None:
@@ -536,188 +556,7 @@ def _first_error_line(output: str) -> str | None:
     return None
 
 
-def _fold_requirements(
-    tests: Iterable[TestResult], catalog: Mapping[str, Requirement]
-) -> tuple[RequirementResult, ...]:
-    grouped: dict[str, list[TestResult]] = {}
-    for test in tests:
-        key = test.requirement_id or f"{test.area}.{_slug(test.name)}"
-        grouped.setdefault(key, []).append(test)
-    order = {area: index for index, area in enumerate(AREAS)}
-    results = []
-    for requirement_id, members in grouped.items():
-        requirement = catalog.get(requirement_id) or Requirement(
-            requirement_id,
-            RequirementLevel.MUST,
-            clause="",
-            summary="(not in the requirement catalog)",
-        )
-        failures = [t for t in members if t.failed]
-        if failures:
-            outcome, reason = RequirementOutcome.FAILED, failures[0].message
-        elif all(t.outcome is Outcome.SKIPPED for t in members):
-            outcome, reason = RequirementOutcome.SKIPPED, members[0].message
-        else:
-            outcome, reason = RequirementOutcome.PASSED, None
-        results.append(RequirementResult(requirement, outcome, reason, tuple(members)))
-    results.sort(key=lambda r: (order.get(r.area, len(order)), r.area, r.id))
-    return tuple(results)
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unnamed"
-
-
-def _requirement_from_nodeid(nodeid: str) -> str | None:
-    """The requirement id carried in a node id's parameter brackets, if it has one."""
-    name = nodeid.rpartition("::")[2]
-    if not name.endswith("]") or "[" not in name:
-        return None
-    params = name[name.index("[") + 1 : -1]
-    for match in _REQUIREMENT_ID.finditer(params):
-        if match.group().partition(".")[0] in AREAS:
-            return match.group()
+def _installed_version(distribution: str) -> str | None:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version(distribution)
     return None
-
-
-def _area_for(nodeid: str, requirement_id: str | None) -> str:
-    if requirement_id:
-        return requirement_id.partition(".")[0]
-    match = _MODULE_AREA.search(nodeid.partition("::")[0])
-    return match.group(1) if match else "unlabelled"
-
-
-def _user_property(report: Any, name: str) -> str | None:
-    for key, value in getattr(report, "user_properties", ()) or ():
-        if key == name and isinstance(value, str):
-            return value
-    return None
-
-
-def _short_message(report: Any) -> str:
-    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
-    message = getattr(crash, "message", None)
-    if isinstance(message, str) and message.strip():
-        return message.strip().splitlines()[0]
-    text = str(getattr(report, "longreprtext", "") or getattr(report, "longrepr", "") or "")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("E "):
-            return line[1:].strip()
-    return lines[-1] if lines else "failed"
-
-
-def _skip_reason(report: Any) -> str:
-    wasxfail = getattr(report, "wasxfail", None)
-    if wasxfail:
-        return f"expected failure: {wasxfail}"
-    longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    return str(longrepr or "skipped")
-
-
-@dataclass
-class _Pending:
-    nodeid: str
-    requirement_id: str | None
-    duration: float = 0.0
-    outcome: Outcome = Outcome.PASSED
-    message: str | None = None
-    longrepr: str | None = None
-
-
-class _Collector:
-    """pytest plugin living in the controlling process: folds phase reports into ``TestResult``s."""
-
-    def __init__(self, listener: RunListener | None) -> None:
-        self._listener = listener
-        self._pending: dict[str, _Pending] = {}
-        self._announced = False
-        self.tests: list[TestResult] = []
-        self.collection_errors: list[str] = []
-        self.declared: dict[str, Requirement] = {}
-
-    def _announce(self, nodeids: Iterable[str]) -> None:
-        if self._announced:
-            return
-        self._announced = True
-        totals = Counter(_area_for(n, _requirement_from_nodeid(n)) for n in nodeids)
-        if self._listener is not None:
-            self._listener(CollectionFinished(dict(totals)))
-
-    # --- collection -------------------------------------------------------------------------
-    def pytest_collectreport(self, report: Any) -> None:
-        if report.failed:
-            self.collection_errors.append(f"{report.nodeid or 'suite'}: {_short_message(report)}")
-
-    def pytest_collection_finish(self, session: Any) -> None:
-        for item in session.items:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            declared = params.get(_REQUIREMENT_PROPERTY)
-            if isinstance(declared, Requirement):
-                self.declared[declared.id] = declared
-        if session.items:
-            self._announce(item.nodeid for item in session.items)
-
-    @pytest.hookimpl(optionalhook=True)  # defined by pytest-xdist, an optional extra
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self._announce(ids)
-
-    # --- execution --------------------------------------------------------------------------
-    def pytest_runtest_logreport(self, report: Any) -> None:
-        pending = self._pending.get(report.nodeid)
-        if pending is None:
-            requirement_id = _user_property(report, _REQUIREMENT_PROPERTY) or _requirement_from_nodeid(
-                report.nodeid
-            )
-            pending = self._pending[report.nodeid] = _Pending(report.nodeid, requirement_id)
-        pending.duration += float(getattr(report, "duration", 0.0) or 0.0)
-        if report.failed:
-            text = str(report.longreprtext)
-            if pending.outcome in (Outcome.FAILED, Outcome.ERROR):
-                pending.longrepr = f"{pending.longrepr or ''}\n{text}".strip()
-            else:
-                message = _short_message(report)
-                if report.when == "call":
-                    pending.outcome, pending.message = Outcome.FAILED, message
-                else:
-                    pending.outcome, pending.message = Outcome.ERROR, f"error in {report.when}: {message}"
-                pending.longrepr = text
-        elif report.skipped and pending.outcome is Outcome.PASSED:
-            pending.outcome, pending.message = Outcome.SKIPPED, _skip_reason(report)
-        if report.when == "teardown":
-            self._finish(self._pending.pop(report.nodeid))
-
-    def _finish(self, pending: _Pending) -> None:
-        blob = None
-        if pending.longrepr:
-            match = _BLOB.search(pending.longrepr)
-            blob = match.group() if match else None
-        result = TestResult(
-            nodeid=pending.nodeid,
-            requirement_id=pending.requirement_id,
-            area=_area_for(pending.nodeid, pending.requirement_id),
-            outcome=pending.outcome,
-            duration=pending.duration,
-            message=pending.message,
-            longrepr=pending.longrepr,
-            hypothesis_blob=blob,
-        )
-        self.tests.append(result)
-        if self._listener is not None:
-            self._listener(TestFinished(result))
-
-
-# --- hooks for every pytest process of a run (registered with ``-p runlane_conformance.runner``) ---
-
-
-def pytest_collection_modifyitems(items: list[Any]) -> None:
-    """Carry each check's requirement id on its reports, so xdist workers pass it back too."""
-    for item in items:
-        marker = item.get_closest_marker("runlane_requirement")
-        if marker is None or not marker.args:
-            continue
-        if any(name == _REQUIREMENT_PROPERTY for name, _ in item.user_properties):
-            continue
-        item.user_properties.append((_REQUIREMENT_PROPERTY, str(marker.args[0])))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from runlane_conformance import runner
+from tests.cli.fake_catalog import fake_catalog
 
 collect_ignore = ["fake_suite"]
 
@@ -23,6 +24,7 @@ FAKE_DRIVER = f"{__package__}.fake_driver:harness"
 def fake_suite(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point the runner at the fake suite; yields the driver spec of the fake driver."""
     monkeypatch.setattr(runner, "SUITE_ARGS", (str(FAKE_SUITE),))
+    monkeypatch.setattr(runner, "SUITE_CATALOG", fake_catalog)
     yield FAKE_DRIVER
 
 

@@ -131,13 +131,26 @@ def test_the_report_is_schema_valid_and_records_the_verdict(fake_suite: str, tmp
     failed = next(r for r in document["requirements"] if r["id"] == "conflicts.lost-update")
     assert failed["outcome"] == "failed" and failed["checks"] == 2
     assert all("--seed 8" in failure["reproduce"] for failure in failed["failures"])
-    skipped = next(r for r in document["requirements"] if r["id"] == "append.contiguous-positions")
-    assert (skipped["outcome"], skipped["reason"]) == ("skipped", "profile: append not offered")
+    gated = next(r for r in document["requirements"] if r["id"] == "append.contiguous-positions")
+    assert (gated["outcome"], gated["reason"]) == ("gated", "profile: append not offered")
     assert {a["area"]: a["requirements"] for a in document["areas"]}["conflicts"] == {
         "passed": 1,
         "failed": 1,
-        "skipped": 0,
+        "gated": 0,
+        "not_run": 0,
     }
+    assert document["run"]["status"] == "complete"
+    assert document["run"]["checks"] == {
+        "required": 14,
+        "run": 14,
+        "passed": 9,
+        "failed": 2,
+        "gated": 3,
+        "not_run": 0,
+    }
+    assert document["toolkit"]["suite_digest"].startswith("sha256:")
+    assert document["environment"]["supervised"] is True
+    assert {p["name"] for p in document["environment"]["plugins"]} >= {"runlane_conformance.fixtures.plugin"}
 
 
 def test_junit_has_a_testcase_per_requirement_with_its_id_as_name_and_property(
@@ -189,7 +202,7 @@ def test_report_runs_only_limits_and_profile_and_shows_limits_verified_at_their_
     checks = {entry["name"]: entry["status"] for entry in document["checks"]}
     assert checks == {
         "limit_coherence": "passed",
-        "durability": "skipped",
+        "durability": "gated",
         "clock": "passed",
         "index_consistency": "passed",
     }
@@ -244,9 +257,11 @@ def test_help_explains_each_command() -> None:
 # --- badge ------------------------------------------------------------------------------------------
 
 
-def _report(fake_suite: str, tmp_path: Path, *options: str) -> Path:
+def _report(fake_suite: str, tmp_path: Path, *options: str, partial: bool = False) -> Path:
     path = tmp_path / "report.json"
-    args = ["run", "-d", fake_suite, "--report", str(path), "-a", "limits", "-a", "profile"]
+    args = ["run", "-d", fake_suite, "--report", str(path)]
+    if partial:
+        args += ["-a", "limits", "-a", "profile"]
     for option in options:
         args += ["-o", option]
     invoke(*args)
@@ -269,14 +284,21 @@ def test_badge_of_a_failing_report_is_red_and_says_not_certified(fake_suite: str
     assert "not certified" in texts
 
 
-def test_badge_of_a_passing_partial_report_names_the_level_and_the_partial_run(
-    fake_suite: str, tmp_path: Path
-) -> None:
+def test_badge_of_a_passing_complete_report_names_its_level(fake_suite: str, tmp_path: Path) -> None:
     report = _report(fake_suite, tmp_path)
     endpoint = tmp_path / "badge.json"
     assert invoke("badge", str(report), "--endpoint", str(endpoint)).exit_code == 0
     badge = json.loads(endpoint.read_text())
-    assert (badge["message"], badge["color"], badge["isError"]) == ("core (partial run)", "yellow", False)
+    assert (badge["message"], badge["color"], badge["isError"]) == ("core", "brightgreen", False)
+
+
+def test_badge_refuses_a_partial_report(fake_suite: str, tmp_path: Path) -> None:
+    report = _report(fake_suite, tmp_path, partial=True)
+    endpoint = tmp_path / "badge.json"
+    result = invoke("badge", str(report), "--endpoint", str(endpoint))
+    assert result.exit_code == 2
+    assert "partial run, which is never a certification" in one_error_line(result)
+    assert not endpoint.exists()
 
 
 def test_badge_escapes_every_string_it_draws(fake_suite: str, tmp_path: Path) -> None:
@@ -312,8 +334,14 @@ def test_badge_needs_somewhere_to_write(fake_suite: str, tmp_path: Path) -> None
     assert "--svg PATH and/or --endpoint PATH" in one_error_line(result)
 
 
-def test_the_reference_driver_certifies_its_point_reads_area_through_the_cli(tmp_path: Path) -> None:
+def test_the_reference_driver_passes_its_point_reads_area_through_the_cli_as_a_partial_run(
+    tmp_path: Path,
+) -> None:
     report = tmp_path / "local.json"
     result = invoke("run", "--driver", "local", "--area", "point_reads", "--report", str(report))
     assert result.exit_code == 0, result.output
-    assert read_report(report)["driver"]["distribution"] == "runlane-conformance"
+    assert "PARTIAL RUN" in result.stdout and "not a certification" in result.stdout
+    document = read_report(report)
+    assert document["driver"]["distribution"] == "runlane-conformance"
+    assert document["driver"]["target"] == "runlane_conformance.local.harness:local_harness"
+    assert document["run"]["status"] == "partial" and not document["certification"]["certified"]

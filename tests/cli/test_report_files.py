@@ -83,7 +83,7 @@ def test_an_invalid_document_is_never_written(document: dict, tmp_path: Path) ->
 
 
 def test_certified_and_level_must_agree(document: dict, tmp_path: Path) -> None:
-    bad = {**document, "certification": {**document["certification"], "certified": False}}
+    bad = {**document, "certification": {**document["certification"], "certified": True}}
     with pytest.raises(ReportError, match="certified and level disagree"):
         write_report(tmp_path / "r.json", bad)
 

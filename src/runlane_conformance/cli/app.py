@@ -5,7 +5,12 @@ Exit codes are part of the interface, so CI can branch on them:
 * 0 -- certified: every applicable MUST requirement passed;
 * 1 -- at least one MUST requirement failed (the run itself was fine);
 * 2 -- usage or driver-loading problem, reported on one line without a traceback;
-* 3 -- the run itself broke (the suites could not be collected, pytest or the toolkit failed).
+* 3 -- the run itself broke (the suites could not be collected, pytest or the toolkit failed);
+* 130 -- interrupted (Ctrl-C or SIGTERM); a ``--report`` is still written, marked interrupted.
+
+A run restricted with ``--area`` or ``--requirement`` is never a certification:
+it exits 0 when everything that ran passed, 1 otherwise, and its report is
+marked partial (``badge`` refuses it).
 """
 
 from __future__ import annotations
@@ -14,8 +19,12 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -30,18 +39,20 @@ from rich.text import Text
 from .. import __version__
 from ..contract.values import StorageProfile
 from ..fixtures.gating import CAPABILITIES
+from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
+from ..run.model import Outcome, RunStatus
 from ..runner import (
     HYPOTHESIS_PROFILES,
+    CheckStarted,
     CollectionFinished,
     RunBrokenError,
     RunEvent,
     RunResult,
     RunUsageError,
     TestFinished,
-    probe_driver,
-    run_suites,
+    certify_driver,
 )
 from ..safe_text import (
     MESSAGE_LIMIT,
@@ -56,7 +67,7 @@ from ..safe_text import (
 from .badge import badge_for, endpoint_json, render_svg
 from .junit import junit_xml
 from .output_files import OutputFileError, check_output_path, write_text_atomically
-from .report import REPORT_SCHEMA, ReportError, build_report, read_report, write_report
+from .report import REPORT_SCHEMA, ReportError, build_report, check_claim, read_report, write_report
 from .wording import count
 
 __all__ = ["ExitCode", "app", "console", "main"]
@@ -69,13 +80,14 @@ class ExitCode(IntEnum):
     REQUIREMENT_FAILED = 1
     USAGE = 2
     BROKEN = 3
+    INTERRUPTED = 130
 
 
 app = typer.Typer(
     name="runlane-certify",
     help="Certify a Runlane storage driver against the storage contract.\n\n"
     "Exit codes: 0 certified, 1 a requirement failed, 2 usage or driver-loading error, "
-    "3 the run itself broke.\n\n"
+    "3 the run itself broke, 130 interrupted.\n\n"
     "Shell completion: run [bold]runlane-certify --install-completion[/bold] once, then open a new shell.",
     no_args_is_help=True,
     # Typer's own completion: --install-completion / --show-completion for bash, zsh, fish, PowerShell.
@@ -241,9 +253,16 @@ SeedOption = Annotated[
 
 
 class _LiveProgress:
-    """Per-area progress: a live rich bar on a terminal, one line per finished area elsewhere (CI logs)."""
+    """Per-area progress: a live rich bar on a terminal, one honest line per finished area elsewhere.
 
-    def __init__(self) -> None:
+    On a terminal each area's bar names the check in flight and its timer starts
+    with the area's first check. In a log, a finished area prints how its checks
+    ended; an area whose checks were all gated says so, with the reason, instead of "ok".
+    ``on_plan`` runs once when the plan is known (the CLI prints its header then, so a
+    driver that cannot load leaves nothing but its one-line error).
+    """
+
+    def __init__(self, on_plan: Callable[[], None] = lambda: None) -> None:
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -252,32 +271,79 @@ class _LiveProgress:
             console=console,
             disable=not console.is_terminal,
         )
+        self._on_plan = on_plan
         self.tasks: dict[str, TaskID] = {}
         self.totals: dict[str, int] = {}
         self.done: dict[str, int] = {}
         self.failed: dict[str, int] = {}
+        self.gated: dict[str, int] = {}
+        self.reasons: dict[str, Counter[str]] = {}
+        self.started: dict[str, float] = {}
+
+    def _ensure(self, area: str, total: int | None) -> None:
+        if area in self.tasks:
+            return
+        self.totals[area] = total or 0
+        self.done[area] = self.failed[area] = self.gated[area] = 0
+        self.reasons[area] = Counter()
+        self.tasks[area] = self.progress.add_task(f"  {area}", total=total, start=False)
+
+    def _mark(self, area: str) -> str:
+        if self.failed[area]:
+            return _FAIL
+        if self.done[area] >= self.totals[area]:
+            return _SKIP if self.gated[area] == self.done[area] else _PASS
+        return " "
 
     def __call__(self, event: RunEvent) -> None:
         if isinstance(event, CollectionFinished):
+            self._on_plan()
             order = {area: index for index, area in enumerate(AREAS)}
             for area in sorted(event.totals, key=lambda a: (order.get(a, len(order)), a)):
-                self.totals[area] = event.totals[area]
-                self.done[area] = self.failed[area] = 0
-                self.tasks[area] = self.progress.add_task(f"  {area}", total=event.totals[area])
+                self._ensure(area, event.totals[area])
+            return
+        if isinstance(event, CheckStarted):
+            self._ensure(event.area, None)
+            if event.area not in self.started:
+                self.started[event.area] = time.monotonic()
+                self.progress.start_task(self.tasks[event.area])
+            name = event.nodeid.rpartition("::")[2].partition("[")[0]
+            self.progress.update(
+                self.tasks[event.area], description=f"{self._mark(event.area)} {event.area}: {name[:48]}"
+            )
             return
         assert isinstance(event, TestFinished)
-        area = event.test.area
-        if area not in self.tasks:  # a check the collection count did not foresee
-            self.totals[area] = self.done[area] = self.failed[area] = 0
-            self.tasks[area] = self.progress.add_task(f"  {area}", total=None)
+        test = event.test
+        area = test.area
+        self._ensure(area, None)
+        self.started.setdefault(area, time.monotonic())
         self.done[area] += 1
-        self.failed[area] += int(event.test.failed)
+        self.failed[area] += int(test.failed)
+        if test.outcome is Outcome.GATED:
+            self.gated[area] += 1
+            self.reasons[area][test.message or "profile"] += 1
         finished = self.done[area] >= self.totals[area]
-        mark = _FAIL if self.failed[area] else (_PASS if finished else " ")
-        self.progress.update(self.tasks[area], advance=1, description=f"{mark} {area}")
-        if finished and not console.is_terminal:
-            verdict = f"{self.failed[area]} failed" if self.failed[area] else "ok"
-            console.print(f"  {mark} {area}: {self.done[area]} checks, {verdict}", markup=False)
+        mark = self._mark(area)
+        description = f"{mark} {area}" if finished else f"{mark} {area}: {test.name.partition('[')[0][:48]}"
+        self.progress.update(self.tasks[area], advance=1, description=description)
+        if finished:
+            self.progress.stop_task(self.tasks[area])
+            if not console.is_terminal:
+                console.print(f"  {mark} {area}: {self._summary(area)}", markup=False)
+
+    def _summary(self, area: str) -> str:
+        done, failed, gated = self.done[area], self.failed[area], self.gated[area]
+        elapsed = time.monotonic() - self.started.get(area, time.monotonic())
+        reasons = "; ".join(reason for reason, _ in self.reasons[area].most_common())
+        if failed:
+            verdict = f"{failed} failed"
+        elif gated == done:
+            verdict = f"all gated ({reasons})"
+        elif gated:
+            verdict = f"ok, {gated} gated ({reasons})"
+        else:
+            verdict = "ok"
+        return f"{done} checks, {verdict} in {elapsed:.1f}s"
 
 
 def _describe_profile(profile: StorageProfile) -> str:
@@ -294,21 +360,23 @@ def _verdict_table(result: RunResult) -> Table:
     table.add_column("area")
     table.add_column("passed", justify="right", style="green")
     table.add_column("failed", justify="right", style="red")
-    table.add_column("skipped", justify="right", style="yellow")
-    table.add_column("skip reasons")
+    table.add_column("not run", justify="right", style="red")
+    table.add_column("gated", justify="right", style="yellow")
+    table.add_column("gate reasons")
     table.add_column("checks", justify="right")
     table.add_column("time", justify="right")
     for summary in result.area_summaries():
         reasons = "; ".join(
-            f"{_shown(reason, result.options, 200)} ({count})" for reason, count in summary.skip_reasons
+            f"{_shown(reason, result.options, 200)} ({count})" for reason, count in summary.gate_reasons
         )
         table.add_row(
             Text(_shown(summary.area)),
             str(summary.passed),
             str(summary.failed),
-            str(summary.skipped),
+            str(summary.not_run),
+            str(summary.gated),
             Text(reasons),
-            str(summary.tests_passed + summary.tests_failed + summary.tests_skipped),
+            str(summary.tests_passed + summary.tests_failed + summary.tests_gated),
             f"{summary.duration:.2f}s",
         )
     return table
@@ -340,6 +408,11 @@ def _print_failures(result: RunResult) -> None:
                 console.print(
                     Text(f"    hypothesis: {_shown(test.hypothesis_blob, options, None)}"), soft_wrap=True
                 )
+            if test.stack:
+                stack = "\n                ".join(
+                    _shown(line, options, 500) for line in test.stack.splitlines()[:40]
+                )
+                console.print(Text(f"    stack:      {stack}"), soft_wrap=True)
     if redact_options(options) != dict(options):
         console.print(
             Text(
@@ -350,31 +423,62 @@ def _print_failures(result: RunResult) -> None:
         )
 
 
+def _scope_of(result: RunResult) -> str:
+    parts = [f"areas {', '.join(result.areas)}"] if result.areas else []
+    if result.requirement_filter:
+        parts.append(f"requirements {', '.join(result.requirement_filter)}")
+    return _shown("; ".join(parts))
+
+
 def _print_verdict(result: RunResult) -> None:
     should = [r for r in result.failed_requirements if r not in result.must_failures]
-    scope = "" if result.complete else f" (partial run: {', '.join(result.areas)})"
     console.print()
-    if result.certified:
+    for problem in result.problems:
+        console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=True)
+    if result.status is RunStatus.INTERRUPTED:
+        console.print(
+            Text.assemble(("INTERRUPTED", "bold red"), f": {_shown(result.driver)}: not a certification"),
+            soft_wrap=True,
+        )
+    elif result.status is RunStatus.PARTIAL:
+        failed = len(result.failed_requirements)
+        outcome = f"{failed} requirement(s) failed" if failed else "everything that ran passed"
         console.print(
             Text.assemble(
-                ("CERTIFIED", "bold green"), f": {_shown(result.driver)} at level {result.level}{scope}"
+                ("PARTIAL RUN", "bold yellow"),
+                f" ({_scope_of(result)}): {_shown(result.driver)}: {outcome}; "
+                "a partial run is not a certification",
             ),
             soft_wrap=True,
         )
-    else:
+    elif result.certified:
         console.print(
-            Text.assemble(
-                ("NOT CERTIFIED", "bold red"),
-                f": {_shown(result.driver)}: "
-                f"{count(len(result.must_failures), 'MUST requirement')} failed{scope}",
-            ),
+            Text.assemble(("CERTIFIED", "bold green"), f": {_shown(result.driver)} at level {result.level}"),
+            soft_wrap=True,
+        )
+    else:
+        reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
+        if result.problems:
+            reasons.append(count(len(result.problems), "run problem"))
+        console.print(
+            Text.assemble(("NOT CERTIFIED", "bold red"), f": {_shown(result.driver)}: {', '.join(reasons)}"),
             soft_wrap=True,
         )
     if should:
         console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
+    ran = sum(t.outcome is not Outcome.NOT_RUN for t in result.tests)
     checks = count(len(result.tests), "check")
-    summary = f"{checks} in {result.duration:.1f}s; seed {result.seed}"
+    summary = f"{ran} of {checks} run in {result.duration:.1f}s; seed {result.seed}"
     console.print(Text(summary, style="dim"), soft_wrap=True)
+
+
+def _exit_code(result: RunResult) -> ExitCode:
+    if result.status is RunStatus.INTERRUPTED:
+        return ExitCode.INTERRUPTED
+    if result.status is RunStatus.PARTIAL:
+        passed = not result.failed_requirements and not result.problems
+        return ExitCode.CERTIFIED if passed else ExitCode.REQUIREMENT_FAILED
+    return ExitCode.CERTIFIED if result.certified else ExitCode.REQUIREMENT_FAILED
 
 
 def _allow_local_modules(driver: str) -> None:
@@ -383,20 +487,22 @@ def _allow_local_modules(driver: str) -> None:
         sys.path.insert(0, os.getcwd())
 
 
-def _preflight(driver: str, option: Sequence[str] | None, areas: Sequence[str]) -> None:
-    """Refuse a bad area, option or driver with one line before anything else is printed."""
-    unknown = [name for name in areas if name not in AREAS]
-    if unknown:
-        _stop(ExitCode.USAGE, f"unknown area {unknown[0]!r} (areas: {', '.join(AREAS)})")
-    _allow_local_modules(driver)
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (a cancelled CI job) like Ctrl-C, so the run is wound down the same way."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
     try:
-        options = parse_driver_options(option or [])
-    except HarnessError as error:
-        _stop(ExitCode.USAGE, error)
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        yield
+        return
     try:
-        probe_driver(driver, options)
-    except HarnessError as error:
-        _stop(ExitCode.USAGE, error, options)
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _execute(
@@ -407,21 +513,27 @@ def _execute(
     seed: int | None,
     workers: int,
     listener: Callable[[RunEvent], None] | None,
+    *,
+    requirements: Sequence[str] = (),
+    check_timeout: float | None = None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
     options: dict[str, str] = {}
     try:
         options = parse_driver_options(option or [])
-        return run_suites(
-            driver,
-            options,
-            areas=areas,
-            hypothesis_profile=profile,
-            seed=seed,
-            workers=workers,
-            listener=listener,
-        )
+        with _terminate_as_interrupt():
+            return certify_driver(
+                driver,
+                options,
+                areas=areas,
+                requirements=requirements,
+                hypothesis_profile=profile,
+                seed=seed,
+                workers=workers,
+                check_timeout=check_timeout,
+                listener=listener,
+            )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
     except RunBrokenError as error:
@@ -452,7 +564,19 @@ def run(
             "--area",
             "-a",
             metavar="AREA",
-            help=f"Run only this contract area (repeatable). Areas: {', '.join(AREAS)}.",
+            help=f"Run only this contract area (repeatable; makes the run partial, never a "
+            f"certification). Areas: {', '.join(AREAS)}.",
+            show_default=False,
+        ),
+    ] = None,
+    requirement: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--requirement",
+            "-r",
+            metavar="ID",
+            help="Run only the checks of this requirement id, e.g. sealing.reads-refused-after-now "
+            "(repeatable; makes the run partial, never a certification).",
             show_default=False,
             autocompletion=_complete_area,
         ),
@@ -468,36 +592,78 @@ def run(
         typer.Option(help="Write JUnit XML (one testcase per requirement) here.", show_default=False),
     ] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="Run checks in N processes (needs the xdist extra).")
+        int,
+        typer.Option(
+            min=1,
+            help="Run checks in N supervised processes at once. Pays off from the default profile up; "
+            "with quick, startup dominates.",
+        ),
     ] = 1,
+    check_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--check-timeout",
+            min=0.001,
+            metavar="SECONDS",
+            help="Fail any single check still running after this many seconds (its stack is reported "
+            "and the run goes on). Default: the profile's budget ("
+            + ", ".join(f"{name} {budget:g}s" for name, budget in CHECK_BUDGET_SECONDS.items())
+            + ").",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
-    Shows progress per contract area, then a verdict table and, for each failed
-    requirement, its message and the exact command that reproduces it.
-    Exit 0 only when every applicable MUST requirement passed.
+    The checks run in supervised child processes: a driver that exits, crashes
+    or hangs fails the check it was in, and the run goes on. Shows progress per
+    contract area, then a verdict table and, for each failed requirement, its
+    message and the exact command that reproduces it. Exit 0 only when every
+    required check ran and every MUST requirement passed (or was gated off by
+    the driver's profile).
     """
     _begin()
     _check_output_path(report, "report")
     _check_output_path(junit, "JUnit file")
     seed = secrets.randbelow(2**32) if seed is None else seed
     areas = tuple(area or ())
-    _preflight(driver, option, areas)
-    options = parse_driver_options(option or [])  # already accepted by _preflight
-    console.print(
-        Text(
-            f"Certifying driver {_shown(driver, options)}"
-            + (f" with options {_shown(_options_text(options), options)}" if options else "")
-            + f" (Hypothesis profile {profile}, seed {seed}"
-            + (f", areas {', '.join(areas)}" if areas else "")
-            + ")",
-            style="bold",
-        ),
-        soft_wrap=True,
+    try:
+        options = parse_driver_options(option or [])
+    except HarnessError as error:
+        _stop(ExitCode.USAGE, error)
+    requirements = tuple(requirement or ())
+    scope = (f", areas {', '.join(areas)}" if areas else "") + (
+        f", requirements {', '.join(requirements)}" if requirements else ""
     )
-    live = _LiveProgress()
-    with live.progress:
-        result = _execute(driver, option, areas, profile, seed, workers, live)
+
+    def header() -> None:
+        console.print(
+            Text(
+                f"Certifying driver {_shown(driver, options)}"
+                + (f" with options {_shown(_options_text(options), options)}" if options else "")
+                + f" (Hypothesis profile {profile}, seed {seed}{_shown(scope)})",
+                style="bold",
+            ),
+            soft_wrap=True,
+        )
+
+    live = _LiveProgress(header)
+    try:
+        with live.progress:
+            result = _execute(
+                driver,
+                option,
+                areas,
+                profile,
+                seed,
+                workers,
+                live,
+                requirements=requirements,
+                check_timeout=check_timeout,
+            )
+    except KeyboardInterrupt:
+        typer.echo("runlane-certify: interrupted before the run had a plan; no report written", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
     console.print()
     console.print(_verdict_table(result))
@@ -510,12 +676,12 @@ def run(
     if junit is not None:
         _write(junit, junit_xml(document), "JUnit file")
         console.print(Text(f"junit:  {_shown(junit)}"), soft_wrap=True)
-    raise typer.Exit(int(ExitCode.CERTIFIED if result.certified else ExitCode.REQUIREMENT_FAILED))
+    raise typer.Exit(int(_exit_code(result)))
 
 
 # --- report ----------------------------------------------------------------------------------------
 
-_STATUS_STYLE = {"passed": "green", "failed": "red", "skipped": "yellow", "not_run": "dim"}
+_STATUS_STYLE = {"passed": "green", "failed": "red", "gated": "yellow", "not_run": "dim"}
 
 
 def _status(status: str) -> Text:
@@ -640,7 +806,11 @@ def report_command(
         assert driver is not None
         _check_output_path(output, "report")
         seed = secrets.randbelow(2**32) if seed is None else seed
-        result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
+        try:
+            result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
+        except KeyboardInterrupt:
+            typer.echo("runlane-certify: interrupted", err=True)
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         document = _report_for(result, "capabilities")
         if output is not None:
             _write_report(output, document)
@@ -704,7 +874,10 @@ def badge(
 ) -> None:
     """Make an offline SVG badge and/or a shields.io endpoint JSON from a report.
 
-    The report is validated against the schema first; an invalid report is refused.
+    The report is validated against the schema, then its verdict is recomputed
+    from its own requirement outcomes and this toolkit's catalogue. A report
+    whose claim does not follow from its content, that comes from a partial or
+    interrupted run, or that names another toolkit version is refused (exit 2).
     """
     _begin()
     if svg is None and endpoint is None:
@@ -713,8 +886,9 @@ def badge(
         _check_output_path(path, what)
     try:
         document = read_report(report)
+        check_claim(document)
     except ReportError as error:
-        _stop(ExitCode.USAGE, error)
+        _stop(ExitCode.USAGE, f"refusing report {str(report)!r}: {error}")
     made = badge_for(document)
     if svg is not None:
         _write(svg, render_svg(made), "SVG badge")

@@ -18,6 +18,10 @@ from ..safe_text import MESSAGE_LIMIT, xml_safe
 __all__ = ["junit_xml"]
 
 
+#: Requirement outcomes reported as JUnit failures: a requirement that did not run is not a pass.
+_FAILING = ("failed", "not_run")
+
+
 def _clean(text: object) -> str:
     """An attribute value: one line, capped, with only characters XML 1.0 can carry.
 
@@ -44,8 +48,8 @@ def junit_xml(report: Mapping[str, Any]) -> str:
     requirements = report["requirements"]
     counts = {
         "tests": len(requirements),
-        "failures": sum(r["outcome"] == "failed" for r in requirements),
-        "skipped": sum(r["outcome"] == "skipped" for r in requirements),
+        "failures": sum(r["outcome"] in _FAILING for r in requirements),
+        "skipped": sum(r["outcome"] == "gated" for r in requirements),
     }
     root = ET.Element(
         "testsuites",
@@ -66,9 +70,9 @@ def junit_xml(report: Mapping[str, Any]) -> str:
             "testsuite",
             name=_clean(area),
             tests=str(len(members)),
-            failures=str(sum(r["outcome"] == "failed" for r in members)),
+            failures=str(sum(r["outcome"] in _FAILING for r in members)),
             errors="0",
-            skipped=str(sum(r["outcome"] == "skipped" for r in members)),
+            skipped=str(sum(r["outcome"] == "gated" for r in members)),
             time=_seconds(sum(r["duration_seconds"] for r in members)),
         )
         if area == next(iter(by_area)):
@@ -96,7 +100,7 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 ("clause", requirement.get("clause", "")),
             ):
                 ET.SubElement(properties, "property", name=name, value=_clean(value))
-            if requirement["outcome"] == "failed":
+            if requirement["outcome"] in _FAILING:
                 failures = requirement.get("failures", [])
                 body = "\n\n".join(_failure_text(failure) for failure in failures)
                 element = ET.SubElement(
@@ -106,7 +110,7 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                     type=_clean(requirement["level"]),
                 )
                 element.text = xml_safe(body)
-            elif requirement["outcome"] == "skipped":
-                ET.SubElement(case, "skipped", message=_clean(requirement["reason"] or "skipped"))
+            elif requirement["outcome"] == "gated":
+                ET.SubElement(case, "skipped", message=_clean(requirement["reason"] or "gated"))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

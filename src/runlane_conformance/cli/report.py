@@ -27,8 +27,11 @@ from jsonschema.exceptions import best_match
 
 from .. import __version__
 from ..contract.errors import RunlaneError
-from ..contract.values import StorageLimits
-from ..runner import RequirementOutcome, RequirementResult, RunResult
+from ..contract.values import StorageLimits, StorageProfile
+from ..fixtures.evidence import LIMIT_PROPERTY
+from ..fixtures.gating import ProfileFacts, gating_reason
+from ..run.model import RequirementOutcome, RequirementResult, RunResult, RunStatus
+from ..run.verdict import Certification, certify
 from ..safe_text import (
     DETAILS_LIMIT,
     MESSAGE_LIMIT,
@@ -48,6 +51,7 @@ __all__ = [
     "REPORT_VERSION",
     "ReportError",
     "build_report",
+    "check_claim",
     "read_report",
     "redact_options",
     "safe_document",
@@ -56,7 +60,7 @@ __all__ = [
     "write_text_atomically",
 ]
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 #: Certification levels, weakest first; ``none`` means a MUST requirement failed.
 LEVELS: tuple[str, ...] = ("none", "core", "core+append", "core+exclusive", "core+append+exclusive")
@@ -98,19 +102,29 @@ CHECK_EVIDENCE: dict[str, tuple[str, ...]] = {
 }
 _CAPABILITY_AREAS: dict[str, str] = {"append": "append", "exclusive_candidates": "exclusive_selection"}
 
-_STATUS = {"enum": ["passed", "failed", "skipped", "not_run"]}
+_STATUS = {"enum": ["passed", "failed", "gated", "not_run"]}
+_OUTCOMES = ("passed", "failed", "gated", "not_run")
 _COUNTS = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["passed", "failed", "skipped"],
-    "properties": {name: {"type": "integer", "minimum": 0} for name in ("passed", "failed", "skipped")},
+    "required": list(_OUTCOMES),
+    "properties": {name: {"type": "integer", "minimum": 0} for name in _OUTCOMES},
+}
+_CHECK_COUNTS = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["required", "run", "passed", "failed", "gated", "not_run"],
+    "properties": {
+        name: {"type": "integer", "minimum": 0}
+        for name in ("required", "run", "passed", "failed", "gated", "not_run")
+    },
 }
 _NULLABLE_STRING = {"type": ["string", "null"]}
 _EVIDENCE = {"type": "array", "items": {"type": "string"}}
 
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://runlane.dev/schemas/runlane-certify-report-v1.json",
+    "$id": "https://runlane.dev/schemas/runlane-certify-report-v2.json",
     "title": "runlane-certify report",
     "description": "The outcome of certifying one Runlane storage driver against the storage contract.",
     "type": "object",
@@ -120,6 +134,7 @@ REPORT_SCHEMA: dict[str, Any] = {
         "kind",
         "generated_at",
         "toolkit",
+        "environment",
         "python",
         "platform",
         "driver",
@@ -142,8 +157,39 @@ REPORT_SCHEMA: dict[str, Any] = {
         "toolkit": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["name", "version"],
-            "properties": {"name": {"type": "string"}, "version": {"type": "string"}},
+            "required": ["name", "version", "suite_digest"],
+            "properties": {
+                "name": {"type": "string"},
+                "version": {"type": "string"},
+                "suite_digest": {
+                    "type": "string",
+                    "description": "sha256 over the suite and fixture files the run loaded",
+                },
+            },
+        },
+        "environment": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["python", "pytest", "hypothesis", "plugins", "supervised"],
+            "properties": {
+                "python": {"type": "string"},
+                "pytest": {"type": "string"},
+                "hypothesis": {"type": "string"},
+                "plugins": {
+                    "type": "array",
+                    "description": "every non-builtin pytest plugin the run loaded (autoload is off)",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "version"],
+                        "properties": {"name": {"type": "string"}, "version": {"type": "string"}},
+                    },
+                },
+                "supervised": {
+                    "type": "boolean",
+                    "description": "true when the checks ran in supervised child processes (the CLI)",
+                },
+            },
         },
         "python": {
             "type": "object",
@@ -155,9 +201,10 @@ REPORT_SCHEMA: dict[str, Any] = {
         "driver": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["spec", "options", "distribution", "version"],
+            "required": ["spec", "target", "options", "distribution", "version"],
             "properties": {
                 "spec": {"type": "string", "minLength": 1, "description": "name or module:factory"},
+                "target": {"type": "string", "description": "the module:factory the name resolved to"},
                 "options": {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
@@ -171,15 +218,36 @@ REPORT_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "required": [
+                "status",
                 "seed",
                 "hypothesis_profile",
                 "areas",
+                "requirements",
                 "workers",
+                "check_timeout_seconds",
                 "started_at",
                 "duration_seconds",
                 "checks",
+                "problems",
             ],
             "properties": {
+                "status": {
+                    "enum": [status.value for status in RunStatus],
+                    "description": "complete: the whole catalogue; partial: restricted by area or "
+                    "requirement; interrupted: stopped early. Only complete runs certify.",
+                },
+                "requirements": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "requirement ids the run was restricted to; empty means all",
+                },
+                "check_timeout_seconds": {"type": "number", "exclusiveMinimum": 0},
+                "problems": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "run-level failures not tied to one check (e.g. a session cleanup "
+                    "that ended the process); any problem denies certification",
+                },
                 "seed": {"type": "integer", "minimum": 0},
                 "hypothesis_profile": {"enum": ["quick", "default", "thorough"]},
                 "areas": {
@@ -190,7 +258,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "workers": {"type": "integer", "minimum": 1},
                 "started_at": {"type": "string", "format": "date-time"},
                 "duration_seconds": {"type": "number", "minimum": 0},
-                "checks": {"type": "integer", "minimum": 0},
+                "checks": _CHECK_COUNTS,
             },
         },
         "profile": {
@@ -203,8 +271,15 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "append",
                 "exclusive_candidates",
                 "limits",
+                "offered",
             ],
             "properties": {
+                "offered": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "every capability the preflight probe found offered (gating is "
+                    "planned from these)",
+                },
                 "durability": {"enum": ["process", "durable"]},
                 "clock_authority": {"enum": ["client", "server_sampled", "transaction_authoritative"]},
                 "index_consistency": {"enum": ["strong", "eventual"]},
@@ -268,13 +343,13 @@ REPORT_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["area", "requirements", "checks", "duration_seconds", "skip_reasons"],
+                "required": ["area", "requirements", "checks", "duration_seconds", "gate_reasons"],
                 "properties": {
                     "area": {"type": "string"},
                     "requirements": _COUNTS,
                     "checks": _COUNTS,
                     "duration_seconds": {"type": "number", "minimum": 0},
-                    "skip_reasons": {
+                    "gate_reasons": {
                         "type": "array",
                         "items": {
                             "type": "object",
@@ -302,9 +377,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "clause": {"type": "string"},
                     "summary": {"type": "string"},
                     "capability": _NULLABLE_STRING,
-                    "outcome": {"enum": ["passed", "failed", "skipped"]},
+                    "outcome": {"enum": list(_OUTCOMES)},
                     "reason": _NULLABLE_STRING,
-                    "checks": {"type": "integer", "minimum": 1},
+                    "checks": {"type": "integer", "minimum": 0},
                     "duration_seconds": {"type": "number", "minimum": 0},
                     "failures": {
                         "type": "array",
@@ -319,6 +394,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                                 "reproduce": {"type": "string"},
                                 "pytest": {"type": "string"},
                                 "hypothesis_blob": _NULLABLE_STRING,
+                                "stack": _NULLABLE_STRING,
                             },
                         },
                     },
@@ -334,7 +410,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "level": {"enum": list(LEVELS)},
                 "complete": {
                     "type": "boolean",
-                    "description": "false when the run covered only some areas",
+                    "description": "false when the run was partial or interrupted",
                 },
                 "must_failed": _EVIDENCE,
                 "should_failed": _EVIDENCE,
@@ -376,35 +452,72 @@ def _driver_distribution(result: RunResult) -> tuple[str | None, str | None]:
 
 
 def _aggregate(results: Iterable[RequirementResult]) -> tuple[str, str | None]:
-    """passed/failed/skipped/not_run for a group of requirements, with the first failure or skip reason."""
+    """passed/failed/gated/not_run for a group of requirements, with the first failure or gate reason."""
     results = list(results)
     if not results:
         return "not_run", None
-    failed = [r for r in results if r.outcome is RequirementOutcome.FAILED]
+    failed = [r for r in results if not r.outcome.acceptable]
     if failed:
         return "failed", f"{failed[0].id}: {failed[0].reason}"
-    if all(r.outcome is RequirementOutcome.SKIPPED for r in results):
-        return "skipped", results[0].reason
+    if all(r.outcome is RequirementOutcome.GATED for r in results):
+        return "gated", results[0].reason
     return "passed", None
 
 
+def _measured_limits(result: RunResult) -> dict[str, dict[str, set[int]]]:
+    """The boundary values the limits checks recorded, per limit: {"accepted": {...}, "rejected": {...}}."""
+    measured: dict[str, dict[str, set[int]]] = {}
+    for test in result.tests:
+        if test.outcome.value != "passed":
+            continue
+        for key, value in test.properties:
+            if key != LIMIT_PROPERTY:
+                continue
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                data = json.loads(value)
+                entry = measured.setdefault(str(data["limit"]), {"accepted": set(), "rejected": set()})
+                for side in ("accepted", "rejected"):
+                    if isinstance(data.get(side), int):
+                        entry[side].add(int(data[side]))
+    return measured
+
+
 def _limits_section(result: RunResult) -> list[dict[str, Any]]:
+    """Each limit with what the checks measured: accepted at N, refused at N + 1.
+
+    The values come from the checks themselves, never from the advertised profile:
+    a limit counts as verified only when its checks passed, recorded exactly one
+    accepted and one refused value, those are N and N + 1, and N is what the driver
+    advertised to the preflight probe.
+    """
     limits: StorageLimits = result.profile.limits
     in_area = [r for r in result.requirements if r.area == "limits"]
+    measured = _measured_limits(result)
     section = []
     for name in _LIMIT_FIELDS:
         advertised = int(getattr(limits, name))
         wanted = LIMIT_EVIDENCE[name] + ALL_LIMITS_EVIDENCE
         evidence = [r for r in in_area if r.id in wanted]
         status, reason = _aggregate(evidence)
-        verified = status == "passed"
+        seen = measured.get(name, {"accepted": set(), "rejected": set()})
+        accepted = max(seen["accepted"]) if len(seen["accepted"]) == 1 else None
+        rejected = min(seen["rejected"]) if len(seen["rejected"]) == 1 else None
+        if status == "passed":
+            if accepted is None or rejected is None:
+                status, reason = "not_run", "the checks recorded no single boundary for this limit"
+            elif rejected != accepted + 1 or accepted != advertised:
+                status = "failed"
+                reason = (
+                    f"the checks measured accepted at {sorted(seen['accepted'])} and refused at "
+                    f"{sorted(seen['rejected'])}, but the driver advertised {advertised} to the probe"
+                )
         section.append(
             {
                 "name": name,
                 "advertised": advertised,
                 "status": status,
-                "accepted_at": advertised if verified else None,
-                "rejected_at": advertised + 1 if verified else None,
+                "accepted_at": accepted,
+                "rejected_at": rejected,
                 "reason": reason,
                 "requirements": [r.id for r in evidence],
             }
@@ -446,6 +559,7 @@ def _requirement_entry(result: RunResult, requirement: RequirementResult) -> dic
                 "reproduce": result.reproduce_command(test, redact=True),
                 "pytest": result.reproduce_pytest(test, redact=True),
                 "hypothesis_blob": test.hypothesis_blob,
+                "stack": None if test.stack is None else test.stack[-MAX_DETAILS_CHARS:],
             }
             for test in requirement.failures
         ]
@@ -456,27 +570,53 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
     """The report document for ``result`` (validated; raises ``ReportError`` if it would not be)."""
     profile = result.profile
     distribution, version = _driver_distribution(result)
+    environment = result.environment
+    tests = result.tests
+    certification = certification_claim(result)
     document: dict[str, Any] = {
         "report_version": REPORT_VERSION,
         "kind": kind,
         "generated_at": datetime.now(UTC).isoformat(),
-        "toolkit": {"name": "runlane-conformance", "version": __version__},
+        "toolkit": {
+            "name": "runlane-conformance",
+            "version": environment.toolkit_version,
+            "suite_digest": environment.suite_digest,
+        },
+        "environment": {
+            "python": environment.python_version,
+            "pytest": environment.pytest_version,
+            "hypothesis": environment.hypothesis_version,
+            "plugins": [{"name": name, "version": ver} for name, ver in environment.plugins],
+            "supervised": environment.supervised,
+        },
         "python": {"version": platform.python_version(), "implementation": sys.implementation.name},
         "platform": platform.platform(),
         "driver": {
             "spec": result.driver,
+            "target": result.target,
             "options": redact_options(result.options),
             "distribution": distribution,
             "version": version,
         },
         "run": {
+            "status": result.status.value,
             "seed": result.seed,
             "hypothesis_profile": result.hypothesis_profile,
             "areas": list(result.areas),
+            "requirements": list(result.requirement_filter),
             "workers": result.workers,
+            "check_timeout_seconds": result.check_timeout,
             "started_at": result.started_at.isoformat(),
             "duration_seconds": round(result.duration, 6),
-            "checks": len(result.tests),
+            "checks": {
+                "required": len(tests),
+                "run": sum(t.outcome.value != "not_run" for t in tests),
+                "passed": sum(t.outcome.value == "passed" for t in tests),
+                "failed": sum(t.outcome.value in ("failed", "error") for t in tests),
+                "gated": sum(t.outcome.value == "gated" for t in tests),
+                "not_run": sum(t.outcome.value == "not_run" for t in tests),
+            },
+            "problems": list(result.problems),
         },
         "profile": {
             "durability": profile.durability.value,
@@ -485,6 +625,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
             "append": profile.append,
             "exclusive_candidates": profile.exclusive_candidates,
             "limits": {name: int(getattr(profile.limits, name)) for name in _LIMIT_FIELDS},
+            "offered": list(result.facts.offered()),
         },
         "limits": _limits_section(result),
         "checks": _checks_section(result),
@@ -501,32 +642,127 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
                 "requirements": {
                     "passed": summary.passed,
                     "failed": summary.failed,
-                    "skipped": summary.skipped,
+                    "gated": summary.gated,
+                    "not_run": summary.not_run,
                 },
                 "checks": {
                     "passed": summary.tests_passed,
                     "failed": summary.tests_failed,
-                    "skipped": summary.tests_skipped,
+                    "gated": summary.tests_gated,
+                    "not_run": sum(t.outcome.value == "not_run" for t in tests if t.area == summary.area),
                 },
                 "duration_seconds": round(summary.duration, 6),
-                "skip_reasons": [
-                    {"reason": reason, "count": count} for reason, count in summary.skip_reasons
+                "gate_reasons": [
+                    {"reason": reason, "count": count} for reason, count in summary.gate_reasons
                 ],
             }
             for summary in result.area_summaries()
         ],
         "requirements": [_requirement_entry(result, r) for r in result.requirements],
         "certification": {
-            "certified": result.certified,
-            "level": result.level,
+            "certified": certification.certified,
+            "level": certification.level,
             "complete": result.complete,
-            "must_failed": [r.id for r in result.must_failures],
-            "should_failed": [r.id for r in result.failed_requirements if r not in result.must_failures],
+            "must_failed": list(certification.must_failed),
+            "should_failed": list(certification.should_failed),
         },
     }
     document = safe_document(document, secret_values(result.options))
     validate_report(document)
     return document
+
+
+def certification_claim(result: RunResult) -> Certification:
+    """The run's certification, with the limits evidence folded in: a limit whose measured
+    boundary contradicts the profile the probe saw is a run-level problem (it denies)."""
+    from ..run.verdict import certification_of
+
+    return certification_of(result)
+
+
+def _facts_from_report(document: Mapping[str, Any]) -> ProfileFacts:
+    profile = document["profile"]
+    offered = set(profile["offered"])
+    return ProfileFacts(
+        profile=StorageProfile(
+            durability=profile["durability"],
+            clock_authority=profile["clock_authority"],
+            index_consistency=profile["index_consistency"],
+            limits=StorageLimits(**profile["limits"]),
+            exclusive_candidates=profile["exclusive_candidates"],
+            append=profile["append"],
+        ),
+        operator_reads="operator_reads" in offered,
+        cross_process="cross_process" in offered,
+        faults="faults" in offered,
+    )
+
+
+def check_claim(document: Mapping[str, Any]) -> Certification:
+    """Recompute a validated report's verdict from its own requirement outcomes; refuse a mismatch.
+
+    The catalogue is this toolkit's, so a report naming another toolkit version
+    is refused. A report must list every catalogued requirement once, each at
+    its catalogued level; a gated requirement must be gated for exactly the
+    reason its capability gets from the report's own profile; and the recomputed
+    certification (by ``run.verdict.certify``, the function the run itself uses)
+    must equal the one the report claims. Raises ``ReportError`` (one line) otherwise.
+    """
+    version = document["toolkit"]["version"]
+    if version != __version__:
+        raise ReportError(
+            f"the report was made by runlane-conformance {version}; this is {__version__}, "
+            "whose catalogue cannot vouch for it"
+        )
+    if document["kind"] != "certification":
+        raise ReportError("the report is a capabilities report, not a certification run")
+    status = document["run"]["status"]
+    if status != RunStatus.COMPLETE.value:
+        raise ReportError(f"the report is from a {status} run, which is never a certification")
+    from .. import runner
+
+    catalog = runner.SUITE_CATALOG()
+    outcomes: dict[str, RequirementOutcome] = {}
+    try:
+        facts = _facts_from_report(document)
+    except Exception as error:
+        raise ReportError(f"the report's profile is not a valid profile: {error}") from None
+    for entry in document["requirements"]:
+        rid = entry["id"]
+        if rid in outcomes:
+            raise ReportError(f"the report lists requirement {rid} twice")
+        requirement = catalog.get(rid)
+        if requirement is None:
+            raise ReportError(f"the report lists {rid}, which is not in the catalogue")
+        if entry["level"] != requirement.level.value:
+            raise ReportError(
+                f"the report gives {rid} level {entry['level']}, the catalogue {requirement.level}"
+            )
+        outcome = RequirementOutcome(entry["outcome"])
+        if outcome is RequirementOutcome.GATED:
+            expected = (
+                None if requirement.capability is None else gating_reason(requirement.capability, facts)
+            )
+            if expected is None or entry["reason"] != expected:
+                raise ReportError(f"the report gates {rid}, which its own profile does not gate")
+        outcomes[rid] = outcome
+    missing = sorted(set(catalog) - set(outcomes))
+    if missing:
+        raise ReportError(f"the report lacks {len(missing)} catalogued requirement(s), e.g. {missing[0]}")
+    recomputed = certify(
+        outcomes,
+        catalog,
+        facts.offered(),
+        status=RunStatus(status),
+        problems=document["run"]["problems"],
+    )
+    claim = document["certification"]
+    if (claim["certified"], claim["level"]) != (recomputed.certified, recomputed.level):
+        raise ReportError(
+            f"the report claims certified={claim['certified']} at level {claim['level']}, but its own "
+            f"outcomes give certified={recomputed.certified} at level {recomputed.level}"
+        )
+    return recomputed
 
 
 def safe_document(value: Any, secrets: Sequence[str] = (), field: str | None = None) -> Any:

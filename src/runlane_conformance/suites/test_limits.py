@@ -26,6 +26,7 @@ from runlane_conformance.contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
+from runlane_conformance.fixtures.evidence import record_limit
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
@@ -145,6 +146,7 @@ def test_exactly_max_point_reads_positions_are_read(driver: StorageDriver, lease
     results = driver.transaction(lambda tx: tx.get(positions))
     assert len(results) == limits.max_point_reads, "every requested position must be answered"
     assert results[0] is not None and results[0].key == leases.key("p0")
+    record_limit("max_point_reads", accepted=limits.max_point_reads)
 
 
 @POINT_READS
@@ -153,6 +155,7 @@ def test_one_point_read_past_the_limit_is_refused(driver: StorageDriver, leases:
     _practical(limits.max_point_reads, "max_point_reads")
     positions = _positions(leases, limits.max_point_reads + 1, limits)
     _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(lambda tx: tx.get(positions)))
+    record_limit("max_point_reads", rejected=limits.max_point_reads + 1)
 
 
 @POINT_READS
@@ -240,6 +243,7 @@ def test_a_page_of_exactly_max_query_results_is_served_in_full(driver: StorageDr
             f"{count + 1} entries yielded {paged}: the page limit is kept and paging loses or repeats "
             "entries (cursors.pages-join-to-one-scan); this check fails because of that"
         )
+        record_limit("max_query_results", accepted=count)
 
 
 @QUERY_RESULTS
@@ -251,6 +255,7 @@ def test_a_page_limit_past_max_query_results_is_refused(driver: StorageDriver, l
     _refused(
         StorageLimitName.QUERY_RESULTS, lambda: driver.transaction(lambda tx: tx.query_candidates(command))
     )
+    record_limit("max_query_results", rejected=limits.max_query_results + 1)
 
 
 # -- record bytes ------------------------------------------------------------------------------------
@@ -274,6 +279,7 @@ def test_a_record_of_exactly_max_record_bytes_commits(driver: StorageDriver, lea
     driver.transaction(lambda tx: tx.create(record))
     stored = read_one(driver, record.key)
     assert stored is not None and stored.document == record.document
+    record_limit("max_record_bytes", accepted=limits.max_record_bytes)
 
 
 @RECORD_BYTES
@@ -288,6 +294,7 @@ def test_a_record_one_byte_past_max_record_bytes_is_refused(driver: StorageDrive
     )
     _refused(StorageLimitName.RECORD_BYTES, lambda: driver.transaction(lambda tx: tx.create(record)), *also)
     assert read_one(driver, record.key) is None, "an oversized record was committed"
+    record_limit("max_record_bytes", rejected=limits.max_record_bytes + 1)
 
 
 @RECORD_BYTES
@@ -372,6 +379,7 @@ def test_exactly_max_transaction_records_keys_commit(driver: StorageDriver, leas
     driver.transaction(_run_plan(plan))
     stored = read(driver, [record.key for record in plan.creates])
     assert all(record is not None for record in stored), "a transaction of exactly the limit did not commit"
+    record_limit("max_transaction_records", accepted=limits.max_transaction_records)
 
 
 @TRANSACTION_RECORDS
@@ -380,6 +388,7 @@ def test_one_key_past_max_transaction_records_is_refused(driver: StorageDriver, 
     plan = _key_plan_or_skip(leases, limits.max_transaction_records + 1, limits)
     _refused(StorageLimitName.TRANSACTION_RECORDS, lambda: driver.transaction(_run_plan(plan)))
     _all_absent(driver, [record.key for record in plan.creates], "max_transaction_records + 1")
+    record_limit("max_transaction_records", rejected=limits.max_transaction_records + 1)
 
 
 @TRANSACTION_RECORDS
@@ -422,6 +431,7 @@ def test_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Lea
     assert [s.document if s else None for s in stored] == [r.document for r in records], (
         "a transaction of exactly max_transaction_bytes did not commit every record"
     )
+    record_limit("max_transaction_bytes", accepted=limits.max_transaction_bytes)
 
 
 @TRANSACTION_BYTES
@@ -438,6 +448,7 @@ def test_one_byte_past_max_transaction_bytes_is_refused(driver: StorageDriver, l
         also = ()
     _refused(StorageLimitName.TRANSACTION_BYTES, lambda: driver.transaction(_create_callback(records)), *also)
     _all_absent(driver, [record.key for record in records], "max_transaction_bytes + 1")
+    record_limit("max_transaction_bytes", rejected=limits.max_transaction_bytes + 1)
 
 
 @TRANSACTION_BYTES

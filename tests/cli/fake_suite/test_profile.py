@@ -10,7 +10,7 @@ def test_limits_coherent(driver, requirement_id):
 @check("profile.durable-survives-reconnect")
 def test_durability(driver, requirement_id):
     if driver.profile.durability.value == "process":
-        pytest.skip("profile: durability is process, nothing to reopen")
+        pytest.skip("profile: durable not offered (durability is process)")
     verdict(driver, requirement_id)
 
 

@@ -1,0 +1,148 @@
+"""The closed test environment: the exact pytest command line and process environment of a run.
+
+A certification must not depend on who runs it. So a run ignores ambient pytest
+configuration: ``PYTEST_ADDOPTS`` and ``PYTEST_PLUGINS`` are dropped, plugin
+autoloading is disabled (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``) and exactly the
+plugins a run needs are named with ``-p`` (ours and Hypothesis's), no ini file is
+read (``-c /dev/null``), and no conftest.py is picked up except the suites' own,
+which is loaded by module name. What was loaded is recorded for the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "AMBIENT_VARIABLES",
+    "REQUIRED_PLUGINS",
+    "SuiteSource",
+    "closed_environment",
+    "closed_process_environment",
+    "loaded_plugins",
+    "pytest_arguments",
+    "suite_digest",
+]
+
+#: Environment variables through which ambient configuration would reach pytest.
+AMBIENT_VARIABLES: tuple[str, ...] = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+#: The plugins a run loads by name (nothing else is loaded: autoload is off).
+REQUIRED_PLUGINS: tuple[str, ...] = ("_hypothesis_pytestplugin", "runlane_conformance.fixtures.plugin")
+
+
+@dataclass(frozen=True)
+class SuiteSource:
+    """Where the checks come from: pytest arguments, the rootdir node ids are relative to,
+    the conftest modules to load by name, and the directories whose skips are profile gating."""
+
+    args: tuple[str, ...]
+    rootdir: str
+    conftest_modules: tuple[str, ...]
+    trusted: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+def pytest_arguments(
+    source: SuiteSource,
+    *,
+    driver: str,
+    options: Mapping[str, str],
+    hypothesis_profile: str,
+    seed: int,
+    areas: Sequence[str],
+    requirements: Sequence[str],
+) -> list[str]:
+    """The complete pytest command line of a run (no ini, no conftest pickup, named plugins only)."""
+    args = ["-c", os.devnull, "--rootdir", source.rootdir, "--noconftest"]
+    args += ["-p", "no:cacheprovider"]
+    for plugin in (*REQUIRED_PLUGINS, *source.conftest_modules):
+        args += ["-p", plugin]
+    args += ["-q", "--no-header", "--capture=sys", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    args += list(source.args)
+    args += ["--runlane-driver", driver]
+    for key, value in options.items():
+        args += ["--runlane-option", f"{key}={value}"]
+    args += ["--runlane-hypothesis-profile", hypothesis_profile, f"--hypothesis-seed={seed}"]
+    for area in areas:
+        args += ["--runlane-area", area]
+    for requirement_id in requirements:
+        args += ["--runlane-requirement", requirement_id]
+    return args
+
+
+def closed_process_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: ``os.environ``) without ambient pytest configuration, autoload disabled."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in AMBIENT_VARIABLES}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = env.get("PYTHONDONTWRITEBYTECODE", "1")
+    return env
+
+
+@contextlib.contextmanager
+def closed_environment() -> Iterator[None]:
+    """For an in-process run: the same closed environment, restored afterwards."""
+    saved = {name: os.environ.get(name) for name in (*AMBIENT_VARIABLES, "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    for name in AMBIENT_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def loaded_plugins(config: Any) -> list[tuple[str, str]]:
+    """(module, version) of every non-builtin plugin registered in a pytest session."""
+    names = set()
+    for plugin in config.pluginmanager.get_plugins():
+        name = getattr(plugin, "__name__", None)
+        if (isinstance(name, str) and not name.startswith(("_pytest", "pytest_", "conftest"))) or (
+            isinstance(name, str) and name.startswith("pytest_")
+        ):
+            names.add(name)
+    distributions = importlib.metadata.packages_distributions()
+    found = []
+    for name in sorted(names):
+        top = name.partition(".")[0]
+        version = "?"
+        for dist in distributions.get(top, []):
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                version = importlib.metadata.version(dist)
+                break
+        if top == "runlane_conformance":
+            from .. import __version__
+
+            version = __version__
+        if top == "_hypothesis_pytestplugin":
+            version = importlib.metadata.version("hypothesis")
+        found.append((name, version))
+    return found
+
+
+def suite_digest(files: Sequence[str]) -> str:
+    """sha256 over the suite files (path relative to their package, then content), in sorted order."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        path = Path(name)
+        try:
+            content = path.read_bytes()
+        except OSError:
+            content = b"<unreadable>"
+        digest.update(path.name.encode() + b"\0" + content + b"\0")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def python_executable() -> str:
+    return sys.executable

@@ -1,0 +1,260 @@
+"""The pytest plugin that turns a pytest session into a stream of plain events.
+
+It runs wherever the checks run: in a supervised child (events go down a pipe
+as JSON lines) or, for the toolkit's own fast tests, in-process (events go to a
+callback). Either way the parent sees the same four kinds of event:
+
+* ``collected``: every check pytest collected, with its requirement id;
+* ``collect_error``: a suite module could not be collected;
+* ``start``: a check is about to run (its setup begins);
+* ``end``: a check finished (after its teardown), with its raw, unjudged result.
+
+The plugin judges nothing. It does make sure that whatever a driver raises
+inside a check stays *inside that check*: ``pytest.exit``, ``KeyboardInterrupt``
+and ``SystemExit`` raised during a check's setup, call or teardown become
+failures of that check naming what was raised, instead of ending the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import unittest
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pytest
+
+from ..safe_text import details_text, one_line
+
+__all__ = ["CheckAbortedError", "EventPlugin", "RawCheck", "requirement_of"]
+
+#: Longest failure text carried per check (the tail is kept: that is where the assertion is).
+MAX_LONGREPR_CHARS = 50_000
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class CheckAbortedError(Exception):
+    """A check raised something that would have ended the whole pytest session; it fails that check."""
+
+
+@dataclass
+class RawCheck:
+    """One check's phases folded together, before anyone judged it.
+
+    ``status`` is ``passed``, ``failed`` (in the call), ``error`` (in setup or
+    teardown), ``skipped``, ``xfailed`` or ``xpassed``. For a skip,
+    ``skip_reason`` is pytest's reason and ``skip_origin`` the file that raised it.
+    """
+
+    nodeid: str
+    requirement_id: str | None
+    status: str = "passed"
+    duration: float = 0.0
+    message: str | None = None
+    longrepr: str | None = None
+    skip_reason: str | None = None
+    skip_origin: str | None = None
+    properties: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RawCheck:
+        fields_ = dict(data)
+        fields_["properties"] = [(str(k), str(v)) for k, v in fields_.get("properties", [])]
+        return cls(**fields_)
+
+
+def requirement_of(item: pytest.Item) -> str | None:
+    """The requirement id a collected check enforces (its ``runlane_requirement`` marker)."""
+    marker = item.get_closest_marker("runlane_requirement")
+    if marker is None or not marker.args:
+        return None
+    return str(marker.args[0])
+
+
+def _short_message(report: Any) -> str:
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if isinstance(message, str) and message.strip():
+        return message.strip().splitlines()[0]
+    text = str(getattr(report, "longreprtext", "") or getattr(report, "longrepr", "") or "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("E "):
+            return line[1:].strip()
+    return lines[-1] if lines else "failed"
+
+
+def _property_text(value: object) -> str:
+    if isinstance(value, str):
+        return one_line(value, 2_000)
+    try:
+        return json.dumps(value, default=str)[:2_000]
+    except (TypeError, ValueError):
+        return one_line(value, 2_000)
+
+
+def _raised_at(error: BaseException) -> str:
+    """The file of the innermost frame of ``error``'s traceback outside pytest and pluggy."""
+    tb = error.__traceback__
+    where = ""
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not any(part in filename for part in ("/_pytest/", "/pluggy/", "/unittest/")):
+            where = filename
+        tb = tb.tb_next
+    return where
+
+
+@contextlib.contextmanager
+def _contained(trusted: tuple[str, ...]) -> Iterator[None]:
+    """Turn what would end the session, or skip outside our gating, into a failure of the check.
+
+    A skip is left alone only when it was raised from a file under one of the
+    ``trusted`` directories (our fixtures and the suites): that is our profile
+    gating, which the parent then still compares with its plan.
+    """
+    try:
+        yield
+    except pytest.exit.Exception as error:
+        raise CheckAbortedError(f"the check raised pytest.exit({one_line(error.msg, 500)!r})") from None
+    except KeyboardInterrupt:
+        raise CheckAbortedError("the check raised KeyboardInterrupt") from None
+    except pytest.xfail.Exception as error:
+        raise CheckAbortedError(f"the check raised pytest.xfail({one_line(error.msg, 500)!r})") from None
+    except (pytest.skip.Exception, unittest.SkipTest) as error:
+        if _raised_at(error).startswith(trusted):
+            raise
+        kind = "unittest.SkipTest" if isinstance(error, unittest.SkipTest) else "pytest.skip"
+        message = getattr(error, "msg", None) or (error.args[0] if error.args else "")
+        raise CheckAbortedError(
+            f"the check raised {kind}({one_line(message, 500)!r}) outside the profile gating"
+        ) from None
+
+
+class EventPlugin:
+    """Emits ``collected`` / ``start`` / ``end`` events; optionally runs checks as a command source says.
+
+    ``trusted`` are the directories whose skips are profile gating (our fixtures and the suites).
+    ``commands`` (child mode) yields node ids to run, one at a time, ending when
+    the parent says stop; without it pytest's own loop runs every collected check.
+    """
+
+    def __init__(
+        self, emit: Emit, trusted: tuple[str, ...], commands: Iterator[str | None] | None = None
+    ) -> None:
+        self._emit = emit
+        self._trusted = trusted
+        self._commands = commands
+        self._pending: dict[str, RawCheck] = {}
+        self._requirements: dict[str, str | None] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        from .environment import loaded_plugins
+
+        self._emit({"event": "plugins", "plugins": loaded_plugins(config)})
+
+    # --- collection -------------------------------------------------------------------------
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self._emit(
+                {
+                    "event": "collect_error",
+                    "message": one_line(f"{report.nodeid or 'suite'}: {_short_message(report)}"),
+                }
+            )
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        checks = []
+        for item in session.items:
+            requirement_id = requirement_of(item)
+            self._requirements[item.nodeid] = requirement_id
+            checks.append({"nodeid": item.nodeid, "requirement": requirement_id})
+        self._emit({"event": "collected", "checks": checks})
+
+    # --- keep a check's abnormal exits inside that check -------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        with _contained(self._trusted):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        with _contained(self._trusted):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
+        with _contained(self._trusted):
+            return (yield)
+
+    # --- execution --------------------------------------------------------------------------
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._emit({"event": "start", "nodeid": nodeid})
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        pending = self._pending.get(report.nodeid)
+        if pending is None:
+            pending = self._pending[report.nodeid] = RawCheck(
+                report.nodeid, self._requirements.get(report.nodeid)
+            )
+        pending.duration += float(getattr(report, "duration", 0.0) or 0.0)
+        wasxfail = getattr(report, "wasxfail", None)
+        if report.failed:
+            text = details_text(report.longreprtext, MAX_LONGREPR_CHARS)
+            if pending.status in ("failed", "error"):
+                pending.longrepr = f"{pending.longrepr or ''}\n{text}".strip()[-MAX_LONGREPR_CHARS:]
+            else:
+                message = one_line(_short_message(report), 2_000)
+                if report.when == "call":
+                    pending.status, pending.message = "failed", message
+                else:
+                    pending.status, pending.message = "error", f"error in {report.when}: {message}"
+                pending.longrepr = text
+        elif report.skipped and pending.status == "passed":
+            if wasxfail is not None:
+                pending.status = "xfailed"
+                pending.skip_reason = one_line(wasxfail or "xfail", 2_000)
+            else:
+                pending.status = "skipped"
+                longrepr = report.longrepr
+                if isinstance(longrepr, tuple) and len(longrepr) == 3:
+                    pending.skip_origin = one_line(longrepr[0], 1_000)
+                    pending.skip_reason = one_line(str(longrepr[2]).removeprefix("Skipped: "))
+                else:
+                    pending.skip_reason = one_line(longrepr or "skipped", 2_000)
+        elif report.passed and wasxfail is not None and report.when == "call":
+            pending.status = "xpassed"
+            pending.skip_reason = one_line(wasxfail or "xfail", 2_000)
+        if report.when == "call":
+            pending.properties = [(str(k), _property_text(v)) for k, v in report.user_properties]
+        if report.when == "teardown":
+            raw = self._pending.pop(report.nodeid)
+            if not raw.properties:
+                raw.properties = [(str(k), _property_text(v)) for k, v in report.user_properties]
+            self._emit({"event": "end", "check": raw.to_json()})
+
+    # --- child mode: run the checks the parent hands out, one at a time ---------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> object:
+        if self._commands is None:
+            return None
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
+        items = {item.nodeid: item for item in session.items}
+        self._emit({"event": "ready"})
+        current = next(self._commands, None)
+        while current is not None:
+            upcoming = next(self._commands, None)
+            item = items[current]
+            next_item = items.get(upcoming) if upcoming is not None else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=next_item)
+            current = upcoming
+        self._emit({"event": "session_done"})
+        return True

@@ -1,0 +1,337 @@
+"""The values a run produces: check results, requirement results, and the run as a whole.
+
+These are plain frozen data. Judging (which outcome a check or requirement
+gets) lives in ``verdict``; running lives in ``supervise``; these types only
+carry the result and derive read-only views (summaries, reproduce lines).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from ..contract.errors import RunlaneError
+from ..contract.values import StorageProfile
+from ..fixtures.gating import ProfileFacts
+from ..harness import DriverInfo
+from ..requirements import AREAS, Requirement, RequirementLevel
+from ..safe_text import redact_options
+
+__all__ = [
+    "AreaSummary",
+    "CheckResult",
+    "Outcome",
+    "RequirementOutcome",
+    "RequirementResult",
+    "RunBrokenError",
+    "RunEnvironment",
+    "RunResult",
+    "RunStatus",
+    "RunUsageError",
+    "redact_options",
+]
+
+
+class RunUsageError(RunlaneError, ValueError):
+    """The run was asked for something impossible (unknown area or requirement, bad worker count).
+
+    The message is one line for the user; the CLI exits 2 on it.
+    """
+
+
+class RunBrokenError(RunlaneError, RuntimeError):
+    """The run could not be carried out at all (the suites did not collect, nothing was collected).
+
+    This says nothing about the driver; ``output`` holds pytest's text for diagnosis.
+    """
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+class Outcome(StrEnum):
+    """How one check (one pytest test) ended, after judging.
+
+    ``gated`` is the only kind of skip there is: our own profile gating, matching
+    what the preflight probe predicted. Every other skip, xfail or exit is ``failed``.
+    """
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    GATED = "gated"
+    NOT_RUN = "not_run"
+
+
+class RequirementOutcome(StrEnum):
+    """What one requirement came to across all of its checks."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    GATED = "gated"
+    NOT_RUN = "not_run"
+
+    @property
+    def acceptable(self) -> bool:
+        """Whether this outcome lets a MUST requirement certify (passed, or not applicable)."""
+        return self in (RequirementOutcome.PASSED, RequirementOutcome.GATED)
+
+
+class RunStatus(StrEnum):
+    """``complete``: every required check was planned; ``partial``: restricted by area or
+    requirement; ``interrupted``: stopped before the end (Ctrl-C). Only complete runs certify."""
+
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check as it ran: where it lives, which rule it enforces, and how it ended.
+
+    ``message`` is one line (the gating reason, the exception, or what ended the
+    process); ``longrepr`` the full failure text; ``stack`` the stuck threads'
+    stacks when the check ran out of time or its process died; ``properties``
+    what the check recorded (e.g. the limit boundary values it exercised).
+    """
+
+    __test__ = False  # not a pytest test class, despite the module using "check"
+
+    nodeid: str
+    requirement_id: str | None
+    area: str
+    outcome: Outcome
+    duration: float
+    message: str | None = None
+    longrepr: str | None = None
+    hypothesis_blob: str | None = None
+    properties: tuple[tuple[str, str], ...] = ()
+    stack: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The test's own name with its parameter ids, e.g. ``test_x[limits.max-point-reads]``."""
+        return self.nodeid.rpartition("::")[2]
+
+    @property
+    def failed(self) -> bool:
+        """True for every end that denies the check's requirement (failure, error, did not run)."""
+        return self.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN)
+
+
+#: The former name of ``CheckResult``.
+TestResult = CheckResult
+
+
+@dataclass(frozen=True)
+class RequirementResult:
+    """The verdict on one requirement, folded from all of its checks."""
+
+    requirement: Requirement
+    outcome: RequirementOutcome
+    reason: str | None
+    tests: tuple[CheckResult, ...]
+
+    @property
+    def id(self) -> str:
+        return self.requirement.id
+
+    @property
+    def area(self) -> str:
+        return self.requirement.area
+
+    @property
+    def level(self) -> RequirementLevel:
+        return self.requirement.level
+
+    @property
+    def duration(self) -> float:
+        return sum(test.duration for test in self.tests)
+
+    @property
+    def failures(self) -> tuple[CheckResult, ...]:
+        return tuple(test for test in self.tests if test.failed)
+
+
+@dataclass(frozen=True)
+class AreaSummary:
+    """Counts for one contract area, by requirement and by check."""
+
+    area: str
+    passed: int
+    failed: int
+    gated: int
+    not_run: int
+    tests_passed: int
+    tests_failed: int
+    tests_gated: int
+    duration: float
+    gate_reasons: tuple[tuple[str, int], ...]
+
+    @property
+    def skipped(self) -> int:
+        """Requirements gated off by the profile (the only legitimate skip)."""
+        return self.gated
+
+    @property
+    def tests_skipped(self) -> int:
+        return self.tests_gated
+
+    @property
+    def skip_reasons(self) -> tuple[tuple[str, int], ...]:
+        return self.gate_reasons
+
+
+@dataclass(frozen=True)
+class RunEnvironment:
+    """What judged the driver: versions, the digest of the suite files, the pytest plugins loaded."""
+
+    toolkit_version: str
+    python_version: str
+    pytest_version: str
+    hypothesis_version: str
+    suite_digest: str
+    plugins: tuple[tuple[str, str], ...]
+    supervised: bool
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one run established, in a form the report, JUnit and badge are built from."""
+
+    driver: str
+    options: Mapping[str, str]
+    driver_info: DriverInfo | None
+    facts: ProfileFacts
+    seed: int
+    hypothesis_profile: str
+    areas: tuple[str, ...]
+    requirement_filter: tuple[str, ...]
+    workers: int
+    started_at: datetime
+    duration: float
+    tests: tuple[CheckResult, ...]
+    requirements: tuple[RequirementResult, ...]
+    status: RunStatus
+    check_timeout: float
+    environment: RunEnvironment
+    target: str
+    problems: tuple[str, ...] = ()
+    output: str = field(repr=False, default="")
+
+    @property
+    def profile(self) -> StorageProfile:
+        """The profile the driver advertised to the preflight probe (gating was planned from it)."""
+        return self.facts.profile
+
+    @property
+    def complete(self) -> bool:
+        """True when the run covered the whole catalogue and was not interrupted."""
+        return self.status is RunStatus.COMPLETE
+
+    @property
+    def failed_requirements(self) -> tuple[RequirementResult, ...]:
+        """Requirements that failed or did not run."""
+        return tuple(r for r in self.requirements if not r.outcome.acceptable)
+
+    @property
+    def must_failures(self) -> tuple[RequirementResult, ...]:
+        return tuple(r for r in self.failed_requirements if r.level is RequirementLevel.MUST)
+
+    @property
+    def certified(self) -> bool:
+        """The verdict (see ``verdict.certify``): complete, no problems, every MUST passed or gated."""
+        from .verdict import certification_of
+
+        return certification_of(self).certified
+
+    @property
+    def level(self) -> str:
+        """``none`` unless certified; otherwise ``core`` plus each optional capability offered."""
+        from .verdict import certification_of
+
+        return certification_of(self).level
+
+    @property
+    def checks_required(self) -> int:
+        """Checks the plan asked for (gated ones included: they must skip exactly as predicted)."""
+        return len(self.tests)
+
+    def area_summaries(self) -> tuple[AreaSummary, ...]:
+        """One summary per area that had requirements, in catalogue order."""
+        order = {area: index for index, area in enumerate(AREAS)}
+        areas = sorted(
+            {r.area for r in self.requirements} | {t.area for t in self.tests},
+            key=lambda a: (order.get(a, len(order)), a),
+        )
+        summaries = []
+        for area in areas:
+            reqs = [r for r in self.requirements if r.area == area]
+            tests = [t for t in self.tests if t.area == area]
+            reasons = Counter(r.reason or "" for r in reqs if r.outcome is RequirementOutcome.GATED)
+            summaries.append(
+                AreaSummary(
+                    area=area,
+                    passed=sum(r.outcome is RequirementOutcome.PASSED for r in reqs),
+                    failed=sum(r.outcome is RequirementOutcome.FAILED for r in reqs),
+                    gated=sum(r.outcome is RequirementOutcome.GATED for r in reqs),
+                    not_run=sum(r.outcome is RequirementOutcome.NOT_RUN for r in reqs),
+                    tests_passed=sum(t.outcome is Outcome.PASSED for t in tests),
+                    tests_failed=sum(t.failed for t in tests),
+                    tests_gated=sum(t.outcome is Outcome.GATED for t in tests),
+                    duration=sum(t.duration for t in tests),
+                    gate_reasons=tuple(sorted(reasons.items())),
+                )
+            )
+        return tuple(summaries)
+
+    def requirement(self, requirement_id: str) -> RequirementResult:
+        """The verdict on one requirement; ``KeyError`` if it was not part of the run."""
+        for result in self.requirements:
+            if result.id == requirement_id:
+                return result
+        raise KeyError(requirement_id)
+
+    def _options(self, redact: bool) -> Mapping[str, str]:
+        return redact_options(self.options) if redact else self.options
+
+    def reproduce_command(self, test: CheckResult, *, redact: bool = False) -> str:
+        """The ``runlane-certify`` line that replays ``test``'s area with this run's seed.
+
+        ``redact`` hides the values of secret-looking driver options (for files that get shared).
+        """
+        words = ["runlane-certify", "run", "--driver", self.driver]
+        for key, value in self._options(redact).items():
+            words += ["--option", f"{key}={value}"]
+        words += ["--area", test.area, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
+        return shlex.join(words)
+
+    def reproduce_pytest(self, test: CheckResult, *, redact: bool = False) -> str:
+        """The plain pytest line that replays exactly ``test`` with this run's seed."""
+        words = ["pytest", "-p", "no:cacheprovider", *_suite_target_for(test.nodeid)]
+        words += ["--runlane-driver", self.driver]
+        for key, value in self._options(redact).items():
+            words += ["--runlane-option", f"{key}={value}"]
+        words += [
+            "--runlane-hypothesis-profile",
+            self.hypothesis_profile,
+            f"--hypothesis-seed={self.seed}",
+            "-k",
+            test.name,
+        ]
+        return shlex.join(words)
+
+
+def _suite_target_for(nodeid: str) -> list[str]:
+    path = nodeid.partition("::")[0]
+    marker = "runlane_conformance/suites/"
+    if marker in path:
+        module = path[path.index(marker) :].removesuffix(".py").replace("/", ".")
+        return ["--pyargs", module]
+    return [path]

@@ -1,0 +1,103 @@
+"""The plan: which requirements and checks a run must account for, decided before any check runs.
+
+The catalogue says which requirements exist; ``--area`` / ``--requirement``
+narrow it (and make the run partial); the preflight probe's ``ProfileFacts``
+decide which requirements are gated off by the profile, with the reason. The
+suites' collection then names the checks of each requirement. From here on
+every planned check must end with a judged outcome: one that never reports
+back is a failure ("did not run"), never a gap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..fixtures.gating import ProfileFacts, gating_reason
+from ..requirements import AREAS, Requirement
+from .model import RunUsageError
+
+__all__ = ["Plan", "PlannedCheck", "area_of", "build_plan", "scope_catalog"]
+
+_MODULE_AREA = re.compile(r"(?:^|/)test_([a-z_]+)\.py")
+
+
+@dataclass(frozen=True)
+class PlannedCheck:
+    """One collected check and the requirement it enforces (``None`` for an untagged test)."""
+
+    nodeid: str
+    requirement_id: str | None
+
+    @property
+    def area(self) -> str:
+        return area_of(self.nodeid, self.requirement_id)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The requirements in scope, which of them the profile gates off (and why), and their checks."""
+
+    requirements: Mapping[str, Requirement]
+    gated: Mapping[str, str]
+    checks: tuple[PlannedCheck, ...]
+    restricted: bool
+
+    def checks_of(self, requirement_id: str) -> tuple[PlannedCheck, ...]:
+        return tuple(check for check in self.checks if check.requirement_id == requirement_id)
+
+    def totals(self) -> dict[str, int]:
+        """Checks per area, in catalogue order."""
+        totals: dict[str, int] = {}
+        for check in self.checks:
+            totals[check.area] = totals.get(check.area, 0) + 1
+        return totals
+
+
+def area_of(nodeid: str, requirement_id: str | None) -> str:
+    """A check's contract area: from its requirement id, else from its module name."""
+    if requirement_id:
+        return requirement_id.partition(".")[0]
+    match = _MODULE_AREA.search(nodeid.partition("::")[0])
+    return match.group(1) if match else "unlabelled"
+
+
+def scope_catalog(
+    catalog: Mapping[str, Requirement], areas: Sequence[str], requirements: Sequence[str]
+) -> dict[str, Requirement]:
+    """The part of ``catalog`` a run covers; unknown areas or requirement ids are usage errors."""
+    unknown_areas = [area for area in areas if area not in AREAS]
+    if unknown_areas:
+        raise RunUsageError(f"unknown area {unknown_areas[0]!r} (areas: {', '.join(AREAS)})")
+    unknown = [rid for rid in requirements if rid not in catalog]
+    if unknown:
+        raise RunUsageError(
+            f"unknown requirement {unknown[0]!r} (see docs/requirements.md for the catalogue)"
+        )
+    return {
+        rid: requirement
+        for rid, requirement in catalog.items()
+        if (not areas or requirement.area in areas) and (not requirements or rid in requirements)
+    }
+
+
+def build_plan(
+    requirements: Mapping[str, Requirement],
+    facts: ProfileFacts,
+    collected: Iterable[PlannedCheck],
+    *,
+    restricted: bool,
+) -> Plan:
+    """The plan for ``facts``: every in-scope requirement, its gating reason if any, and its checks.
+
+    A collected check outside the scope (a restricted run collects only its part)
+    is kept: it ran, so it is judged like any other.
+    """
+    gated = {}
+    for rid, requirement in requirements.items():
+        if requirement.capability is not None:
+            reason = gating_reason(requirement.capability, facts)
+            if reason is not None:
+                gated[rid] = reason
+    return Plan(dict(requirements), gated, tuple(collected), restricted)

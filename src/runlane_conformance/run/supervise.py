@@ -1,0 +1,547 @@
+"""The supervisor: runs checks in child processes and keeps the verdict in this one.
+
+Each child (``run.child``) probes or collects, then runs the checks this process
+hands it one at a time and streams their start and end back. Because the parent
+knows at every moment which check each child is running, any abnormal end is
+pinned on that check:
+
+* the child exits (any status, 0 included) or dies of a signal: the check in
+  flight fails with "the driver process exited with status N during `id`";
+* the check runs past its deadline: the parent asks the child for every
+  thread's stack (SIGUSR1, answered by ``faulthandler`` even from C code),
+  waits briefly, kills the child's whole process group, and fails the check
+  with "timed out after N s" and the stack (or "no stack available");
+* checks handed to a dead child but not started go back to the queue, and a
+  fresh child takes over; a crashed worker's check is a failure, never a gap.
+
+``--workers N`` is the same loop with N children. Ctrl-C kills every child's
+process group within a second and returns what was established, marked
+interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..contract.values import StorageLimits, StorageProfile
+from ..fixtures.gating import ProfileFacts
+from ..harness import DriverLoadError
+from .child import COMMANDS_FD_VARIABLE, EVENTS_FD_VARIABLE
+from .environment import closed_process_environment
+from .events import RawCheck
+from .model import CheckResult, Outcome, RunBrokenError
+from .plan import PlannedCheck
+
+__all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
+
+#: How long a child that was asked for its stack gets to write it before it is killed.
+STACK_GRACE_SECONDS = 2.0
+#: How long a child may take to load the driver, probe it and collect the suites.
+STARTUP_SECONDS = 120.0
+#: How long the driver's session cleanup may take after the last check.
+CLEANUP_SECONDS = 60.0
+#: Children that die before running a single check, in a row, before the run gives up on the rest.
+MAX_STARTUP_DEATHS = 3
+#: Fresh children started after crashes, in all, before the remaining checks are given up as not run.
+MAX_RESPAWNS = 100
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """What every child is told (written to a JSON file it reads at start)."""
+
+    driver: str
+    options: Mapping[str, str]
+    pytest_args: Sequence[str]
+    trusted: Sequence[str]
+    cwd_on_path: str | None
+
+
+@dataclass
+class SupervisorOutcome:
+    """What the supervised run established, before requirement folding."""
+
+    facts: ProfileFacts
+    collected: tuple[PlannedCheck, ...]
+    checks: dict[str, CheckResult]
+    problems: list[str]
+    plugins: list[tuple[str, str]]
+    interrupted: bool
+    output: str
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: subprocess.Popen[bytes]
+    events: BinaryIO
+    commands: BinaryIO
+    stack_path: Path
+    log_path: Path
+    probe: bool
+    buffer: bytes = b""
+    assigned: deque[str] = field(default_factory=deque)
+    in_flight: str | None = None
+    started_at: float = 0.0
+    stack_offset: int = 0
+    ready: bool = False
+    stopped: bool = False
+    session_done: bool = False
+    exit_event: int | None = None
+    child_error: str | None = None
+    ran_any: bool = False
+    spawned_at: float = field(default_factory=time.monotonic)
+    cleanup_since: float | None = None
+    dead: bool = False
+
+
+def _signal_name(number: int) -> str:
+    with contextlib.suppress(ValueError):
+        return signal.Signals(number).name
+    return f"signal {number}"
+
+
+def _how_it_ended(returncode: int | None) -> str:
+    if returncode is None:
+        return "stopped answering"
+    if returncode < 0:
+        return f"was killed by {_signal_name(-returncode)}"
+    return f"exited with status {returncode}"
+
+
+def _profile_from_json(data: Mapping[str, Any]) -> StorageProfile:
+    return StorageProfile(
+        durability=data["durability"],
+        clock_authority=data["clock_authority"],
+        index_consistency=data["index_consistency"],
+        limits=StorageLimits(**data["limits"]),
+        exclusive_candidates=bool(data["exclusive_candidates"]),
+        append=bool(data["append"]),
+    )
+
+
+class Supervisor:
+    """Runs one certification in ``workers`` supervised children; see the module docstring."""
+
+    def __init__(
+        self,
+        spec: ChildSpec,
+        *,
+        workers: int,
+        check_timeout: float,
+        on_plan: Callable[[ProfileFacts, tuple[PlannedCheck, ...]], Sequence[PlannedCheck]],
+        on_start: Callable[[PlannedCheck], None],
+        on_end: Callable[[RawCheck | CheckResult], CheckResult],
+    ) -> None:
+        self._spec = spec
+        self._workers_wanted = workers
+        self._timeout = check_timeout
+        self._on_plan = on_plan
+        self._on_start = on_start
+        self._on_end = on_end
+        self._directory = Path(tempfile.mkdtemp(prefix="runlane-run-"))
+        self._selector = selectors.DefaultSelector()
+        self._workers: list[_Worker] = []
+        self._spawned = 0
+        self._respawns = 0
+        self._startup_deaths = 0
+        self._queue: deque[str] = deque()
+        self._planned: dict[str, PlannedCheck] = {}
+        self._facts: ProfileFacts | None = None
+        self._collected: tuple[PlannedCheck, ...] | None = None
+        self._checks: dict[str, CheckResult] = {}
+        self._problems: list[str] = []
+        self._plugins: list[tuple[str, str]] = []
+        self._outputs: list[str] = []
+
+    # --- children -------------------------------------------------------------------------------
+    def _spawn(self, probe: bool) -> _Worker:
+        index = self._spawned
+        self._spawned += 1
+        spec_path = self._directory / f"child-{index}.json"
+        stack_path = self._directory / f"child-{index}.stack"
+        log_path = self._directory / f"child-{index}.log"
+        spec = {
+            "driver": self._spec.driver,
+            "options": dict(self._spec.options),
+            "pytest_args": list(self._spec.pytest_args),
+            "trusted": list(self._spec.trusted),
+            "cwd_on_path": self._spec.cwd_on_path,
+            "probe": probe,
+            "stack_path": str(stack_path),
+        }
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        stack_path.touch()
+        events_read, events_write = os.pipe()
+        commands_read, commands_write = os.pipe()
+        env = closed_process_environment()
+        env[EVENTS_FD_VARIABLE] = str(events_write)
+        env[COMMANDS_FD_VARIABLE] = str(commands_read)
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "runlane_conformance.run.child", str(spec_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(events_write, commands_read),
+                start_new_session=True,
+                close_fds=True,
+            )
+        os.close(events_write)
+        os.close(commands_read)
+        os.set_blocking(events_read, False)
+        worker = _Worker(
+            index=index,
+            process=process,
+            events=os.fdopen(events_read, "rb", buffering=0),
+            commands=os.fdopen(commands_write, "wb", buffering=0),
+            stack_path=stack_path,
+            log_path=log_path,
+            probe=probe,
+        )
+        self._selector.register(worker.events, selectors.EVENT_READ, worker)
+        self._workers.append(worker)
+        return worker
+
+    def _send(self, worker: _Worker, message: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            worker.commands.write((json.dumps(message) + "\n").encode())
+
+    def _kill(self, worker: _Worker) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(timeout=5)
+
+    def _close(self, worker: _Worker) -> None:
+        if worker.dead:
+            return
+        worker.dead = True
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(worker.events)
+        for stream in (worker.events, worker.commands):
+            with contextlib.suppress(OSError):
+                stream.close()
+        with contextlib.suppress(OSError):
+            text = worker.log_path.read_text(encoding="utf-8", errors="replace")
+            if text.strip():
+                self._outputs.append(text[-20_000:])
+
+    def _stack_since(self, worker: _Worker) -> str | None:
+        with contextlib.suppress(OSError):
+            with open(worker.stack_path, encoding="utf-8", errors="replace") as stream:
+                stream.seek(worker.stack_offset)
+                text = stream.read().strip()
+            return text or None
+        return None
+
+    # --- dispatch -------------------------------------------------------------------------------
+    def _feed(self, worker: _Worker) -> None:
+        """Keep two checks handed to a ready worker (the second tells pytest what comes next)."""
+        if not worker.ready or worker.stopped or worker.dead:
+            return
+        while len(worker.assigned) < 2 and self._queue:
+            nodeid = self._queue.popleft()
+            worker.assigned.append(nodeid)
+            self._send(worker, {"op": "run", "nodeid": nodeid})
+        if not self._queue and len(worker.assigned) < 2:
+            worker.stopped = True
+            worker.cleanup_since = None
+            self._send(worker, {"op": "stop"})
+
+    def _handle(self, worker: _Worker, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "probe":
+            self._facts = ProfileFacts(
+                profile=_profile_from_json(event["profile"]),
+                operator_reads=bool(event["operator_reads"]),
+                cross_process=bool(event["cross_process"]),
+                faults=bool(event.get("faults", False)),
+            )
+        elif kind == "probe_error":
+            raise DriverLoadError(str(event.get("message", "the driver could not be loaded")))
+        elif kind == "plugins":
+            self._plugins = [(str(name), str(version)) for name, version in event["plugins"]]
+        elif kind == "collect_error":
+            raise RunBrokenError(f"collecting the suites failed: {event.get('message')}", self._output())
+        elif kind == "collected":
+            checks = tuple(PlannedCheck(c["nodeid"], c["requirement"]) for c in event["checks"])
+            if self._collected is None:
+                if not checks:
+                    raise RunBrokenError("no checks were collected for this run", self._output())
+                self._collected = checks
+            elif {c.nodeid for c in checks} != {c.nodeid for c in self._collected}:
+                raise RunBrokenError("two child processes collected different checks", self._output())
+        elif kind == "ready":
+            worker.ready = True
+        elif kind == "start":
+            nodeid = str(event["nodeid"])
+            worker.in_flight = nodeid
+            worker.started_at = time.monotonic()
+            worker.ran_any = True
+            self._startup_deaths = 0
+            with contextlib.suppress(OSError):
+                worker.stack_offset = worker.stack_path.stat().st_size
+            if nodeid in self._planned:
+                self._on_start(self._planned[nodeid])
+        elif kind == "end":
+            raw = RawCheck.from_json(event["check"])
+            worker.in_flight = None
+            with contextlib.suppress(ValueError):
+                worker.assigned.remove(raw.nodeid)
+            if raw.nodeid not in self._checks:
+                self._checks[raw.nodeid] = self._on_end(raw)
+            self._feed(worker)
+        elif kind == "session_done":
+            worker.session_done = True
+            worker.cleanup_since = time.monotonic()
+        elif kind == "child_error":
+            worker.child_error = str(event.get("message"))
+        elif kind == "exit":
+            worker.exit_event = int(event.get("code", 0))
+
+    def _read(self, worker: _Worker) -> None:
+        try:
+            chunk = worker.events.read(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            worker.buffer += chunk
+            *lines, worker.buffer = worker.buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue
+                    self._handle(worker, event)
+
+    def _drain(self, worker: _Worker) -> None:
+        for _ in range(1000):
+            before = len(worker.buffer)
+            try:
+                chunk = worker.events.read(65536)
+            except (BlockingIOError, OSError, ValueError):
+                chunk = None
+            if not chunk:
+                break
+            worker.buffer += chunk
+            if len(worker.buffer) == before:
+                break
+        if worker.buffer:
+            worker.buffer += b"\n"
+            *lines, worker.buffer = worker.buffer.split(b"\n")
+            for line in lines:
+                with contextlib.suppress(ValueError):
+                    if line.strip():
+                        self._handle(worker, json.loads(line))
+
+    def _fail_in_flight(self, worker: _Worker, message: str, stack: str | None, duration: float) -> None:
+        nodeid = worker.in_flight
+        if nodeid is None:
+            return
+        worker.in_flight = None
+        with contextlib.suppress(ValueError):
+            worker.assigned.remove(nodeid)
+        planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
+        from .verdict import unfinished_check
+
+        result = unfinished_check(planned, message, duration=duration, stack=stack)
+        self._checks[nodeid] = self._on_end(result)
+
+    def _after_death(self, worker: _Worker) -> None:
+        """A child is gone: pin its end on the check in flight, requeue the rest, maybe replace it."""
+        self._drain(worker)
+        returncode = worker.process.poll()
+        ended = _how_it_ended(returncode)
+        if worker.in_flight is not None:
+            stack = self._stack_since(worker)
+            self._fail_in_flight(
+                worker,
+                f"the driver process {ended} during `{self._label(worker.in_flight)}`",
+                stack,
+                time.monotonic() - worker.started_at,
+            )
+        if worker.assigned:
+            self._queue.extendleft(reversed(worker.assigned))
+            worker.assigned.clear()
+        if worker.session_done and (worker.child_error or (worker.exit_event is None and returncode != 0)):
+            detail = worker.child_error or ended
+            self._problems.append(f"the driver's session cleanup failed: {detail}")
+        elif worker.session_done and worker.exit_event is None and returncode == 0:
+            self._problems.append("the driver's session cleanup ended the process before pytest finished")
+        self._close(worker)
+        if not worker.ran_any and not worker.session_done:
+            self._startup_deaths += 1
+        if worker.probe and (self._facts is None or self._collected is None):
+            message = worker.child_error or f"the driver process {ended} while loading the driver"
+            if self._facts is None:
+                raise DriverLoadError(f"driver {self._spec.driver!r}: {message}")
+            raise RunBrokenError(f"collecting the suites failed: {message}", self._output())
+
+    def _label(self, nodeid: str) -> str:
+        planned = self._planned.get(nodeid)
+        if planned is not None and planned.requirement_id:
+            return planned.requirement_id
+        return nodeid
+
+    def _replace_workers(self) -> None:
+        alive = [w for w in self._workers if not w.dead]
+        while self._queue and len(alive) < self._workers_wanted:
+            if self._startup_deaths >= MAX_STARTUP_DEATHS or self._respawns >= MAX_RESPAWNS:
+                self._give_up(
+                    f"did not run: the driver process died {self._respawns + 1} times"
+                    if self._respawns >= MAX_RESPAWNS
+                    else "did not run: fresh driver processes kept dying before running a check"
+                )
+                return
+            self._respawns += 1
+            alive.append(self._spawn(probe=False))
+
+    def _give_up(self, message: str) -> None:
+        from .verdict import unfinished_check
+
+        while self._queue:
+            nodeid = self._queue.popleft()
+            planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
+            self._checks[nodeid] = self._on_end(unfinished_check(planned, message, outcome=Outcome.NOT_RUN))
+
+    def _time_out(self, worker: _Worker) -> None:
+        nodeid = worker.in_flight
+        assert nodeid is not None
+        elapsed = time.monotonic() - worker.started_at
+        with contextlib.suppress(OSError):
+            worker.stack_offset = worker.stack_path.stat().st_size
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.process.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + STACK_GRACE_SECONDS
+        last_size, stable_since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            with contextlib.suppress(OSError):
+                size = worker.stack_path.stat().st_size
+                if size != last_size:
+                    last_size, stable_since = size, time.monotonic()
+                elif size > worker.stack_offset and time.monotonic() - stable_since > 0.2:
+                    break
+        stack = self._stack_since(worker) or "no stack available (the process did not answer SIGUSR1)"
+        self._kill(worker)
+        self._drain(worker)
+        if worker.in_flight == nodeid:
+            self._fail_in_flight(
+                worker, f"timed out after {self._timeout:g} s in `{self._label(nodeid)}`", stack, elapsed
+            )
+        self._after_death(worker)
+
+    # --- the loop -------------------------------------------------------------------------------
+    def _output(self) -> str:
+        texts = list(self._outputs)
+        for worker in self._workers:
+            if not worker.dead:
+                with contextlib.suppress(OSError):
+                    texts.append(worker.log_path.read_text(encoding="utf-8", errors="replace")[-20_000:])
+        return "\n".join(texts)
+
+    def run(self) -> SupervisorOutcome:
+        interrupted = False
+        try:
+            self._spawn(probe=True)
+            for _ in range(1, self._workers_wanted):
+                self._spawn(probe=False)
+            self._loop()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            for worker in self._workers:
+                if not worker.dead:
+                    if interrupted or worker.process.poll() is None:
+                        self._kill(worker)
+                    self._close(worker)
+            self._selector.close()
+        if interrupted:
+            if self._facts is None or self._collected is None:
+                raise KeyboardInterrupt
+            for worker in self._workers:
+                if worker.in_flight is not None:
+                    self._fail_interrupted(worker)
+        if self._facts is None or self._collected is None:
+            raise RunBrokenError("the run ended before the suites were collected", self._output())
+        return SupervisorOutcome(
+            facts=self._facts,
+            collected=self._collected,
+            checks=self._checks,
+            problems=self._problems,
+            plugins=self._plugins,
+            interrupted=interrupted,
+            output=self._output(),
+        )
+
+    def _fail_interrupted(self, worker: _Worker) -> None:
+        from .verdict import unfinished_check
+
+        nodeid = worker.in_flight
+        assert nodeid is not None
+        planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
+        self._checks[nodeid] = self._on_end(
+            unfinished_check(planned, "interrupted while running", outcome=Outcome.NOT_RUN)
+        )
+
+    def _startup_deadline_passed(self, worker: _Worker) -> bool:
+        return not worker.ready and time.monotonic() - worker.spawned_at > STARTUP_SECONDS
+
+    def _loop(self) -> None:
+        planned = False
+        while True:
+            for key, _ in self._selector.select(timeout=0.1):
+                worker = key.data
+                assert isinstance(worker, _Worker)
+                self._read(worker)
+            if not planned and self._facts is not None and self._collected is not None:
+                planned = True
+                order = self._on_plan(self._facts, self._collected)
+                self._planned = {check.nodeid: check for check in self._collected}
+                self._queue.extend(check.nodeid for check in order)
+            now = time.monotonic()
+            for worker in list(self._workers):
+                if worker.dead:
+                    continue
+                if planned:
+                    self._feed(worker)
+                if worker.in_flight is not None and now - worker.started_at > self._timeout:
+                    self._time_out(worker)
+                elif worker.process.poll() is not None:
+                    self._after_death(worker)
+                elif self._startup_deadline_passed(worker) and worker.in_flight is None:
+                    self._kill(worker)
+                    worker.child_error = f"did not load and collect within {STARTUP_SECONDS:g} s"
+                    self._after_death(worker)
+                elif worker.cleanup_since is not None and now - worker.cleanup_since > CLEANUP_SECONDS:
+                    self._problems.append(
+                        f"the driver's session cleanup did not finish within {CLEANUP_SECONDS:g} s"
+                    )
+                    self._kill(worker)
+                    worker.cleanup_since = None
+                    self._close(worker)
+            if planned:
+                self._replace_workers()
+                alive = [w for w in self._workers if not w.dead]
+                if not alive and not self._queue:
+                    return

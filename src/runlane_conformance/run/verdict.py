@@ -1,0 +1,256 @@
+"""The verdict: raw check results -> judged checks -> requirement outcomes -> certification.
+
+One function, ``certify``, decides certification from requirement outcomes
+and the catalogue; the run uses it, and ``badge`` uses it again on a report's
+own content, so a report whose claim does not follow from its outcomes is
+caught. Judging is conservative everywhere: a check that did not run, ran
+out of time, took its process down, or skipped for any reason but our own
+profile gating (as the plan predicted it) fails.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from ..fixtures.gating import ProfileFacts, in_check_skip_is_justified
+from ..requirements import AREAS, Requirement, RequirementLevel
+from .events import RawCheck
+from .model import CheckResult, Outcome, RequirementOutcome, RequirementResult, RunResult, RunStatus
+from .plan import Plan, PlannedCheck, area_of
+
+__all__ = [
+    "Certification",
+    "certification_of",
+    "certify",
+    "fold_requirements",
+    "judge_check",
+    "level_for",
+    "unfinished_check",
+]
+
+_BLOB = re.compile(r"@reproduce_failure\([^()]*\)")
+
+#: Optional capabilities that raise the certification level, with their label.
+LEVEL_CAPABILITIES: tuple[tuple[str, str], ...] = (
+    ("append", "append"),
+    ("exclusive_candidates", "exclusive"),
+)
+
+
+@dataclass(frozen=True)
+class Certification:
+    """Whether the outcomes certify, at which level, and the requirements that stand in the way."""
+
+    certified: bool
+    level: str
+    must_failed: tuple[str, ...]
+    should_failed: tuple[str, ...]
+
+
+def level_for(offered: Collection[str]) -> str:
+    """``core`` plus each level-raising capability in ``offered``."""
+    return "+".join(["core", *(label for name, label in LEVEL_CAPABILITIES if name in offered)])
+
+
+def certify(
+    outcomes: Mapping[str, RequirementOutcome],
+    catalog: Mapping[str, Requirement],
+    offered: Collection[str],
+    *,
+    status: RunStatus,
+    problems: Collection[str] = (),
+) -> Certification:
+    """Certify when the run is complete, had no run-level problem, and every catalogued MUST
+    requirement passed or was gated off by the profile. A catalogued requirement missing from
+    ``outcomes`` counts as not run. The level is ``core`` plus each optional capability offered
+    (an offered capability's requirements are MUSTs, so they all passed)."""
+    must_failed: list[str] = []
+    should_failed: list[str] = []
+    for rid, requirement in sorted(catalog.items()):
+        outcome = outcomes.get(rid, RequirementOutcome.NOT_RUN)
+        if outcome.acceptable:
+            continue
+        (must_failed if requirement.level is RequirementLevel.MUST else should_failed).append(rid)
+    # Outcomes for ids outside the catalogue cannot vouch for anything; failing ones still deny.
+    for rid, outcome in sorted(outcomes.items()):
+        if rid not in catalog and not outcome.acceptable:
+            must_failed.append(rid)
+    certified = (
+        status is RunStatus.COMPLETE
+        and not problems
+        and not must_failed
+        and any(outcome is RequirementOutcome.PASSED for outcome in outcomes.values())
+    )
+    return Certification(
+        certified=certified,
+        level=level_for(offered) if certified else "none",
+        must_failed=tuple(must_failed),
+        should_failed=tuple(should_failed),
+    )
+
+
+def certification_of(result: RunResult) -> Certification:
+    """``certify`` applied to a run's own requirement results."""
+    catalog = {r.id: r.requirement for r in result.requirements}
+    outcomes = {r.id: r.outcome for r in result.requirements}
+    return certify(outcomes, catalog, result.facts.offered(), status=result.status, problems=result.problems)
+
+
+def _blob(longrepr: str | None) -> str | None:
+    if not longrepr:
+        return None
+    match = _BLOB.search(longrepr)
+    return match.group() if match else None
+
+
+def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
+    """The outcome of one finished check, measured against the plan.
+
+    A skip is accepted (as ``gated``) only when it carries exactly the reason the
+    plan predicted for its requirement, or is the one in-check profile skip the
+    probed profile justifies. A gated requirement's check that *ran* means the
+    driver showed the checks a different profile than the probe: a failure.
+    """
+    rid = raw.requirement_id
+    predicted = plan.gated.get(rid) if rid else None
+    outcome, message = Outcome.PASSED, raw.message
+    if raw.status == "failed":
+        outcome = Outcome.FAILED
+    elif raw.status == "error":
+        outcome = Outcome.ERROR
+    elif raw.status == "skipped":
+        reason = raw.skip_reason or "skipped"
+        if (predicted is not None and reason == predicted) or (
+            predicted is None and in_check_skip_is_justified(reason, facts)
+        ):
+            outcome, message = Outcome.GATED, reason
+        elif reason.startswith("profile:"):
+            outcome = Outcome.FAILED
+            message = f"skipped ({reason!r}) although the preflight probe found the driver's profile " + (
+                f"gates it differently ({predicted!r})" if predicted else "offers what it needs"
+            )
+        else:
+            outcome = Outcome.FAILED
+            message = f"skipped ({reason!r}): only the driver's profile may skip a check"
+    elif raw.status == "xfailed":
+        outcome, message = Outcome.FAILED, f"the check raised pytest.xfail({raw.skip_reason!r})"
+    elif raw.status == "xpassed":
+        outcome, message = Outcome.FAILED, f"the check was marked xfail ({raw.skip_reason!r})"
+    elif predicted is not None:
+        outcome = Outcome.FAILED
+        message = (
+            f"the check ran although the preflight probe's profile gates it off ({predicted!r}): "
+            "the driver advertised a different profile to the checks than to the probe"
+        )
+    return CheckResult(
+        nodeid=raw.nodeid,
+        requirement_id=rid,
+        area=area_of(raw.nodeid, rid),
+        outcome=outcome,
+        duration=raw.duration,
+        message=message,
+        longrepr=raw.longrepr,
+        hypothesis_blob=_blob(raw.longrepr),
+        properties=tuple(raw.properties),
+    )
+
+
+def unfinished_check(
+    check: PlannedCheck,
+    message: str,
+    *,
+    duration: float = 0.0,
+    stack: str | None = None,
+    outcome: Outcome = Outcome.FAILED,
+) -> CheckResult:
+    """A planned check that never reported its end: it crashed, hung, or never started."""
+    longrepr = message if stack is None else f"{message}\n\n{stack}"
+    return CheckResult(
+        nodeid=check.nodeid,
+        requirement_id=check.requirement_id,
+        area=check.area,
+        outcome=outcome,
+        duration=duration,
+        message=message,
+        longrepr=longrepr,
+        stack=stack,
+    )
+
+
+def fold_requirements(plan: Plan, checks: Iterable[CheckResult]) -> tuple[RequirementResult, ...]:
+    """One result per planned requirement (plus any check whose requirement is not catalogued).
+
+    A requirement fails if any check failed, errored or did not run; is gated if
+    every check was gated; passes otherwise. A requirement with no collected check
+    did not run, which is a failure for certification.
+    """
+    grouped: dict[str, list[CheckResult]] = {rid: [] for rid in plan.requirements}
+    for check in checks:
+        key = check.requirement_id or f"{check.area}.{_slug(check.name)}"
+        grouped.setdefault(key, []).append(check)
+    results = []
+    for rid, members in grouped.items():
+        requirement = plan.requirements.get(rid) or Requirement(
+            rid, RequirementLevel.MUST, clause="", summary="(not in the requirement catalogue)"
+        )
+        failures = [t for t in members if t.failed]
+        reason: str | None
+        if not members:
+            outcome, reason = RequirementOutcome.NOT_RUN, "did not run: no check of it was collected"
+        elif failures:
+            first = failures[0]
+            not_run = all(t.outcome is Outcome.NOT_RUN for t in failures)
+            outcome = RequirementOutcome.NOT_RUN if not_run else RequirementOutcome.FAILED
+            reason = first.message
+        elif all(t.outcome is Outcome.GATED for t in members):
+            outcome, reason = RequirementOutcome.GATED, members[0].message
+        else:
+            outcome, reason = RequirementOutcome.PASSED, None
+        results.append(RequirementResult(requirement, outcome, reason, tuple(members)))
+    order = {area: index for index, area in enumerate(AREAS)}
+    results.sort(key=lambda r: (order.get(r.area, len(order)), r.area, r.id))
+    return tuple(results)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unnamed"
+
+
+def limit_problems(checks: Iterable[CheckResult], facts: ProfileFacts) -> list[str]:
+    """Limits the checks measured at another boundary than the probe's profile advertised.
+
+    The limits checks build their work from the profile *they* see and record the
+    boundary they exercised. If that is not the advertised value, the driver showed
+    the checks and the probe different profiles, and the run's limits evidence would
+    describe a driver nobody certified: a run-level problem, which denies certification.
+    """
+    import json
+
+    from ..fixtures.evidence import LIMIT_PROPERTY
+
+    seen: dict[str, set[int]] = {}
+    for check in checks:
+        for key, value in check.properties:
+            if key != LIMIT_PROPERTY:
+                continue
+            try:
+                data = json.loads(value)
+                name = str(data["limit"])
+                accepted, rejected = data.get("accepted"), data.get("rejected")
+            except (ValueError, TypeError, KeyError):
+                continue
+            if isinstance(accepted, int):
+                seen.setdefault(name, set()).add(accepted)
+            if isinstance(rejected, int):
+                seen.setdefault(name, set()).add(rejected - 1)
+    problems = []
+    for name, boundaries in sorted(seen.items()):
+        advertised = getattr(facts.profile.limits, name, None)
+        if boundaries != {advertised}:
+            problems.append(
+                f"the limits checks exercised {name} at {sorted(boundaries)}, but the driver advertised "
+                f"{advertised} to the preflight probe: it shows different profiles to different callers"
+            )
+    return problems

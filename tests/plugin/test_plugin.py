@@ -190,3 +190,15 @@ def test_import_suites_brings_every_area_into_a_test_module() -> None:
     assert import_suites(namespace) == list(AREAS)
     assert "test_get_returns_one_result_per_position_in_order" in namespace
     assert "test_two_increments_of_one_record_both_survive" in namespace
+
+
+@pytest.mark.parametrize(("profile", "budget"), [("quick", 120.0), ("default", 300.0), ("thorough", 1200.0)])
+def test_the_per_check_timeout_defaults_to_the_profile_budget_the_cli_uses(
+    pytester: pytest.Pytester, profile: str, budget: float
+) -> None:
+    from runlane_conformance.fixtures.hypothesis_profiles import check_budget
+    from runlane_conformance.fixtures.plugin import check_timeout
+
+    config = pytester.parseconfig("--runlane-hypothesis-profile", profile)
+    assert check_timeout(config) == budget == check_budget(profile)
+    assert check_timeout(pytester.parseconfig("--runlane-timeout", "7")) == 7.0

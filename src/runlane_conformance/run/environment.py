@@ -62,7 +62,8 @@ def pytest_arguments(
 ) -> list[str]:
     """The complete pytest command line of a run (no ini, no conftest pickup, named plugins only)."""
     args = ["-c", os.devnull, "--rootdir", source.rootdir, "--noconftest"]
-    args += ["-p", "no:cacheprovider"]
+    # pytest's own faulthandler plugin would redirect the fatal-signal dump away from the stack file.
+    args += ["-p", "no:cacheprovider", "-p", "no:faulthandler"]
     for plugin in (*REQUIRED_PLUGINS, *source.conftest_modules):
         args += ["-p", plugin]
     args += ["-q", "--no-header", "--capture=sys", "-W", "ignore::pytest.PytestUnknownMarkWarning"]

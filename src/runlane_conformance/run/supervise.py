@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,6 +97,8 @@ class _Worker:
     assigned: deque[str] = field(default_factory=deque)
     in_flight: str | None = None
     started_at: float = 0.0
+    # A child writes stacks only when it dies of a fatal signal or when we ask (SIGUSR1, after moving
+    # this offset), so everything past the offset belongs to the check that was in flight.
     stack_offset: int = 0
     ready: bool = False
     stopped: bool = False
@@ -296,8 +299,6 @@ class Supervisor:
             worker.started_at = time.monotonic()
             worker.ran_any = True
             self._startup_deaths = 0
-            with contextlib.suppress(OSError):
-                worker.stack_offset = worker.stack_path.stat().st_size
             if nodeid in self._planned:
                 self._on_start(self._planned[nodeid])
         elif kind == "end":
@@ -476,6 +477,7 @@ class Supervisor:
                         self._kill(worker)
                     self._close(worker)
             self._selector.close()
+            shutil.rmtree(self._directory, ignore_errors=True)
         if interrupted:
             if self._facts is None or self._collected is None:
                 raise KeyboardInterrupt

@@ -57,7 +57,7 @@ from .run.model import (
     RunUsageError,
     TestResult,
 )
-from .run.plan import Plan, PlannedCheck, build_plan, scope_catalog
+from .run.plan import Plan, PlannedCheck, build_plan, longest_first, planned_from_event, scope_catalog
 from .run.supervise import ChildSpec, Supervisor
 from .run.verdict import fold_requirements, judge_check, limit_problems, unfinished_check
 from .safe_text import describe_exception, redact_options, safe_repr
@@ -277,10 +277,6 @@ def _environment(source: SuiteSource, plugins: Sequence[tuple[str, str]], superv
     )
 
 
-def _order(plan_checks: Sequence[PlannedCheck]) -> list[PlannedCheck]:
-    return list(plan_checks)
-
-
 def _result(
     request: _Request,
     plan: Plan,
@@ -387,7 +383,7 @@ def certify_driver(
         holder["plan"], facts_holder["facts"] = plan, facts
         if listener is not None:
             listener(CollectionFinished(plan.totals()))
-        return _order(plan.checks)
+        return longest_first(plan.checks)
 
     def on_start(check: PlannedCheck) -> None:
         if listener is not None:
@@ -407,6 +403,7 @@ def certify_driver(
         spec,
         workers=request.workers,
         check_timeout=request.check_timeout,
+        explicit_timeout=check_timeout is not None,
         on_plan=on_plan,
         on_start=on_start,
         on_end=on_end,
@@ -482,10 +479,7 @@ def run_suites(
         elif kind == "collect_error":
             collect_errors.append(str(event["message"]))
         elif kind == "collected":
-            collected = tuple(
-                PlannedCheck(str(c["nodeid"]), c["requirement"])
-                for c in event["checks"]  # type: ignore[attr-defined]
-            )
+            collected = tuple(planned_from_event(c) for c in event["checks"])  # type: ignore[attr-defined]
             plan = build_plan(
                 request.scope, facts, collected, restricted=bool(request.areas or request.requirements)
             )

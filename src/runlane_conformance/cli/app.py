@@ -647,6 +647,11 @@ def run(
             soft_wrap=True,
         )
 
+    usable = os.cpu_count() or 1
+    if workers > usable:
+        # More children than processors only adds start-up cost and contention: it cannot pay off.
+        console.print(Text(f"note: {workers} workers asked for, {usable} processor(s) here: using {usable}"))
+        workers = usable
     live = _LiveProgress(header)
     try:
         with live.progress:

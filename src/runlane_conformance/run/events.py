@@ -77,6 +77,22 @@ def requirement_of(item: pytest.Item) -> str | None:
     return str(marker.args[0])
 
 
+def _declared_timeout(item: pytest.Item) -> float | None:
+    """The seconds a check itself says it may need (its ``timeout`` marker), if it says."""
+    marker = item.get_closest_marker("timeout")
+    if marker is None or not marker.args or isinstance(marker.args[0], bool):
+        return None
+    value = marker.args[0]
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _is_property(item: pytest.Item) -> bool:
+    """Whether the check is a Hypothesis property (it searches, so it tends to run long)."""
+    from hypothesis import is_hypothesis_test
+
+    return bool(is_hypothesis_test(getattr(item, "obj", None)))
+
+
 def _short_message(report: Any) -> str:
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     message = getattr(crash, "message", None)
@@ -175,7 +191,14 @@ class EventPlugin:
         for item in session.items:
             requirement_id = requirement_of(item)
             self._requirements[item.nodeid] = requirement_id
-            checks.append({"nodeid": item.nodeid, "requirement": requirement_id})
+            checks.append(
+                {
+                    "nodeid": item.nodeid,
+                    "requirement": requirement_id,
+                    "declared_timeout": _declared_timeout(item),
+                    "property": _is_property(item),
+                }
+            )
         self._emit({"event": "collected", "checks": checks})
 
     # --- keep a check's abnormal exits inside that check -------------------------------------------

@@ -18,17 +18,33 @@ from ..fixtures.gating import ProfileFacts, gating_reason
 from ..requirements import AREAS, Requirement
 from .model import RunUsageError
 
-__all__ = ["Plan", "PlannedCheck", "area_of", "build_plan", "scope_catalog"]
+__all__ = [
+    "Plan",
+    "PlannedCheck",
+    "area_of",
+    "build_plan",
+    "deadline_for",
+    "longest_first",
+    "planned_from_event",
+    "scope_catalog",
+]
 
 _MODULE_AREA = re.compile(r"(?:^|/)test_([a-z_]+)\.py")
 
 
 @dataclass(frozen=True)
 class PlannedCheck:
-    """One collected check and the requirement it enforces (``None`` for an untagged test)."""
+    """One collected check and the requirement it enforces (``None`` for an untagged test).
+
+    ``declared_timeout`` is the time the check itself says it may need (its
+    ``timeout`` marker); ``searches`` whether it is a Hypothesis search. Both only
+    shape scheduling and deadlines, never the verdict.
+    """
 
     nodeid: str
     requirement_id: str | None
+    declared_timeout: float | None = None
+    searches: bool = False
 
     @property
     def area(self) -> str:
@@ -53,6 +69,17 @@ class Plan:
         for check in self.checks:
             totals[check.area] = totals.get(check.area, 0) + 1
         return totals
+
+
+def planned_from_event(data: Mapping[str, object]) -> PlannedCheck:
+    """A ``PlannedCheck`` from one entry of a child's ``collected`` event."""
+    timeout = data.get("declared_timeout")
+    return PlannedCheck(
+        nodeid=str(data["nodeid"]),
+        requirement_id=None if data.get("requirement") is None else str(data["requirement"]),
+        declared_timeout=float(timeout) if isinstance(timeout, int | float) else None,
+        searches=bool(data.get("property", False)),
+    )
 
 
 def area_of(nodeid: str, requirement_id: str | None) -> str:
@@ -101,3 +128,18 @@ def build_plan(
             if reason is not None:
                 gated[rid] = reason
     return Plan(dict(requirements), gated, tuple(collected), restricted)
+
+
+def longest_first(checks: Sequence[PlannedCheck]) -> list[PlannedCheck]:
+    """The order to hand checks out in: those that say they run long, then Hypothesis searches, then
+    the rest, each group in collection order. Starting the long ones first is what lets parallel
+    workers finish together instead of waiting on one long check handed out last."""
+    return sorted(checks, key=lambda check: (check.declared_timeout is None, not check.searches))
+
+
+def deadline_for(check: PlannedCheck, budget: float, *, explicit: bool) -> float:
+    """A check's deadline: an explicit ``--check-timeout`` as given; otherwise the profile's budget,
+    or the check's own declared need when that is longer."""
+    if explicit or check.declared_timeout is None:
+        return budget
+    return max(budget, check.declared_timeout)

@@ -44,7 +44,7 @@ from .child import COMMANDS_FD_VARIABLE, EVENTS_FD_VARIABLE
 from .environment import closed_process_environment
 from .events import RawCheck
 from .model import CheckResult, Outcome, RunBrokenError
-from .plan import PlannedCheck
+from .plan import PlannedCheck, deadline_for, planned_from_event
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
 
@@ -56,6 +56,9 @@ STARTUP_SECONDS = 120.0
 CLEANUP_SECONDS = 60.0
 #: Children that die before running a single check, in a row, before the run gives up on the rest.
 MAX_STARTUP_DEATHS = 3
+#: Most checks handed to one child at a time: their command lines must fit in the pipe's buffer,
+#: or a write to a child busy with a check could block this process.
+MAX_HANDED_OUT = 64
 #: Fresh children started after crashes, in all, before the remaining checks are given up as not run.
 MAX_RESPAWNS = 100
 
@@ -145,6 +148,7 @@ class Supervisor:
         *,
         workers: int,
         check_timeout: float,
+        explicit_timeout: bool = False,
         on_plan: Callable[[ProfileFacts, tuple[PlannedCheck, ...]], Sequence[PlannedCheck]],
         on_start: Callable[[PlannedCheck], None],
         on_end: Callable[[RawCheck | CheckResult], CheckResult],
@@ -152,6 +156,7 @@ class Supervisor:
         self._spec = spec
         self._workers_wanted = workers
         self._timeout = check_timeout
+        self._explicit_timeout = explicit_timeout
         self._on_plan = on_plan
         self._on_start = on_start
         self._on_end = on_end
@@ -256,16 +261,25 @@ class Supervisor:
 
     # --- dispatch -------------------------------------------------------------------------------
     def _feed(self, worker: _Worker) -> None:
-        """Keep two checks handed to a ready worker (the second tells pytest what comes next)."""
+        """Hand a ready worker its next checks, then ``stop`` once the queue is empty.
+
+        A worker always holds at least two checks (the second tells pytest what
+        comes next, so fixtures are torn down at the right time); a lone worker
+        holds up to ``MAX_HANDED_OUT``. Checks a dead worker had not started go
+        back to the queue.
+        """
         if not worker.ready or worker.stopped or worker.dead:
             return
-        while len(worker.assigned) < 2 and self._queue:
+        # Serial: hand out a pipe-full at a time, so the child never waits for us between checks.
+        # Parallel: one check ahead only; a long check must not hold a batch hostage while the
+        # other worker idles (a check's length is unknown until it ends).
+        depth = MAX_HANDED_OUT if self._workers_wanted == 1 else 2
+        while len(worker.assigned) < depth and self._queue:
             nodeid = self._queue.popleft()
             worker.assigned.append(nodeid)
             self._send(worker, {"op": "run", "nodeid": nodeid})
-        if not self._queue and len(worker.assigned) < 2:
+        if not self._queue:
             worker.stopped = True
-            worker.cleanup_since = None
             self._send(worker, {"op": "stop"})
 
     def _handle(self, worker: _Worker, event: dict[str, Any]) -> None:
@@ -284,7 +298,7 @@ class Supervisor:
         elif kind == "collect_error":
             raise RunBrokenError(f"collecting the suites failed: {event.get('message')}", self._output())
         elif kind == "collected":
-            checks = tuple(PlannedCheck(c["nodeid"], c["requirement"]) for c in event["checks"])
+            checks = tuple(planned_from_event(c) for c in event["checks"])
             if self._collected is None:
                 if not checks:
                     raise RunBrokenError("no checks were collected for this run", self._output())
@@ -398,6 +412,10 @@ class Supervisor:
                 raise DriverLoadError(f"driver {self._spec.driver!r}: {message}")
             raise RunBrokenError(f"collecting the suites failed: {message}", self._output())
 
+    def _deadline(self, nodeid: str) -> float:
+        planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
+        return deadline_for(planned, self._timeout, explicit=self._explicit_timeout)
+
     def _label(self, nodeid: str) -> str:
         planned = self._planned.get(nodeid)
         if planned is not None and planned.requirement_id:
@@ -448,7 +466,10 @@ class Supervisor:
         self._drain(worker)
         if worker.in_flight == nodeid:
             self._fail_in_flight(
-                worker, f"timed out after {self._timeout:g} s in `{self._label(nodeid)}`", stack, elapsed
+                worker,
+                f"timed out after {self._deadline(nodeid):g} s in `{self._label(nodeid)}`",
+                stack,
+                elapsed,
             )
         self._after_death(worker)
 
@@ -527,7 +548,9 @@ class Supervisor:
                     continue
                 if planned:
                     self._feed(worker)
-                if worker.in_flight is not None and now - worker.started_at > self._timeout:
+                if worker.in_flight is not None and now - worker.started_at > self._deadline(
+                    worker.in_flight
+                ):
                     self._time_out(worker)
                 elif worker.process.poll() is not None:
                     self._after_death(worker)

@@ -204,6 +204,16 @@ def _complete_area(incomplete: str) -> list[str]:
     return [area for area in AREAS if area.startswith(incomplete)]
 
 
+def _complete_requirement(incomplete: str) -> list[str]:
+    """Requirement ids of the catalogue (importing the suites takes a moment, once per completion)."""
+    try:
+        from ..requirements import all_requirements
+
+        return [rid for rid in all_requirements() if rid.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+
+
 def _complete_profile(incomplete: str) -> list[str]:
     return [name for name in HYPOTHESIS_PROFILES if name.startswith(incomplete)]
 
@@ -442,7 +452,12 @@ def _print_verdict(result: RunResult) -> None:
         )
     elif result.status is RunStatus.PARTIAL:
         failed = len(result.failed_requirements)
-        outcome = f"{failed} requirement(s) failed" if failed else "everything that ran passed"
+        if failed:
+            outcome = f"{count(failed, 'requirement')} failed or did not run"
+        elif result.problems:
+            outcome = f"everything that ran passed, but {count(len(result.problems), 'run problem')}"
+        else:
+            outcome = "everything that ran passed"
         console.print(
             Text.assemble(
                 ("PARTIAL RUN", "bold yellow"),
@@ -567,6 +582,7 @@ def run(
             help=f"Run only this contract area (repeatable; makes the run partial, never a "
             f"certification). Areas: {', '.join(AREAS)}.",
             show_default=False,
+            autocompletion=_complete_area,
         ),
     ] = None,
     requirement: Annotated[
@@ -578,7 +594,7 @@ def run(
             help="Run only the checks of this requirement id, e.g. sealing.reads-refused-after-now "
             "(repeatable; makes the run partial, never a certification).",
             show_default=False,
-            autocompletion=_complete_area,
+            autocompletion=_complete_requirement,
         ),
     ] = None,
     profile: ProfileOption = "quick",
@@ -667,7 +683,12 @@ def run(
                 check_timeout=check_timeout,
             )
     except KeyboardInterrupt:
-        typer.echo("runlane-certify: interrupted before the run had a plan; no report written", err=True)
+        message = "runlane-certify: interrupted before the run had a plan"
+        if report is not None and report.is_file():
+            # An earlier report at this path must not stand in for this run (it may say certified).
+            report.unlink()
+            message += f"; removed the earlier report {str(report)!r}"
+        typer.echo(message, err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
     console.print()

@@ -192,3 +192,34 @@ def test_an_unknown_local_option_is_named_in_the_right_number(options: list[str]
     assert result.exit_code == 2
     assert expected in result.stderr
     assert "option(s)" not in result.stderr
+
+
+# --- live progress ---------------------------------------------------------------------------------
+
+
+def test_an_area_whose_checks_were_all_gated_says_so_with_the_reason_never_ok(fake_suite: str) -> None:
+    result = invoke("run", "--driver", fake_suite, "--seed", "3")
+    assert result.exit_code == 0, result.output
+    lines = {line.split(":")[0].strip(): line for line in result.stdout.splitlines() if ": " in line}
+    assert "1 check, all gated (profile: append not offered) in " in lines["\u25cb append"]
+    assert "5 checks, ok in " in lines["\u2713 limits"]
+
+
+def test_the_live_display_names_the_check_in_flight_and_times_each_area_from_its_first_check() -> None:
+    from runlane_conformance.run.model import CheckResult, Outcome
+    from runlane_conformance.runner import CheckStarted, CollectionFinished, TestFinished
+
+    live = app_module._LiveProgress()
+    live(CollectionFinished({"limits": 2, "profile": 1}))
+    tasks = {task.description.strip(): task for task in live.progress.tasks}
+    assert not tasks["limits"].started and not tasks["profile"].started
+    live(CheckStarted("x/test_limits.py::test_exactly_at_the_limit[limits.a-b]", "limits", "limits.a-b"))
+    (limits,) = [task for task in live.progress.tasks if "limits" in task.description]
+    assert limits.started and "test_exactly_at_the_limit" in limits.description
+    (profile,) = [task for task in live.progress.tasks if "profile" in task.description]
+    assert not profile.started
+    check = CheckResult(
+        "x/test_limits.py::test_exactly_at_the_limit[limits.a-b]", "limits.a-b", "limits", Outcome.PASSED, 0.1
+    )
+    live(TestFinished(check))
+    assert live.done["limits"] == 1 and live.failed["limits"] == 0

@@ -353,7 +353,7 @@ class _LiveProgress:
             verdict = f"ok, {gated} gated ({reasons})"
         else:
             verdict = "ok"
-        return f"{done} checks, {verdict} in {elapsed:.1f}s"
+        return f"{count(done, 'check')}, {verdict} in {elapsed:.1f}s"
 
 
 def _describe_profile(profile: StorageProfile) -> str:

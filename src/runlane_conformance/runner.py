@@ -22,7 +22,6 @@ given and kept in the result, so every run can be replayed.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import io
 import os
 import platform
@@ -549,10 +548,4 @@ def _first_error_line(output: str) -> str | None:
         stripped = line.strip()
         if stripped.startswith(("ERROR:", "E ", "INTERNALERROR>")) or "Error" in stripped.split(":")[0]:
             return stripped.removeprefix("ERROR:").strip()
-    return None
-
-
-def _installed_version(distribution: str) -> str | None:
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        return importlib.metadata.version(distribution)
     return None

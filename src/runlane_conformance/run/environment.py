@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import importlib.metadata
 import os
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +142,3 @@ def suite_digest(files: Sequence[str]) -> str:
             content = b"<unreadable>"
         digest.update(path.name.encode() + b"\0" + content + b"\0")
     return f"sha256:{digest.hexdigest()}"
-
-
-def python_executable() -> str:
-    return sys.executable

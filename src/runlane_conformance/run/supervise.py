@@ -112,6 +112,7 @@ class _Worker:
     spawned_at: float = field(default_factory=time.monotonic)
     cleanup_since: float | None = None
     dead: bool = False
+    timed_out: bool = False
 
 
 def _signal_name(number: int) -> str:
@@ -395,6 +396,13 @@ class Supervisor:
                 stack,
                 time.monotonic() - worker.started_at,
             )
+        elif not worker.session_done and not worker.timed_out and (worker.ready or not worker.probe):
+            # No check was running (a driver thread ended the process between checks, or a fresh
+            # child died while loading the driver): nothing to pin it on, but it is not a clean run.
+            self._problems.append(
+                f"a driver process {ended} "
+                + ("between checks" if worker.ran_any else "while loading the driver, before any check")
+            )
         if worker.assigned:
             self._queue.extendleft(reversed(worker.assigned))
             worker.assigned.clear()
@@ -462,6 +470,7 @@ class Supervisor:
                 elif size > worker.stack_offset and time.monotonic() - stable_since > 0.2:
                     break
         stack = self._stack_since(worker) or "no stack available (the process did not answer SIGUSR1)"
+        worker.timed_out = True
         self._kill(worker)
         self._drain(worker)
         if worker.in_flight == nodeid:

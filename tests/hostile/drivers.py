@@ -28,6 +28,8 @@ from runlane_conformance.harness import load_harness
 
 #: The check every misbehaviour aims at (a quick, plain one).
 TARGET = "sealing.reads-refused-after-now"
+#: One check of ``TARGET``, for misbehaviours that cost a fresh process or a deadline each time.
+ONE_CHECK = "test_a_read_after_now_is_refused_even_as_the_first_read"
 #: A Hypothesis check (``@given``) of the limits area, for hangs during the search.
 HYPOTHESIS_TARGET = "test_any_split_of_the_point_read_budget"
 
@@ -37,9 +39,12 @@ def _in(target: str) -> bool:
 
 
 def _mark(name: str, text: str = "") -> None:
+    """Write a marker file atomically (a reader never sees it empty)."""
     directory = os.environ.get("RUNLANE_HOSTILE_DIR")
     if directory:
-        Path(directory, name).write_text(text or str(os.getpid()), encoding="utf-8")
+        partial = Path(directory, f".{name}.{os.getpid()}")
+        partial.write_text(text or str(os.getpid()), encoding="utf-8")
+        partial.replace(Path(directory, name))
 
 
 class Driver:
@@ -143,7 +148,7 @@ class _Unprintable(Exception):
         raise RuntimeError("no text for you")
 
 
-os_exit_mid_check = _when(TARGET, lambda: os._exit(0))
+os_exit_mid_check = _when(ONE_CHECK, lambda: os._exit(0))
 exits_3_mid_check = _when(TARGET, lambda: os._exit(3))
 segfaults_mid_check = _when(TARGET, _segfault)
 raises_skiptest = _when(TARGET, lambda: (_ for _ in ()).throw(unittest.SkipTest("not today")))
@@ -153,7 +158,7 @@ raises_pytest_exit = _when(TARGET, lambda: pytest.exit("done here", returncode=0
 raises_system_exit = _when(TARGET, lambda: sys.exit(0))
 raises_keyboard_interrupt = _when(TARGET, lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
 deadlocks_in_hypothesis = _when(HYPOTHESIS_TARGET, _deadlock)
-hangs_masking_signals = _when(TARGET, _hang_ignoring_signals)
+hangs_masking_signals = _when(ONE_CHECK, _hang_ignoring_signals)
 raises_unprintable = _when(TARGET, lambda: (_ for _ in ()).throw(_Unprintable()))
 raises_huge_message = _when(TARGET, lambda: (_ for _ in ()).throw(ValueError("x" * 10_000_000)))
 hangs_until_interrupted = _when(TARGET, lambda: (_mark("started"), time.sleep(3600)))

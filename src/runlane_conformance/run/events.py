@@ -26,12 +26,16 @@ from typing import Any
 
 import pytest
 
-from ..safe_text import details_text, one_line
+from ..safe_text import DETAILS_LIMIT, MESSAGE_LIMIT, details_text, one_line
 
 __all__ = ["CheckAbortedError", "EventPlugin", "RawCheck", "requirement_of"]
 
-#: Longest failure text carried per check (the tail is kept: that is where the assertion is).
-MAX_LONGREPR_CHARS = 50_000
+#: Longest failure text and one-line message carried per check. Both sit a little below the
+#: report's own caps, so the report keeps the marker written here, which counts what the driver
+#: actually produced (a 10 MB message says "... (9999990 more characters)"), instead of re-capping
+#: an already capped text and counting only the last cut.
+MAX_LONGREPR_CHARS = DETAILS_LIMIT - 64
+MAX_MESSAGE_CHARS = MESSAGE_LIMIT - 64
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -108,11 +112,11 @@ def _short_message(report: Any) -> str:
 
 def _property_text(value: object) -> str:
     if isinstance(value, str):
-        return one_line(value, 2_000)
+        return one_line(value, MAX_MESSAGE_CHARS)
     try:
         return json.dumps(value, default=str)[:2_000]
     except (TypeError, ValueError):
-        return one_line(value, 2_000)
+        return one_line(value, MAX_MESSAGE_CHARS)
 
 
 def _raised_at(error: BaseException) -> str:
@@ -234,7 +238,7 @@ class EventPlugin:
             if pending.status in ("failed", "error"):
                 pending.longrepr = f"{pending.longrepr or ''}\n{text}".strip()[-MAX_LONGREPR_CHARS:]
             else:
-                message = one_line(_short_message(report), 2_000)
+                message = one_line(_short_message(report), MAX_MESSAGE_CHARS)
                 if report.when == "call":
                     pending.status, pending.message = "failed", message
                 else:
@@ -243,7 +247,7 @@ class EventPlugin:
         elif report.skipped and pending.status == "passed":
             if wasxfail is not None:
                 pending.status = "xfailed"
-                pending.skip_reason = one_line(wasxfail or "xfail", 2_000)
+                pending.skip_reason = one_line(wasxfail or "xfail", MAX_MESSAGE_CHARS)
             else:
                 pending.status = "skipped"
                 longrepr = report.longrepr
@@ -251,10 +255,10 @@ class EventPlugin:
                     pending.skip_origin = one_line(longrepr[0], 1_000)
                     pending.skip_reason = one_line(str(longrepr[2]).removeprefix("Skipped: "))
                 else:
-                    pending.skip_reason = one_line(longrepr or "skipped", 2_000)
+                    pending.skip_reason = one_line(longrepr or "skipped", MAX_MESSAGE_CHARS)
         elif report.passed and wasxfail is not None and report.when == "call":
             pending.status = "xpassed"
-            pending.skip_reason = one_line(wasxfail or "xfail", 2_000)
+            pending.skip_reason = one_line(wasxfail or "xfail", MAX_MESSAGE_CHARS)
         if report.when == "call":
             pending.properties = [(str(k), _property_text(v)) for k, v in report.user_properties]
         if report.when == "teardown":

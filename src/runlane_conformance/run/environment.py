@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import importlib.metadata
 import os
+import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,9 +109,11 @@ def loaded_plugins(config: Any) -> list[tuple[str, str]]:
     names = set()
     for plugin in config.pluginmanager.get_plugins():
         name = getattr(plugin, "__name__", None)
-        if (isinstance(name, str) and not name.startswith(("_pytest", "pytest_", "conftest"))) or (
-            isinstance(name, str) and name.startswith("pytest_")
-        ):
+        if not isinstance(name, str):
+            continue
+        # pytest registers some built-ins as classes (``LegacyTmpdirPlugin``); judge those by their module.
+        module = name if isinstance(plugin, types.ModuleType) else str(getattr(plugin, "__module__", ""))
+        if not module.startswith(("_pytest", "conftest")):
             names.add(name)
     distributions = importlib.metadata.packages_distributions()
     found = []

@@ -128,6 +128,7 @@ from .contract.values import (
 from .core.completion_waits import RunCompletionWaitPresence
 from .core.pruning import CleanupStalledError, PruningLimitsError
 from .core.runs import CoreInvariantError
+from .expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failure
 from .faults import Fault, FaultHook, FaultInjector, FaultKind, FaultProxy, FaultProxyError, InjectedFault
 from .fixtures.collect import import_suites
 from .fixtures.records import Leases
@@ -168,6 +169,8 @@ __all__ = [
     "Clock",
     "CoreInvariantError",
     "DriverHarness",
+    "ExpectedFailure",
+    "ExpectedFailureError",
     "Fault",
     "FaultHook",
     "FaultInjector",
@@ -265,6 +268,7 @@ __all__ = [
     "owner_record_key",
     "parse_append_records_command",
     "parse_driver_options",
+    "parse_expected_failure",
     "parse_new_storage_record",
     "parse_query_records_result",
     "parse_storage_document",

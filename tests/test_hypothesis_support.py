@@ -80,3 +80,38 @@ def test_a_stopped_search_fails_with_the_reason_given() -> None:
         plain_hypothesis_errors("the property", budget),
     ):
         pass
+
+
+_CHECK_SECONDS_PROBE = """
+import pytest
+from runlane_conformance.suites._hypothesis_support import check_seconds
+
+@pytest.mark.runlane_requirement("model.serial-equivalent-histories")
+def test_probe(request):
+    print("CHECK-SECONDS", check_seconds(request))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        (["--runlane-hypothesis-profile", "quick"], 120.0),
+        (["--runlane-hypothesis-profile", "thorough"], 1200.0),
+        (["--runlane-hypothesis-profile", "thorough", "--runlane-timeout", "77"], 77.0),
+    ],
+)
+def test_a_check_planning_its_search_is_told_the_profiles_budget_not_a_fixed_number(
+    pytester: pytest.Pytester, args: list[str], seconds: float
+) -> None:
+    from runlane_conformance.fixtures.hypothesis_profiles import check_budget
+
+    assert check_budget("quick") == 120.0 and check_budget("thorough") == 1200.0, (
+        "the profile budgets changed: update the expected limits of this test"
+    )
+    pytester.makepyfile(test_probe=_CHECK_SECONDS_PROBE)
+    # Both ways a check can be run: pytest-timeout loaded (the plugin sets the marker) and not
+    # (runlane-certify's child, where the supervisor keeps time and the option says how much).
+    for timeout_plugin in (["-p", "timeout"], ["-p", "no:timeout"]):
+        result = pytester.runpytest_inprocess("--runlane-driver", "local", "-s", *timeout_plugin, *args)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([f"*CHECK-SECONDS {seconds}"])

@@ -327,7 +327,7 @@ def _status_for(request: _Request, interrupted: bool) -> RunStatus:
 
 
 def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
-    return pytest_arguments(
+    args = pytest_arguments(
         source,
         driver=request.driver,
         options=request.options,
@@ -336,6 +336,9 @@ def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
         areas=request.areas,
         requirements=request.requirements,
     )
+    # The child learns the check limit too, so a check that plans its own search (the model check)
+    # spends a share of the limit the supervisor will enforce, an explicit --check-timeout included.
+    return [*args, "--runlane-timeout", f"{request.check_timeout:g}"]
 
 
 # --- supervised ---------------------------------------------------------------------------------

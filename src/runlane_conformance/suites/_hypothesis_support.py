@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from hypothesis.errors import (
     FailedHealthCheck,
@@ -36,7 +36,10 @@ from hypothesis.errors import (
     Unsatisfiable,
 )
 
-__all__ = ["SearchBudget", "plain_hypothesis_errors", "with_plain_hypothesis_errors"]
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = ["SearchBudget", "check_seconds", "plain_hypothesis_errors", "with_plain_hypothesis_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,6 +101,29 @@ class SearchBudget:
             "finding a counterexample: the search did not finish, so this is no evidence either way "
             "(the driver may simply be slow; give the check more time)"
         )
+
+
+def check_seconds(request: pytest.FixtureRequest) -> float:
+    """The wall-clock limit the running check has, in seconds, however it was started.
+
+    Run directly under pytest, the plugin puts the limit on the check as a
+    ``timeout`` marker (``--runlane-timeout``, else the profile's budget), and
+    that marker is what will stop the check, so it is read back. Under
+    ``runlane-certify`` the supervisor enforces the limit from outside and no
+    marker is set; the plugin's ``check_timeout`` gives the same value there
+    (the CLI passes ``--check-timeout`` on as ``--runlane-timeout``). Both come
+    from ``hypothesis_profiles.check_budget``, so a check that plans its own
+    search (the model checks) scales with the profile instead of carrying a
+    fixed number that a harder profile outgrows.
+    """
+    marker = request.node.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        value = marker.args[0]
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    from runlane_conformance.fixtures.plugin import check_timeout
+
+    return check_timeout(request.config)
 
 
 def _first_error(group: FlakyFailure) -> str:

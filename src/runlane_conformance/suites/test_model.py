@@ -51,7 +51,11 @@ from runlane_conformance.fixtures.replay_guard import ReplayGuardedDriver, Repla
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import ScanItem, expected_scan
-from runlane_conformance.suites._hypothesis_support import SearchBudget, plain_hypothesis_errors
+from runlane_conformance.suites._hypothesis_support import (
+    SearchBudget,
+    check_seconds,
+    plain_hypothesis_errors,
+)
 
 SERIALIZABLE = requirement(
     "model.serial-equivalent-histories",
@@ -530,20 +534,13 @@ class StoreMachine(RuleBasedStateMachine):
         }
 
 
-def _search_seconds(request: pytest.FixtureRequest) -> float | None:
-    """The part of the check's time limit the search may use, keeping the rest to report what it found."""
-    marker = request.node.get_closest_marker("timeout")
-    if marker is None or not marker.args or not marker.args[0]:
-        return None
-    return float(marker.args[0]) * SEARCH_SHARE
-
-
 @SERIALIZABLE
-@pytest.mark.timeout(300)  # a failing history is shrunk by replaying it many times
 def test_random_histories_match_a_serial_model(
     runlane_harness: DriverHarness, request: pytest.FixtureRequest
 ) -> None:
-    budget = SearchBudget(_search_seconds(request))
+    # The search may spend SEARCH_SHARE of the check's limit (the profile's budget, never a fixed
+    # number), keeping the rest to shrink or to report what it found before the limit is reached.
+    budget = SearchBudget(check_seconds(request) * SEARCH_SHARE)
     machine = type("RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness, "budget": budget})
     # settings() inherits the active profile (no deadline, printed blob); steps come from the profile and
     # examples are capped at 150 so the thorough profile stays inside the check's timeout on a locking driver.

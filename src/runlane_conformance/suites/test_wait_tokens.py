@@ -66,6 +66,7 @@ from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors
 from runlane_conformance.suites._lifecycle_support import (
     fresh_environment,
     index_scan,
@@ -733,8 +734,9 @@ def owner_key_of_key(environment: str, idempotency_key: str) -> StorageRecordKey
 
 
 @MODEL
-@pytest.mark.timeout(300)
 def test_random_wait_token_histories_match_a_model(runlane_harness: DriverHarness) -> None:
     machine = type("RunlaneWaitTokenMachine", (WaitTokenMachine,), {"harness": runlane_harness})
     run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases
-    run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+    # No fixed time limit here: the check gets the profile's budget, like every other check.
+    with plain_hypothesis_errors("random wait-token histories"):
+        run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))

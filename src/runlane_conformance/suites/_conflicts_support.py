@@ -62,7 +62,9 @@ def holder(record: StoredRecord | None) -> str | None:
     """The holder field of a lease record (``None`` for a released lease)."""
     assert record is not None, "expected a lease record, the read returned None"
     value = record.document.value["holder"]
-    assert value is None or isinstance(value, str)
+    assert value is None or isinstance(value, str), (
+        f"the lease record's holder must read back as written (a string or null), got {value!r}"
+    )
     return value
 
 
@@ -72,9 +74,13 @@ def view(record: StoredRecord | None) -> LeaseView:
         return None
     value = record.document.value
     expires = value["expiresAt"]
-    assert isinstance(expires, str)
+    assert isinstance(expires, str), (
+        f"the lease record's expiresAt must read back as written (a string), got {expires!r}"
+    )
     held = value["holder"]
-    assert held is None or isinstance(held, str)
+    assert held is None or isinstance(held, str), (
+        f"the lease record's holder must read back as written (a string or null), got {held!r}"
+    )
     return (held, expires)
 
 

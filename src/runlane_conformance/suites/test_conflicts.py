@@ -51,6 +51,7 @@ from runlane_conformance.suites._conflicts_support import (
     write_leases,
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist: conflict detection"
 
@@ -136,7 +137,9 @@ def _read_modify_write(
 
     def swap(tx: StorageTransaction) -> str | None:
         (current,) = tx.get([leases.key(name)])
-        assert current is not None
+        assert current is not None, missing(
+            f"lease {name}", written="the check created it before this transaction"
+        )
         tx.replace(current, leases.record(name, holder=change(holder(current))))
         return holder(current)
 
@@ -205,7 +208,7 @@ def test_create_after_reading_absent_commits_only_while_the_key_stays_absent(
     r1 = driver.transaction(claim("t1"))
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
-    assert final is not None
+    assert final is not None, missing("lease k")
     outcomes = {("created", "saw-t1", "t1"), ("saw-t2", "created", "t2")}
     assert (r1, r2, final[0]) in outcomes, (
         f"T1 returned {r1!r}, T2 returned {r2!r}, k is held by {final[0]!r}: exactly one claim may win "
@@ -229,14 +232,16 @@ def test_replace_from_a_stale_read_never_commits(
         (k,) = tx.get([leases.key("k")])
         if number == 1:
             competitor.append(_t2(lambda: _read_modify_write(other_driver, leases, "k", lambda _: "t2")))
-        assert k is not None
+        assert k is not None, missing(
+            "lease k", written="the check created it before T1 began and no transaction of it deletes k"
+        )
         tx.replace(k, leases.record("k", holder=f"t1<-{holder(k)}"))
         return holder(k)
 
     r1 = driver.transaction(t1)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
-    assert final is not None
+    assert final is not None, missing("lease k")
     outcomes = {("h0", "t1<-h0", "t2"), ("t2", "h0", "t1<-t2")}
     assert (r1, r2, final[0]) in outcomes, (
         f"T1 read {r1!r}, T2 read {r2!r}, k is now {final[0]!r}: a replace staged from a stale read "
@@ -264,7 +269,9 @@ def test_delete_from_a_stale_read_never_commits(
         (k,) = tx.get([leases.key("k")])
         if number == 1:
             competitor.append(_t2(lambda: other_driver.transaction(t2)))
-        assert k is not None
+        assert k is not None, missing(
+            "lease k", written="the check created it before T1 began and no transaction of it deletes k"
+        )
         tx.delete(k)
         return holder(k)
 
@@ -293,7 +300,9 @@ def test_write_skew_between_two_instances_is_prevented(
 
     def t2(tx: StorageTransaction) -> None:
         a, b = tx.get([leases.key("a"), leases.key("b")])
-        assert a is not None and b is not None
+        assert a is not None and b is not None, missing(
+            "lease a or b", written="the check created both before T2 began and nothing deletes them"
+        )
         tx.replace(a, leases.record("a", holder=f"t2:{holder(b)}"))
 
     def t1(tx: StorageTransaction) -> None:
@@ -301,13 +310,15 @@ def test_write_skew_between_two_instances_is_prevented(
         a, b = tx.get([leases.key("a"), leases.key("b")])
         if number == 1:
             competitor.append(_t2(lambda: other_driver.transaction(t2)))
-        assert a is not None and b is not None
+        assert a is not None and b is not None, missing(
+            "lease a or b", written="the check created both before T1 began and nothing deletes them"
+        )
         tx.replace(b, leases.record("b", holder=f"t1:{holder(a)}"))
 
     driver.transaction(t1)
     competitor[0].settle()
     final = lease_views(driver, leases, ["a", "b"])
-    assert final["a"] is not None and final["b"] is not None
+    assert final["a"] is not None and final["b"] is not None, missing("lease a or b")
     state = (final["a"][0], final["b"][0])
     serial = {("t2:t1:a0", "t1:a0"), ("t2:b0", "t1:t2:b0")}
     assert state in serial, (
@@ -328,7 +339,9 @@ def test_a_decision_recorded_elsewhere_depends_on_every_record_read(
 
     def t2(tx: StorageTransaction) -> str:
         a, copy = tx.get([leases.key("a"), leases.key("copy")])
-        assert a is not None
+        assert a is not None, missing(
+            "lease a", written="the check created it before T2 began and nothing deletes it"
+        )
         tx.replace(a, leases.record("a", holder="a1"))
         return "saw-copy" if copy is not None else "no-copy"
 
@@ -343,7 +356,9 @@ def test_a_decision_recorded_elsewhere_depends_on_every_record_read(
     r1 = driver.transaction(t1)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["copy"])["copy"]
-    assert final is not None
+    assert final is not None, missing(
+        "lease copy", written="the check created it before the transactions began and nothing deletes it"
+    )
     assert (r1, r2, final[0]) in {("a0", "saw-copy", "copy-of-a0"), ("a1", "no-copy", "copy-of-a1")}, (
         f"T1 copied {r1!r}, T2 reported {r2!r}: T1 committed a copy of a value another instance had "
         "already replaced"
@@ -364,7 +379,9 @@ def test_two_increments_of_one_record_both_survive(
     def increment(tx: StorageTransaction) -> int:
         (counter,) = tx.get([leases.key("counter")])
         value = int(holder(counter) or "0") + 1
-        assert counter is not None
+        assert counter is not None, missing(
+            "the counter", written="the check created it before the increments began and nothing deletes it"
+        )
         tx.replace(counter, leases.record("counter", holder=str(value)))
         return value
 
@@ -373,7 +390,9 @@ def test_two_increments_of_one_record_both_survive(
             (counter,) = tx.get([leases.key("counter")])
             competitor.append(_t2(lambda: other_driver.transaction(increment)))
             value = int(holder(counter) or "0") + 1
-            assert counter is not None
+            assert counter is not None, missing(
+                "the counter", written="the check created it before T1 began and nothing deletes it"
+            )
             tx.replace(counter, leases.record("counter", holder=str(value)))
             return value
         return increment(tx)
@@ -381,7 +400,7 @@ def test_two_increments_of_one_record_both_survive(
     r1 = driver.transaction(t1)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["counter"])["counter"]
-    assert final is not None
+    assert final is not None, missing("the counter")
     assert final[0] == "2", f"two committed increments left the counter at {final[0]}: an update was lost"
     assert {r1, r2} == {1, 2}, f"the increments returned {r1} and {r2}; they must have seen 0 and 1"
 
@@ -401,7 +420,9 @@ def test_concurrent_increments_from_several_instances_all_survive(
 
     def increment(tx: StorageTransaction) -> int:
         (counter,) = tx.get([leases.key("counter")])
-        assert counter is not None
+        assert counter is not None, missing(
+            "the counter", written="the check created it before the increments began and nothing deletes it"
+        )
         value = int(holder(counter) or "0") + 1
         tx.replace(counter, leases.record("counter", holder=str(value)))
         return value
@@ -429,7 +450,7 @@ def test_concurrent_increments_from_several_instances_all_survive(
     assert not any(thread.is_alive() for thread in threads), "concurrent increments did not finish in 60s"
     assert not failures, f"an increment failed with {failures[0]!r}"
     final = lease_views(instances[0], leases, ["counter"])["counter"]
-    assert final is not None
+    assert final is not None, missing("the counter")
     assert int(final[0] or "0") == len(committed), (
         f"{len(committed)} increments committed but the counter is {final[0]}: updates were lost"
     )
@@ -451,17 +472,23 @@ def test_versions_of_a_key_never_repeat_across_delete_and_recreate(
 
     def version() -> StorageRecordVersion:
         (record,) = driver.transaction(lambda tx: tx.get([leases.key("k")]))
-        assert record is not None
+        assert record is not None, missing(
+            "lease k", written="the check (re-)created it just before this read"
+        )
         return record.version
 
     def delete(tx: StorageTransaction) -> None:
         (record,) = tx.get([leases.key("k")])
-        assert record is not None
+        assert record is not None, missing(
+            "lease k", written="the check (re-)created it just before this delete"
+        )
         tx.delete(record)
 
     def replace_same(tx: StorageTransaction) -> None:
         (record,) = tx.get([leases.key("k")])
-        assert record is not None
+        assert record is not None, missing(
+            "lease k", written="the check (re-)created it just before this replace"
+        )
         tx.replace(record, original)
 
     for _ in range(3):
@@ -490,7 +517,9 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
     def delete_then_recreate() -> None:
         def delete(tx: StorageTransaction) -> None:
             (record,) = tx.get([leases.key("k")])
-            assert record is not None
+            assert record is not None, missing(
+                "lease k", written="the check created it before the other instance deletes it here"
+            )
             tx.delete(record)
 
         other_driver.transaction(delete)
@@ -502,18 +531,26 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
     def t1(tx: StorageTransaction) -> StorageRecordVersion:
         number = attempts.begin(tx)
         (k,) = tx.get([leases.key("k")])
-        assert k is not None
+        assert k is not None, missing(
+            "lease k",
+            written=(
+                "the check created it before T1 began (the other instance deletes and re-creates "
+                "it in one go)"
+            ),
+        )
         if number == 1:
             competitor.append(_t2(delete_then_recreate))
         tx.replace(k, leases.record("k", holder="t1"))
         return k.version
 
     first_version = driver.transaction(lambda tx: tx.get([leases.key("k")]))[0]
-    assert first_version is not None
+    assert first_version is not None, missing("lease k", written="the check created it just before")
     read_version = driver.transaction(t1)
     competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
-    assert final is not None
+    assert final is not None, missing(
+        "lease k", written="it was re-created by the other instance or replaced by T1"
+    )
     if final[0] == "t1":
         # T1 committed after the re-create, so its committing attempt must have read the new record.
         if read_version == first_version.version and recreated and recreated[0] != read_version:
@@ -529,7 +566,13 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
             "version was handed out twice"
         )
     else:
-        assert final[0] == "same" and read_version == first_version.version
+        assert final[0] == "same" and read_version == first_version.version, (
+            f"k holds {final!r} after T1 committed a replace made from version {read_version.value} (k was "
+            f"first at version {first_version.version.value}): without T1's write on top, the only serial "
+            "outcome is T1 committing first, from the original version, and the other instance deleting "
+            "and re-creating k afterwards; anything else means T1's committed replace was lost or T1 read "
+            "a version that was never stored"
+        )
 
 
 # -- blind creates -----------------------------------------------------------------------------
@@ -595,7 +638,9 @@ def test_a_read_only_attempt_sees_both_records_before_or_both_after(
 
     def t2(tx: StorageTransaction) -> None:
         a, b = tx.get([leases.key("a"), leases.key("b")])
-        assert a is not None and b is not None
+        assert a is not None and b is not None, missing(
+            "lease a or b", written="the check created both before T2 began and nothing deletes them"
+        )
         tx.replace(a, leases.record("a", holder="a1"))
         tx.replace(b, leases.record("b", holder="b1"))
 
@@ -626,7 +671,7 @@ def test_a_read_only_attempt_never_sees_a_deleted_record_beside_its_replacement(
 
     def move(tx: StorageTransaction) -> None:
         (old,) = tx.get([leases.key("old")])
-        assert old is not None
+        assert old is not None, missing("lease old", written="the check created it before the move began")
         tx.delete(old)
         tx.create(leases.record("new", holder="h"))
 
@@ -722,7 +767,9 @@ def test_a_partial_candidate_page_protects_the_rest_of_the_range(
 def _release(tx: StorageTransaction, leases: Leases) -> str | None:
     """Release lease k (it leaves the index); return the holder released."""
     (k,) = tx.get([leases.key("k")])
-    assert k is not None
+    assert k is not None, missing(
+        "lease k", written="the check created it before the transactions began; releasing keeps the record"
+    )
     tx.replace(k, leases.record("k", at=10, holder=None))
     return holder(k)
 
@@ -797,7 +844,10 @@ def test_taking_over_a_candidate_that_left_the_index_never_commits(
         if not page.items:
             return "nothing"
         (k,) = tx.get([page.items[0].key])
-        assert k is not None
+        assert k is not None, missing(
+            f"the candidate {page.items[0].key}",
+            written="the index scan in this attempt just listed it, and releasing keeps the record",
+        )
         if holder(k) is None:
             return "skipped-released"
         tx.replace(k, leases.record("k", at=20, holder="t1"))
@@ -806,7 +856,7 @@ def test_taking_over_a_candidate_that_left_the_index_never_commits(
     r1 = driver.transaction(t1)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
-    assert final is not None
+    assert final is not None, missing("lease k", written="releasing keeps the record")
     serial = {("took", "t1", None), ("nothing", "h0", None), ("skipped-released", "h0", None)}
     assert (r1, r2, final[0]) in serial, (
         f"T1 returned {r1!r}, T2 released {r2!r}, k is held by {final[0]!r}: T1 took over a lease that "
@@ -1051,7 +1101,9 @@ def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
             a, d = tx.get([leases.key("a"), leases.key("d")])
             if d is not None:
                 return "saw-d"
-            assert a is not None
+            assert a is not None, missing(
+                "lease a", written="the check created it before the transactions began and nothing deletes it"
+            )
             tx.replace(a, leases.record("a", at=200, holder="a1"))
             return "acted"
         (d,) = tx.get([leases.key("d")])
@@ -1097,7 +1149,9 @@ def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
 
     def t2(tx: StorageTransaction) -> None:
         (k,) = tx.get([leases.key("k")])
-        assert k is not None
+        assert k is not None, missing(
+            "lease k", written="the check created it before T2 began and nothing deletes it"
+        )
         tx.replace(k, leases.record("k", holder="k1"))
 
     def t1(tx: StorageTransaction) -> list[tuple[str, str | None]]:

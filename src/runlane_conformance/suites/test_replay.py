@@ -27,6 +27,7 @@ from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
+from runlane_conformance.suites._messages import differs, missing
 
 CLAUSE = "Treat each transaction callback as a new attempt"
 
@@ -75,7 +76,9 @@ def _replace_holder(driver: StorageDriver, leases: Leases, name: str, new_holder
 
     def swap(tx: StorageTransaction) -> str | None:
         (current,) = tx.get([leases.key(name)])
-        assert current is not None
+        assert current is not None, missing(
+            f"lease {name}", written="the check created it before and nothing deletes it"
+        )
         tx.replace(current, leases.record(name, holder=new_holder))
         return holder(current)
 
@@ -115,7 +118,9 @@ def test_a_replayed_attempt_gets_a_new_transaction_and_reads_current_data(
         observed.append(holder(current))
         if number == 1:
             competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
-        assert current is not None
+        assert current is not None, missing(
+            "lease k", written="the check created it before T1 began and the other instance only replaces it"
+        )
         tx.replace(current, leases.record("k", holder=f"t1-from-{holder(current)}"))
         return holder(current)
 
@@ -125,12 +130,21 @@ def test_a_replayed_attempt_gets_a_new_transaction_and_reads_current_data(
         competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
     )
     final = lease_views(driver, leases, ["k"])["k"]
-    assert final is not None
+    assert final is not None, missing("lease k", written="both transactions only replace it")
     if attempts.count == 1:
         # The second instance waited for the first: it must have replaced what the first committed.
-        assert observed == ["h0"] and result == "h0"
+        assert observed == ["h0"] and result == "h0", (
+            f"T1 committed in one attempt, so the other instance must have waited for it: T1 read "
+            f"{observed!r} and returned {result!r}, expected ['h0'] and 'h0' (the value before either "
+            "commit); a single attempt that did not read the original value was not the first to commit"
+        )
         assert t2_saw == "t1-from-h0", "the waiting instance must see the first transaction's commit"
-        assert final[0] == "h1"
+        assert final[0] == "h1", differs(
+            "k after both commits (the other instance waited for T1)",
+            "h1",
+            final[0],
+            "the later commit, made after reading T1's, must be what is stored",
+        )
     else:
         transactions = attempts.transactions
         assert len({id(tx) for tx in transactions}) == len(transactions), (
@@ -140,8 +154,18 @@ def test_a_replayed_attempt_gets_a_new_transaction_and_reads_current_data(
             f"the replayed attempt read {observed[-1]!r}: it must see the commit that caused the replay "
             "(h1), not data from the abandoned attempt"
         )
-        assert result == "h1" and t2_saw == "h0"
-        assert final[0] == "t1-from-h1"
+        assert result == "h1" and t2_saw == "h0", (
+            f"T1 was replayed after the other instance replaced k: T1 must return the value of its replayed "
+            f"attempt, 'h1', and the other instance must have read the original 'h0'; got T1 -> {result!r}, "
+            f"the other instance read {t2_saw!r}"
+        )
+        assert final[0] == "t1-from-h1", differs(
+            "k after the replayed T1 committed",
+            "t1-from-h1",
+            final[0],
+            "the stored record must be the write of the attempt that committed, made from what that "
+            "attempt read",
+        )
 
 
 @FRESH_ATTEMPT
@@ -156,7 +180,7 @@ def test_read_set_and_staged_keys_of_an_abandoned_attempt_do_not_carry_over(
 
     def delete_k(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("k")])
-        assert current is not None
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
         tx.delete(current)
 
     def t1(tx: StorageTransaction) -> str:
@@ -174,12 +198,25 @@ def test_read_set_and_staged_keys_of_an_abandoned_attempt_do_not_carry_over(
     competitor[0].settle()
     _expect_replay_or_wait(competitor[0], attempts, "conflicts.read-only-dependency")
     final = lease_views(driver, leases, ["k", "note"])
-    assert final["note"] is not None and final["note"][0] == f"note-{attempts.count}"
+    assert final["note"] is not None and final["note"][0] == f"note-{attempts.count}", differs(
+        "the note T1 writes on every attempt",
+        f"note-{attempts.count}",
+        final["note"],
+        "only the write of the committing (last) attempt may be stored",
+    )
     if attempts.count == 1:
-        assert result == "present" and final["k"] is None
+        assert result == "present" and final["k"] is None, (
+            f"T1 committed in one attempt, so the other instance's delete must have waited: T1 must return "
+            f"'present' and k must be gone afterwards; got T1 -> {result!r}, k = {final['k']!r}"
+        )
     else:
         assert result == "absent", "the replay must read k as absent after the other instance deleted it"
-        assert final["k"] is not None and final["k"][0] == "t1"
+        assert final["k"] is not None and final["k"][0] == "t1", differs(
+            "k after the replayed T1 re-created it",
+            "t1",
+            final["k"],
+            "the replayed attempt's create must be what is stored",
+        )
 
 
 # -- only the committed value escapes ----------------------------------------------------------
@@ -199,7 +236,9 @@ def test_transaction_returns_the_value_of_the_attempt_that_committed(
         (current,) = tx.get([leases.key("k")])
         if number == 1:
             competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
-        assert current is not None
+        assert current is not None, missing(
+            "lease k", written="the check created it before T1 began and the other instance only replaces it"
+        )
         written = f"t1-attempt{number}-from-{holder(current)}"
         tx.replace(current, leases.record("k", holder=written))
         returned.append((number, written))
@@ -211,7 +250,7 @@ def test_transaction_returns_the_value_of_the_attempt_that_committed(
         competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
     )
     final = lease_views(driver, leases, ["k"])["k"]
-    assert final is not None
+    assert final is not None, missing("lease k", written="both transactions only replace it")
     assert result == returned[-1], (
         f"transaction() returned {result!r} but the last (committing) attempt returned {returned[-1]!r}"
     )
@@ -248,7 +287,12 @@ def test_returned_value_matches_a_decision_written_elsewhere(
         f"transaction() returned {result!r} but the last (committing) attempt returned {returned[-1]!r}"
     )
     log = lease_views(driver, leases, [f"log-{attempts.count}"])[f"log-{attempts.count}"]
-    assert log is not None and log[0] == f"saw-{result}"
+    assert log is not None and log[0] == f"saw-{result}", differs(
+        f"log-{attempts.count}, written by the committing attempt",
+        f"saw-{result}",
+        log,
+        "the committing attempt's writes and its returned value must belong together",
+    )
 
 
 # -- abandoned attempts leave no trace ---------------------------------------------------------
@@ -264,14 +308,18 @@ def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
 
     def t2(tx: StorageTransaction) -> tuple[str | None, str | None]:
         scratch, current = tx.get([leases.key("scratch-1"), leases.key("k")])
-        assert current is not None
+        assert current is not None, missing(
+            "lease k", written="the check created it before the transactions began and nothing deletes it"
+        )
         tx.replace(current, leases.record("k", holder="t2"))
         return (None if scratch is None else holder(scratch), holder(current))
 
     def t1(tx: StorageTransaction) -> int:
         number = attempts.begin(tx)
         (current,) = tx.get([leases.key("k")])
-        assert current is not None
+        assert current is not None, missing(
+            "lease k", written="the check created it before T1 began and nothing deletes it"
+        )
         tx.create(leases.record(f"scratch-{number}", holder=f"t1-{number}"))
         tx.replace(current, leases.record("k", holder=f"t1-{number}"))
         if number == 1:
@@ -286,12 +334,21 @@ def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
     )
     names = [f"scratch-{n}" for n in range(1, attempts.count + 1)]
     final = lease_views(driver, leases, [*names, "k"])
-    assert committed == attempts.count
+    assert committed == attempts.count, (
+        f"transaction() returned {committed}, the number of the attempt that returned it, but "
+        f"{attempts.count} "
+        "attempts ran: the value returned must be the last (committing) attempt's "
+        "(replay.only-committed-value-escapes)"
+    )
     if attempts.count == 1:
         assert t2_saw == ("t1-1", "t1-1"), (
             "an instance that waited for the first transaction must see all of its commit at once"
         )
-        assert final["scratch-1"] is not None and final["k"] is not None and final["k"][0] == "t2"
+        assert final["scratch-1"] is not None and final["k"] is not None and final["k"][0] == "t2", (
+            f"T1 committed in one attempt and the other instance waited for it and then replaced k: "
+            f"expected scratch-1 stored and k = 't2', got scratch-1 = {final['scratch-1']!r}, k = "
+            f"{final['k']!r}"
+        )
     else:
         assert t2_saw == (None, "h0"), (
             f"another instance saw {t2_saw!r}: writes staged by an uncommitted attempt leaked"
@@ -299,8 +356,18 @@ def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
         for name in names[:-1]:
             assert final[name] is None, f"{name} was staged by an abandoned attempt and must not be stored"
         last = final[names[-1]]
-        assert last is not None and last[0] == f"t1-{committed}"
-        assert final["k"] is not None and final["k"][0] == f"t1-{committed}"
+        assert last is not None and last[0] == f"t1-{committed}", differs(
+            f"{names[-1]}, staged by the committing attempt",
+            f"t1-{committed}",
+            last,
+            "the committing attempt's writes must be stored",
+        )
+        assert final["k"] is not None and final["k"][0] == f"t1-{committed}", differs(
+            "k, replaced by the committing attempt",
+            f"t1-{committed}",
+            final["k"],
+            "the committing attempt's writes must be stored",
+        )
 
 
 # -- attempts are bounded ----------------------------------------------------------------------
@@ -317,7 +384,9 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
     def t1(tx: StorageTransaction) -> str:
         number = attempts.begin(tx)
         (current,) = tx.get([leases.key("k")])
-        assert current is not None
+        assert current is not None, missing(
+            "lease k", written="the check created it before T1 began and the other instance only replaces it"
+        )
         if number <= ATTEMPT_CEILING:
             # Every attempt loses: another instance changes k after this attempt read it.
             competitors.append(compete(lambda: _replace_holder(other_driver, leases, "k", f"t2-{number}")))
@@ -337,13 +406,23 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
     final = lease_views(driver, leases, ["k", "t1-scratch"])
     if isinstance(result, StorageConflictError):
         assert final["t1-scratch"] is None, "a transaction that gave up must have committed nothing"
-        assert final["k"] is not None and final["k"][0] == f"t2-{attempts.count}"
+        assert final["k"] is not None and final["k"][0] == f"t2-{attempts.count}", differs(
+            "k after T1 gave up",
+            f"t2-{attempts.count}",
+            final["k"],
+            "the other instance's last commit must be stored, untouched by T1's abandoned attempts",
+        )
     else:
         # Only a driver that made the other instance wait can commit here (then there was no race).
         assert final["t1-scratch"] is not None and final["t1-scratch"][0] == result, (
             f"transaction() returned {result!r} without committing that attempt's writes"
         )
-        assert attempts.count == 1 and final["k"] is not None and final["k"][0] == "t2-1"
+        assert attempts.count == 1 and final["k"] is not None and final["k"][0] == "t2-1", (
+            "T1 committed while the other instance kept changing k: that is only possible in one "
+            "attempt with "
+            f"the other instance waiting; got {attempts.count} attempts and k = {final['k']!r} (expected 1 "
+            "and 't2-1')"
+        )
 
 
 @BOUNDED
@@ -418,7 +497,7 @@ def test_an_error_raised_by_the_callback_reaches_the_caller_unchanged(
     def t1(tx: StorageTransaction) -> None:
         attempts.begin(tx)
         (current,) = tx.get([leases.key("k")])
-        assert current is not None
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
         tx.create(leases.record("scratch", holder="t1"))
         tx.replace(current, leases.record("k", holder="t1"))
         raise raised
@@ -429,7 +508,9 @@ def test_an_error_raised_by_the_callback_reaches_the_caller_unchanged(
     assert attempts.count == 1, "an error raised by the callback is not a conflict and must not be replayed"
     after = driver.transaction(lambda tx: tx.get([leases.key("k"), leases.key("scratch")]))
     assert after[1] is None, "a create staged before the callback raised was committed"
-    assert isinstance(after[0], StoredRecord) and before is not None
+    assert isinstance(after[0], StoredRecord) and before is not None, missing(
+        "lease k", written="the check created it before T1 began; T1 raised instead of committing"
+    )
     assert holder(after[0]) == "h0" and after[0].version == before.version, (
         "a replace staged before the callback raised was committed"
     )
@@ -443,7 +524,7 @@ def test_the_store_stays_usable_after_a_callback_error(
 
     def t1(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("k")])
-        assert current is not None
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
         tx.replace(current, leases.record("k", holder="t1"))
         raise CallbackFailure("fail after staging")
 
@@ -452,8 +533,17 @@ def test_the_store_stays_usable_after_a_callback_error(
     _follow_up_commits(other_driver, leases, "from-other-instance")
     _follow_up_commits(driver, leases, "from-same-instance")
     final = lease_views(other_driver, leases, ["k", "from-other-instance", "from-same-instance"])
-    assert final["k"] is not None and final["k"][0] == "h0"
-    assert final["from-other-instance"] is not None and final["from-same-instance"] is not None
+    assert final["k"] is not None and final["k"][0] == "h0", differs(
+        "k after a callback raised",
+        "h0",
+        final["k"],
+        "a raising callback commits nothing, so k keeps the value written before",
+    )
+    assert final["from-other-instance"] is not None and final["from-same-instance"] is not None, (
+        f"after a callback raised, ordinary follow-up transactions must commit on both instances; got "
+        f"from-other-instance = {final['from-other-instance']!r}, from-same-instance = "
+        f"{final['from-same-instance']!r} (the store must stay usable)"
+    )
 
 
 @CALLBACK_ERROR
@@ -468,7 +558,7 @@ def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
     def t1(tx: StorageTransaction) -> str:
         number = attempts.begin(tx)
         (current,) = tx.get([leases.key("k")])
-        assert current is not None
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
         if number == 1:
             competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "h1")))
         tx.create(leases.record(f"scratch-{number}", holder="t1"))
@@ -484,10 +574,26 @@ def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
     competitor[0].settle()
     final = lease_views(driver, leases, ["k", "scratch-1", "scratch-2"])
     if attempts.count == 1:
-        assert outcome == "committed" and final["scratch-1"] is not None
-        assert final["k"] is not None and final["k"][0] == "h1"
+        assert outcome == "committed" and final["scratch-1"] is not None, (
+            f"T1 was not replayed, so its one attempt must have committed: got {outcome!r}, scratch-1 = "
+            f"{final['scratch-1']!r}"
+        )
+        assert final["k"] is not None and final["k"][0] == "h1", differs(
+            "k after T1 and the other instance committed",
+            "h1",
+            final["k"],
+            "the other instance's replace is the last commit",
+        )
     else:
         assert outcome is raised, "the error from the replayed attempt must reach the caller unchanged"
         assert attempts.count == 2, "an error raised by the callback must not be replayed"
-        assert final["scratch-1"] is None and final["scratch-2"] is None
-        assert final["k"] is not None and final["k"][0] == "h1"
+        assert final["scratch-1"] is None and final["scratch-2"] is None, (
+            f"the replayed attempt raised, so nothing of T1 may be stored: got scratch-1 = "
+            f"{final['scratch-1']!r}, scratch-2 = {final['scratch-2']!r}"
+        )
+        assert final["k"] is not None and final["k"][0] == "h1", differs(
+            "k after the other instance's commit and T1's raising replay",
+            "h1",
+            final["k"],
+            "the raising attempt commits nothing",
+        )

@@ -26,6 +26,7 @@ from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._messages import differs, missing
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -139,7 +140,12 @@ def test_create_of_an_unread_absent_key_commits(driver: StorageDriver, leases: L
     driver.transaction(lambda tx: tx.create(written))
     stored = read_one(driver, written.key)
     assert stored is not None, "a blind create of an absent key must commit"
-    assert stored.document == written.document
+    assert stored.document == written.document, differs(
+        ("the document of a blindly created record"),
+        written.document,
+        stored.document,
+        "a committed create stores exactly the document it was given",
+    )
 
 
 @CREATE_UNREAD
@@ -166,12 +172,21 @@ def test_create_of_a_key_read_as_absent_commits(driver: StorageDriver, leases: L
     written = leases.unique("fresh", at=3)
 
     def create(tx: StorageTransaction) -> None:
-        assert tx.get([written.key]) == [None]
+        assert tx.get([written.key]) == [None], (
+            "a key this check never wrote must read as absent "
+            "(point_reads.absent-keys-read-as-none); this check needs that to test a create after an "
+            "absent read, and fails because of it"
+        )
         tx.create(written)
 
     driver.transaction(create)
     stored = read_one(driver, written.key)
-    assert stored is not None and stored.document == written.document
+    assert stored is not None and stored.document == written.document, differs(
+        ("the record created after reading its key as absent"),
+        written.document,
+        None if stored is None else stored.document,
+        "a create of a key read as absent in the same attempt must commit",
+    )
 
 
 @CREATE_READ_ABSENT
@@ -181,12 +196,21 @@ def test_create_after_reading_a_deleted_key_as_absent_commits(driver: StorageDri
     again = leases.unique("reborn", at=9)
 
     def create(tx: StorageTransaction) -> None:
-        assert tx.get([again.key]) == [None]
+        assert tx.get([again.key]) == [None], (
+            "a key deleted by a committed transaction must read as "
+            "absent (point_reads.absent-keys-read-as-none); this check needs that to test a create "
+            "after an absent read, and fails because of it"
+        )
         tx.create(again)
 
     driver.transaction(create)
     stored = read_one(driver, again.key)
-    assert stored is not None and stored.document == again.document
+    assert stored is not None and stored.document == again.document, differs(
+        ("the record re-created after reading its deleted key as absent"),
+        again.document,
+        None if stored is None else stored.document,
+        "a create of a key read as absent in the same attempt must commit",
+    )
 
 
 @CREATE_READ_PRESENT
@@ -198,7 +222,9 @@ def test_create_of_a_key_read_as_present_is_refused(driver: StorageDriver, lease
 
     def create(tx: StorageTransaction) -> None:
         (current,) = tx.get([original.key])
-        assert current is not None
+        assert current is not None, missing(
+            ("the original record"), written="the check created it before this attempt"
+        )
         tx.create(other)
         tx.create(leases.unique("present", at=4))
 
@@ -215,7 +241,7 @@ def test_create_of_a_key_read_as_present_is_refused(driver: StorageDriver, lease
 def test_replace_of_the_record_read_in_this_attempt_commits(driver: StorageDriver, leases: Leases) -> None:
     create_all(driver, [leases.unique("subject", at=1)])
     before = read_one(driver, leases.key("subject"))
-    assert before is not None
+    assert before is not None, missing("the subject record", written="the check created it just before")
     replacement = leases.unique("subject", at=2)
     driver.transaction(lambda tx: tx.replace(tx.get([replacement.key])[0], replacement))  # type: ignore[arg-type]
     after = read_one(driver, replacement.key)
@@ -229,7 +255,7 @@ def test_replace_of_a_record_not_read_in_this_attempt_is_refused(
 ) -> None:
     create_all(driver, [leases.unique("fenced", at=1)])
     earlier = read_one(driver, leases.key("fenced"))
-    assert earlier is not None
+    assert earlier is not None, missing("the fenced record", written="the check created it just before")
     with pytest.raises(StorageKeyChangeError):
         driver.transaction(lambda tx: tx.replace(earlier, leases.unique("fenced", at=2)))
     assert read_one(driver, earlier.key) == earlier, "a replace of an unread record committed"
@@ -239,13 +265,17 @@ def test_replace_of_a_record_not_read_in_this_attempt_is_refused(
 def test_replace_of_a_stale_version_is_refused(driver: StorageDriver, leases: Leases) -> None:
     create_all(driver, [leases.unique("stale", at=1)])
     old = read_one(driver, leases.key("stale"))
-    assert old is not None
+    assert old is not None, missing("the stale record", written="the check created it just before")
     driver.transaction(lambda tx: tx.replace(tx.get([old.key])[0], leases.unique("stale", at=2)))  # type: ignore[arg-type]
     current = read_one(driver, old.key)
 
     def replace_stale(tx: StorageTransaction) -> None:
         (fresh,) = tx.get([old.key])
-        assert fresh is not None and fresh.version != old.version
+        assert fresh is not None and fresh.version != old.version, (
+            "the record was replaced before this attempt, so it must read the new version, not "
+            f"{old.version.value} "
+            f"again; read {fresh!r}"
+        )
         tx.replace(old, leases.unique("stale", at=3))
 
     with pytest.raises(StorageKeyChangeError):
@@ -266,7 +296,7 @@ def test_delete_of_a_record_not_read_in_this_attempt_is_refused(
 ) -> None:
     create_all(driver, [leases.unique("kept")])
     earlier = read_one(driver, leases.key("kept"))
-    assert earlier is not None
+    assert earlier is not None, missing("the kept record", written="the check created it just before")
     with pytest.raises(StorageKeyChangeError):
         driver.transaction(lambda tx: tx.delete(earlier))
     assert read_one(driver, earlier.key) == earlier, "a delete of an unread record committed"
@@ -276,7 +306,7 @@ def test_delete_of_a_record_not_read_in_this_attempt_is_refused(
 def test_delete_of_a_stale_version_is_refused(driver: StorageDriver, leases: Leases) -> None:
     create_all(driver, [leases.unique("moving", at=1)])
     old = read_one(driver, leases.key("moving"))
-    assert old is not None
+    assert old is not None, missing("the moving record", written="the check created it just before")
     driver.transaction(lambda tx: tx.replace(tx.get([old.key])[0], leases.unique("moving", at=2)))  # type: ignore[arg-type]
     current = read_one(driver, old.key)
 
@@ -295,19 +325,25 @@ def test_delete_of_a_stale_version_is_refused(driver: StorageDriver, leases: Lea
 def _second_mutations(leases: Leases) -> dict[str, object]:
     def replace_then_delete(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("twice")])
-        assert current is not None
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
         tx.replace(current, leases.unique("twice", at=2))
         tx.delete(current)
 
     def delete_then_replace(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("twice")])
-        assert current is not None
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
         tx.delete(current)
         tx.replace(current, leases.unique("twice", at=3))
 
     def replace_twice(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("twice")])
-        assert current is not None
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
         tx.replace(current, leases.unique("twice", at=4))
         tx.replace(current, leases.unique("twice", at=5))
 
@@ -316,7 +352,10 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         tx.create(leases.unique("new-twice", at=2))
 
     def read_absent_create_twice(tx: StorageTransaction) -> None:
-        assert tx.get([leases.key("new-twice")]) == [None]
+        assert tx.get([leases.key("new-twice")]) == [None], (
+            "a key this check never wrote must read as absent (point_reads.absent-keys-read-as-none); "
+            "this check needs that to test a create after an absent read, and fails because of it"
+        )
         tx.create(leases.unique("new-twice", at=1))
         tx.create(leases.unique("new-twice", at=2))
 
@@ -357,7 +396,9 @@ def test_a_replacement_cannot_change_the_key(driver: StorageDriver, leases: Leas
 
     def move(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("home")])
-        assert current is not None
+        assert current is not None, missing(
+            ("the record home"), written="the check created it before this attempt"
+        )
         tx.replace(current, leases.unique("elsewhere", at=1))
 
     with pytest.raises(StorageKeyChangeError):
@@ -376,13 +417,23 @@ def test_a_replacement_cannot_move_a_record_to_another_partition(
 
     def move(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("home")])
-        assert current is not None
+        assert current is not None, missing(
+            ("the record home"), written="the check created it before this attempt"
+        )
         tx.replace(current, leases.record("home", at=1, environment=elsewhere))
 
     with pytest.raises(StorageKeyChangeError):
         driver.transaction(move)
-    assert read_one(driver, leases.key("home")) == before
-    assert read_one(driver, leases.key("home", environment=elsewhere)) is None
+    assert read_one(driver, leases.key("home")) == before, differs(
+        "the record home after a replace that tried to change its key was refused",
+        before,
+        read_one(driver, leases.key("home")),
+        "a refused replace must leave the record unchanged",
+    )
+    assert read_one(driver, leases.key("home", environment=elsewhere)) is None, (
+        "a replace that tried to move home to another environment was refused, yet a record exists at "
+        "the new key: a refused attempt must commit nothing"
+    )
 
 
 # -- index movement ----------------------------------------------------------------------------------
@@ -396,7 +447,12 @@ def test_replace_moves_the_index_entry_in_the_same_commit(driver: StorageDriver,
     _only(driver, leases, "mover", 20)
     _only(driver, leases, "neighbour", 15)
     stored = read_one(driver, leases.key("mover"))
-    assert stored is not None and {entry.sort for entry in stored.indexes} == {leases.sort(20)}
+    assert stored is not None and {entry.sort for entry in stored.indexes} == {leases.sort(20)}, differs(
+        ("the index sorts of the replaced record"),
+        {leases.sort(20)},
+        None if stored is None else {entry.sort for entry in stored.indexes},
+        "a replace stores the new record's index entries and drops the old ones",
+    )
 
 
 @INDEX_MOVED
@@ -464,7 +520,9 @@ def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver
 
     def stage_then_raise(tx: StorageTransaction) -> None:
         replaced, deleted = tx.get([leases.key("replaced"), leases.key("deleted")])
-        assert replaced is not None and deleted is not None
+        assert replaced is not None and deleted is not None, missing(
+            ("the records replaced and deleted"), written="the check created both before this attempt"
+        )
         tx.create(leases.unique("created-a", at=3))
         tx.replace(replaced, leases.unique("replaced", at=4))
         tx.delete(deleted)
@@ -509,10 +567,14 @@ def test_no_subset_of_staged_writes_survives_a_raising_callback(
             if op == "create":
                 tx.create(leases.unique(name, at=100 + i))
             elif op == "replace":
-                assert record is not None
+                assert record is not None, missing(
+                    (f"the record {name}"), written="the check created it before this attempt"
+                )
                 tx.replace(record, leases.unique(name, at=200 + i))
             else:
-                assert record is not None
+                assert record is not None, missing(
+                    (f"the record {name}"), written="the check created it before this attempt"
+                )
                 tx.delete(record)
         raise Boom("after staging")
 

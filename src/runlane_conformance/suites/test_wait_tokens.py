@@ -78,6 +78,7 @@ from runlane_conformance.suites._lifecycle_support import (
     stored_entries,
     token_spec,
 )
+from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Preserve pruning invariants (wait tokens); Verification checklist (wait tokens)"
 
@@ -160,11 +161,13 @@ def test_a_token_and_its_owner_commit_together_and_name_each_other(
 ) -> None:
     env = fresh_environment("tokens")
     spec = token_spec(env, "tok", "creator")
-    assert make_token(driver, spec) == "tok"
+    assert make_token(driver, spec) == "tok", "creating a wait token on a fresh key must return its id 'tok'"
     token, owner = read_all(other_driver, [spec.key, spec.owner_key])
     assert token is not None and owner is not None, "the token or its owner is missing on another instance"
     check_reciprocal_idempotency(token.document.value, owner.document.value)
-    assert token.document.value["status"] == WaitTokenStatus.PENDING.value
+    assert token.document.value["status"] == WaitTokenStatus.PENDING.value, (
+        "a freshly created wait token must be stored as pending"
+    )
 
 
 @CREATED
@@ -183,7 +186,10 @@ def test_two_creations_with_one_key_racing_on_two_instances_leave_one_token(
             started.append(start_rival(other_driver, lambda t: create_wait_token(t, theirs_spec)))
         if owner is not None:
             return str(owner.document.value["targetId"])
-        assert token is None
+        assert token is None, (
+            "the owner record was absent but the token record exists: a token and its owner are "
+            "created together, in one commit (wait_tokens.created-with-reciprocal-owner)"
+        )
         return _create_after_reads(tx, mine_spec)
 
     first = driver.transaction(callback)
@@ -214,7 +220,10 @@ def test_links_are_counted_on_the_token_and_on_each_run(
     for token, run in (("t1", "w1"), ("t1", "w2"), ("t2", "w1")):
         outcome = other_driver.transaction(lambda tx, t=token, r=run: link_run(tx, env, t, r))  # type: ignore[misc]
         assert outcome is LinkOutcome.LINKED, f"linking {run} to {token} returned {outcome}"
-    assert driver.transaction(lambda tx: link_run(tx, env, "t1", "w1")) is LinkOutcome.ALREADY_LINKED
+    assert driver.transaction(lambda tx: link_run(tx, env, "t1", "w1")) is LinkOutcome.ALREADY_LINKED, (
+        "linking a run already linked to the token (by another instance) must report ALREADY_LINKED, "
+        "not link it twice"
+    )
     _assert_link_counts(other_driver, env, {"t1": 2, "t2": 1}, {"w1": 2, "w2": 1, "creator": 0})
 
 
@@ -257,7 +266,9 @@ def _assert_link_counts(
         )
     for run_id, expected in runs.items():
         [run] = read_all(driver, [run_record_key(env, run_id)])
-        assert run is not None
+        assert run is not None, missing(
+            f"run {run_id}", written="the check created it and nothing in this check deletes runs"
+        )
         counted = child_counts(run)[ChildKind.WAIT_TOKEN_LINKS]
         assert counted == expected, f"run {run_id} counts {counted} token links, not {expected}"
 
@@ -272,7 +283,7 @@ def test_a_second_completion_or_timeout_is_told_it_lost(
     _token(other_driver, env, "t")  # both instances have seen it pending
     assert (
         driver.transaction(lambda tx: complete_wait_token(tx, env, "t", {"v": 1})) is ResolveOutcome.RESOLVED
-    )
+    ), "completing a pending, due token must report RESOLVED"
     [before] = read_all(driver, [wait_token_record_key(env, "t")])
     for label, attempt in (
         ("completion", lambda tx: complete_wait_token(tx, env, "t", {"v": 2})),
@@ -283,7 +294,9 @@ def test_a_second_completion_or_timeout_is_told_it_lost(
             f"a second {label} on another instance returned {outcome}"
         )
     [after] = read_all(driver, [wait_token_record_key(env, "t")])
-    assert before is not None and after is not None
+    assert before is not None and after is not None, missing(
+        "the wait token", written="the check created it and only resolves it (a resolved token stays stored)"
+    )
     assert (after.version, after.document) == (before.version, before.document), (
         "a losing resolution changed it"
     )
@@ -312,7 +325,9 @@ def test_completion_and_timeout_racing_on_two_instances_have_one_winner(
     winners = [index for index, result in enumerate(results) if result is ResolveOutcome.RESOLVED]
     assert len(winners) == 1, f"racing resolutions returned {results}: exactly one must win"
     value = _token(other_driver, env, "t")
-    assert value is not None and value["status"] == WaitTokenStatus.RESOLVED.value
+    assert value is not None and value["status"] == WaitTokenStatus.RESOLVED.value, (
+        "the token after one winning resolution must be stored as resolved, seen from another instance"
+    )
     winner = first if winners[0] == 0 else ("timeout" if first == "completion" else "completion")
     expected = "completed" if winner == "completion" else "timed_out"
     assert value["resolution"]["outcome"] == expected, (
@@ -359,10 +374,12 @@ def test_a_token_times_out_only_once_due_and_is_found_through_the_timeout_index(
     make_token(driver, token_spec(env, "late", "c", timeout_at=now + timedelta(days=1)))
     make_token(driver, token_spec(env, "due", "c", timeout_at=now - timedelta(seconds=1)))
     make_token(driver, token_spec(env, "never", "c"))
-    assert other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "late")) is ResolveOutcome.NOT_DUE
+    assert (
+        other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "late")) is ResolveOutcome.NOT_DUE
+    ), "a token whose timeoutAt is a day away is not due: timing it out must report NOT_DUE"
     assert (
         other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "never")) is ResolveOutcome.NOT_DUE
-    )
+    ), "a token without a timeoutAt never times out: timing it out must report NOT_DUE"
 
     def due_listed() -> None:
         as_of = _now(other_driver)
@@ -372,7 +389,9 @@ def test_a_token_times_out_only_once_due_and_is_found_through_the_timeout_index(
         assert found == ["due"], f"WaitTokensByTimeout offers {found} as due, expected only 'due'"
 
     until_indexed(other_driver, due_listed)
-    assert other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "due")) is ResolveOutcome.RESOLVED
+    assert (
+        other_driver.transaction(lambda tx: time_out_wait_token(tx, env, "due")) is ResolveOutcome.RESOLVED
+    ), "a token whose timeoutAt has passed must time out: RESOLVED"
     for token, status in (("late", "pending"), ("never", "pending"), ("due", "resolved")):
         value = _token(driver, env, token)
         assert value is not None and value["status"] == status, f"{token} is {value and value['status']}"
@@ -389,11 +408,18 @@ def test_with_an_injected_clock_the_timeout_boundary_is_exact(
     make_token(driver, token_spec(env, "t", "c", timeout_at=due))
     moment = {"now": due - timedelta(microseconds=1)}
     clocked = connect(clock=lambda: moment["now"])
-    assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.NOT_DUE
+    assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.NOT_DUE, (
+        "one microsecond before timeoutAt (by the injected clock) the token is not due: NOT_DUE"
+    )
     moment["now"] = due
-    assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.RESOLVED
+    assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.RESOLVED, (
+        "exactly at timeoutAt (by the injected clock) the token is due: RESOLVED"
+    )
     value = _token(driver, env, "t")
-    assert value is not None and value["resolvedAt"] == value["timeoutAt"]
+    assert value is not None and value["resolvedAt"] == value["timeoutAt"], (
+        "a token timed out exactly at its due time must record resolvedAt equal to timeoutAt (the "
+        "injected clock's now)"
+    )
 
 
 _MAPPINGS = (
@@ -441,17 +467,27 @@ def test_every_token_index_mapping_follows_each_transition(
     for token, run in (("t1", "w1"), ("t1", "w2"), ("t2", "w1")):
         driver.transaction(lambda tx, t=token, r=run: link_run(tx, env, t, r))  # type: ignore[misc]
     _assert_mappings(other_driver, env, keys, "linking three runs")
-    assert driver.transaction(lambda tx: complete_wait_token(tx, env, "t1", "ok")) is ResolveOutcome.RESOLVED
-    assert _token(other_driver, env, "t1")["status"] == "resolved"  # type: ignore[index]
+    assert (
+        driver.transaction(lambda tx: complete_wait_token(tx, env, "t1", "ok")) is ResolveOutcome.RESOLVED
+    ), "completing pending token t1 must report RESOLVED"
+    assert _token(other_driver, env, "t1")["status"] == "resolved", (
+        "t1, completed on one instance, must read as resolved on another"
+    )  # type: ignore[index]
     _assert_mappings(other_driver, env, keys, "completing t1")
     driver.transaction(lambda tx: finish_run(tx, env, "w1"))
     driver.transaction(lambda tx: tombstone_run(tx, env, "w1"))
     _assert_mappings(other_driver, env, keys, "tombstoning w1")
     prune_fully(other_driver, env, "w1")
-    assert read_all(driver, [tombstone_record_key(env, "w1")]) == [None]
+    assert read_all(driver, [tombstone_record_key(env, "w1")]) == [None], (
+        "pruning w1 fully must remove its tombstone"
+    )
     _assert_mappings(other_driver, env, keys, "pruning w1 (its links go)")
-    assert driver.transaction(lambda tx: complete_wait_token(tx, env, "t2", None)) is ResolveOutcome.RESOLVED
-    assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t2")) is TokenPruneOutcome.PRUNED
+    assert (
+        driver.transaction(lambda tx: complete_wait_token(tx, env, "t2", None)) is ResolveOutcome.RESOLVED
+    ), "completing pending token t2 must report RESOLVED"
+    assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t2")) is TokenPruneOutcome.PRUNED, (
+        "a resolved token whose only linked run was pruned has no links left and must be PRUNED"
+    )
     _assert_mappings(other_driver, env, keys, "pruning t2")
 
 
@@ -466,20 +502,27 @@ def test_a_token_is_kept_while_pending_or_linked_and_then_goes_with_its_owner(
     driver.transaction(lambda tx: link_run(tx, env, "t", "w"))
     assert (
         other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.KEPT_PENDING
-    )
+    ), "a pending token is kept when pruned: KEPT_PENDING"
     driver.transaction(lambda tx: complete_wait_token(tx, env, "t", 1))
     assert (
         other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.KEPT_LINKED
-    )
+    ), "a resolved token that still has a linked run is kept when pruned: KEPT_LINKED"
     driver.transaction(lambda tx: finish_run(tx, env, "w"))
     driver.transaction(lambda tx: tombstone_run(tx, env, "w"))
     prune_fully(driver, env, "w")
-    assert _token(other_driver, env, "t")["linkCount"] == "0"  # type: ignore[index]
-    assert other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.PRUNED
+    assert _token(other_driver, env, "t")["linkCount"] == "0", (
+        "pruning the last linked run must bring the token's linkCount to 0 "
+        "(wait_tokens.links-counted-on-both-sides)"
+    )  # type: ignore[index]
+    assert other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.PRUNED, (
+        "a resolved token with no links must be PRUNED"
+    )
     assert read_all(driver, [spec.key, spec.owner_key]) == [None, None], (
         "the token or its owner survived pruning"
     )
-    assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.GONE
+    assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.GONE, (
+        "pruning a token that is already gone must report GONE"
+    )
 
 
 @BROKEN
@@ -499,7 +542,9 @@ def test_a_token_with_a_broken_owner_is_reported_and_left_in_place(
 
         def swap(tx: StorageTransaction) -> None:
             [owner] = tx.get([spec.owner_key])
-            assert owner is not None
+            assert owner is not None, missing(
+                "the token's owner record", written="the check created the token and its owner just before"
+            )
             value = dict(owner.document.to_json()["value"])  # type: ignore[arg-type]
             value.update(targetId="other", target={"table": "wait_tokens", "id": [env, "other"]})
             tx.replace(owner, build_storage_record("owners", value))
@@ -508,7 +553,9 @@ def test_a_token_with_a_broken_owner_is_reported_and_left_in_place(
     before = read_all(other_driver, [spec.key, spec.owner_key, owner_key_of(env, "other")])
     with pytest.raises(CoreInvariantError) as caught:
         other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t"))
-    assert caught.value.rule == "reciprocal-owner"
+    assert caught.value.rule == "reciprocal-owner", (
+        "a broken owner must be reported with the rule 'reciprocal-owner' (and left alone, not repaired)"
+    )
     after = read_all(driver, [spec.key, spec.owner_key, owner_key_of(env, "other")])
     assert after == before, f"a failed prune changed the records: before {before}, after {after}"
 

@@ -470,9 +470,10 @@ def test_every_token_index_mapping_follows_each_transition(
     assert (
         driver.transaction(lambda tx: complete_wait_token(tx, env, "t1", "ok")) is ResolveOutcome.RESOLVED
     ), "completing pending token t1 must report RESOLVED"
-    assert _token(other_driver, env, "t1")["status"] == "resolved", (
+    t1 = _token(other_driver, env, "t1")
+    assert t1 is not None and t1["status"] == "resolved", (
         "t1, completed on one instance, must read as resolved on another"
-    )  # type: ignore[index]
+    )
     _assert_mappings(other_driver, env, keys, "completing t1")
     driver.transaction(lambda tx: finish_run(tx, env, "w1"))
     driver.transaction(lambda tx: tombstone_run(tx, env, "w1"))
@@ -510,10 +511,11 @@ def test_a_token_is_kept_while_pending_or_linked_and_then_goes_with_its_owner(
     driver.transaction(lambda tx: finish_run(tx, env, "w"))
     driver.transaction(lambda tx: tombstone_run(tx, env, "w"))
     prune_fully(driver, env, "w")
-    assert _token(other_driver, env, "t")["linkCount"] == "0", (
+    token = _token(other_driver, env, "t")
+    assert token is not None and token["linkCount"] == "0", (
         "pruning the last linked run must bring the token's linkCount to 0 "
         "(wait_tokens.links-counted-on-both-sides)"
-    )  # type: ignore[index]
+    )
     assert other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.PRUNED, (
         "a resolved token with no links must be PRUNED"
     )

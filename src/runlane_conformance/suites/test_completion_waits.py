@@ -30,6 +30,7 @@ from runlane_conformance.core.completion_waits import (
 )
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._operator_support import fresh_environment, read_keys, run_record, write
 
 CLAUSE = "Preserve completion-wait presence"
@@ -88,7 +89,9 @@ def _marker_present(driver: StorageDriver, presence: RunCompletionWaitPresence) 
     [marker] = read_keys(driver, [presence.key])
     if marker is not None:
         assert marker.key == presence.key, f"a point read of {presence.key} returned {marker.key}"
-        assert marker.document.value["sourceRunId"] == presence.source_run_id
+        assert marker.document.value["sourceRunId"] == presence.source_run_id, (
+            "the completion-wait marker must name the source run it stands for"
+        )
     return marker is not None
 
 
@@ -117,7 +120,9 @@ def _waiters(driver: StorageDriver, presence: RunCompletionWaitPresence) -> list
 def _set_status(driver: StorageDriver, env: str, run_id: str, status: RunStatus) -> None:
     def callback(tx: StorageTransaction) -> None:
         [current] = tx.get([run_record_key(env, run_id)])
-        assert current is not None
+        assert current is not None, missing(
+            f"run {run_id}", written="the check created it before this transaction"
+        )
         tx.replace(current, run_record(env, run_id, status=status))
 
     driver.transaction(callback)
@@ -131,7 +136,9 @@ def test_a_marker_created_by_one_instance_is_read_by_another(
     presence = RunCompletionWaitPresence(env, "source")
     write(driver, run_record(env, "source"))
 
-    assert _wait(driver, presence, "waiter-1") is CompletionWaitPlan.CREATE_MARKER
+    assert _wait(driver, presence, "waiter-1") is CompletionWaitPlan.CREATE_MARKER, (
+        "the first wait on a running source must be told to create the marker"
+    )
     assert _marker_present(other_driver, presence), "another instance does not see the marker"
     assert _wait(other_driver, presence, "waiter-2") is CompletionWaitPlan.MARKER_PRESENT, (
         "the second wait, on another instance, did not find the first wait's marker"
@@ -149,7 +156,9 @@ def test_a_wait_on_a_future_source_leaves_a_marker_every_instance_sees(
 ) -> None:
     env = fresh_environment("waits")
     presence = RunCompletionWaitPresence(env, "not-created-yet")
-    assert _wait(driver, presence, "early") is CompletionWaitPlan.CREATE_MARKER
+    assert _wait(driver, presence, "early") is CompletionWaitPlan.CREATE_MARKER, (
+        "a wait on a source run that does not exist yet must be told to create the marker"
+    )
     assert _marker_present(other_driver, presence), "the marker of a wait on a future run id is not stored"
 
 
@@ -189,7 +198,9 @@ def test_two_first_waiters_on_two_instances_leave_one_marker_and_both_waits(
     mine_run, theirs_run = read_keys(driver, [run_record_key(env, "mine"), run_record_key(env, "theirs")])
     assert mine_run is not None and theirs_run is not None, "a racing waiter's waiting run was lost"
     waiters = _waiters(other_driver, presence)
-    assert waiters is not None
+    assert waiters is not None, missing(
+        ("the waiting runs' list"), written="both racing waiters committed a wait"
+    )
     if _strong(other_driver):
         assert waiters == ["mine", "theirs"], f"the waiter index holds {waiters}"
 
@@ -206,7 +217,9 @@ def test_deleting_the_waiting_runs_and_finishing_the_source_keep_the_marker(
 
     def delete_waiters(tx: StorageTransaction) -> None:
         for current in tx.get([run_record_key(env, "waiter-1"), run_record_key(env, "waiter-2")]):
-            assert current is not None
+            assert current is not None, missing(
+                ("a waiting run"), written="the check created both waiters before this delete"
+            )
             tx.delete(current)
 
     other_driver.transaction(delete_waiters)
@@ -228,7 +241,9 @@ def test_later_waits_leave_the_marker_unchanged(driver: StorageDriver, other_dri
     _wait(driver, presence, "waiter-1")
     [first] = read_keys(other_driver, [presence.key])
     for index, instance in enumerate((other_driver, driver, other_driver), start=2):
-        assert _wait(instance, presence, f"waiter-{index}") is CompletionWaitPlan.MARKER_PRESENT
+        assert _wait(instance, presence, f"waiter-{index}") is CompletionWaitPlan.MARKER_PRESENT, (
+            "a later wait, on any instance, must find the marker the first wait stored"
+        )
     [last] = read_keys(driver, [presence.key])
     assert first is not None and last is not None, "the marker disappeared"
     assert (last.version, last.document) == (first.version, first.document), (
@@ -247,8 +262,13 @@ def test_ordinary_runs_and_their_completion_create_no_marker(
 
     for reader in (driver, other_driver):
         assert not _marker_present(reader, presence), "an ordinary run got a completion-wait marker"
-        assert _waiters(reader, presence) is None
-        assert not _marker_present(reader, RunCompletionWaitPresence(env, "bystander"))
+        assert _waiters(reader, presence) is None, (
+            "an ordinary run must have no waiting runs recorded "
+            "(completion_waits.absent-marker-means-no-wait)"
+        )
+        assert not _marker_present(reader, RunCompletionWaitPresence(env, "bystander")), (
+            "a run nobody waited for must have no completion-wait marker"
+        )
 
 
 @ABSENT
@@ -259,9 +279,15 @@ def test_a_wait_on_a_finished_source_creates_no_marker(
     done = RunCompletionWaitPresence(env, "done")
     live = RunCompletionWaitPresence(env, "live")
     write(driver, run_record(env, "done", status=RunStatus.SUCCEEDED), run_record(env, "live"))
-    assert _wait(driver, done, "late") is CompletionWaitPlan.SOURCE_TERMINAL
-    assert _wait(driver, live, "waiter") is CompletionWaitPlan.CREATE_MARKER
+    assert _wait(driver, done, "late") is CompletionWaitPlan.SOURCE_TERMINAL, (
+        "a wait on a source that already finished must be told the source is terminal"
+    )
+    assert _wait(driver, live, "waiter") is CompletionWaitPlan.CREATE_MARKER, (
+        "the first wait on a running source must be told to create the marker"
+    )
 
     assert not _marker_present(other_driver, done), "a wait refused for a finished source left a marker"
-    assert read_keys(other_driver, [run_record_key(env, "late")]) == [None]
+    assert read_keys(other_driver, [run_record_key(env, "late")]) == [None], (
+        "a wait refused because its source finished must not store the waiting run"
+    )
     assert _marker_present(other_driver, live), "the other source's marker is missing"

@@ -39,6 +39,7 @@ from runlane_conformance.suites._limits_support import (
     sized_leases,
     split_sizes,
 )
+from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._mutations_support import create_all, query_candidates_pairs, read, read_one
 
 CLAUSE = "Report a profile that is true (limits); Add optional ordered append (oversized atomic work)"
@@ -145,7 +146,10 @@ def test_exactly_max_point_reads_positions_are_read(driver: StorageDriver, lease
     positions = _positions(leases, limits.max_point_reads, limits)
     results = driver.transaction(lambda tx: tx.get(positions))
     assert len(results) == limits.max_point_reads, "every requested position must be answered"
-    assert results[0] is not None and results[0].key == leases.key("p0")
+    assert results[0] is not None and results[0].key == leases.key("p0"), (
+        "the first position must hold the record written under p0 (a read at the limit is served, not "
+        "cut short)"
+    )
     record_limit("max_point_reads", accepted=limits.max_point_reads)
 
 
@@ -169,7 +173,10 @@ def test_point_reads_add_up_across_calls_of_one_attempt(driver: StorageDriver, l
     def exactly(tx: StorageTransaction) -> int:
         return len(tx.get(first)) + (len(tx.get(rest)) if rest else 0)
 
-    assert driver.transaction(exactly) == total
+    assert driver.transaction(exactly) == total, (
+        f"{total} point reads split over two get() calls of "
+        "one attempt, exactly max_point_reads, must be served"
+    )
 
     def one_more(tx: StorageTransaction) -> None:
         tx.get(first)
@@ -275,10 +282,14 @@ def test_a_record_of_exactly_max_record_bytes_commits(driver: StorageDriver, lea
     limits = _limits(driver)
     _record_size_or_skip(leases, limits.max_record_bytes)
     (record,) = sized_leases(leases, [limits.max_record_bytes])
-    assert record.document.size == limits.max_record_bytes
+    assert record.document.size == limits.max_record_bytes, (
+        "the check built a record of the wrong size (a fault in the check, not the driver)"
+    )
     driver.transaction(lambda tx: tx.create(record))
     stored = read_one(driver, record.key)
-    assert stored is not None and stored.document == record.document
+    assert stored is not None and stored.document == record.document, (
+        "a record of exactly max_record_bytes must be stored as written"
+    )
     record_limit("max_record_bytes", accepted=limits.max_record_bytes)
 
 
@@ -307,7 +318,9 @@ def test_a_replacement_one_byte_past_max_record_bytes_is_refused(
     create_all(driver, [original])
     before = read_one(driver, original.key)
     (bigger,) = sized_leases(leases, [limits.max_record_bytes + 1])
-    assert bigger.key == original.key
+    assert bigger.key == original.key, (
+        "the check built its oversized replacement under another key (a fault in the check, not the driver)"
+    )
     also = (
         (StorageLimitName.TRANSACTION_BYTES,)
         if limits.max_transaction_bytes == limits.max_record_bytes
@@ -375,7 +388,9 @@ def _run_plan(plan: KeyPlan) -> Callable[[StorageTransaction], None]:
 def test_exactly_max_transaction_records_keys_commit(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
     plan = _key_plan_or_skip(leases, limits.max_transaction_records, limits)
-    assert plan.distinct_keys == limits.max_transaction_records
+    assert plan.distinct_keys == limits.max_transaction_records, (
+        "the check planned the wrong number of keys (a fault in the check, not the driver)"
+    )
     driver.transaction(_run_plan(plan))
     stored = read(driver, [record.key for record in plan.creates])
     assert all(record is not None for record in stored), "a transaction of exactly the limit did not commit"
@@ -404,7 +419,9 @@ def test_reads_and_writes_of_one_key_count_once(driver: StorageDriver, leases: L
             tx.create(record)
 
     driver.transaction(read_then_write)
-    assert read_one(driver, plan.creates[0].key) is not None
+    assert read_one(driver, plan.creates[0].key) is not None, (
+        "work of exactly max_transaction_records keys, read and written, must commit"
+    )
 
 
 # -- transaction bytes -------------------------------------------------------------------------------
@@ -425,7 +442,9 @@ def _byte_plan_or_skip(leases: Leases, total: int, limits: StorageLimits) -> lis
 def test_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
     records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
-    assert sum(record.document.size for record in records) == limits.max_transaction_bytes
+    assert sum(record.document.size for record in records) == limits.max_transaction_bytes, (
+        "the check planned the wrong number of bytes (a fault in the check, not the driver)"
+    )
     driver.transaction(_create_callback(records))
     stored = read(driver, [record.key for record in records])
     assert [s.document if s else None for s in stored] == [r.document for r in records], (
@@ -462,13 +481,17 @@ def test_deletes_add_no_bytes(driver: StorageDriver, leases: Leases) -> None:
 
     def delete_and_fill(tx: StorageTransaction) -> None:
         (current,) = tx.get([victim.key])
-        assert current is not None
+        assert current is not None, missing(
+            ("the victim record"), written="the check created it before this attempt"
+        )
         tx.delete(current)
         for record in records:
             tx.create(record)
 
     driver.transaction(delete_and_fill)
-    assert read_one(driver, victim.key) is None
+    assert read_one(driver, victim.key) is None, (
+        "the delete committed with work of exactly the limit must be stored (the victim must be gone)"
+    )
 
 
 # -- all or nothing ----------------------------------------------------------------------------------
@@ -516,7 +539,9 @@ def test_a_refused_attempt_leaves_earlier_commits_and_later_work_intact(
 
     def replace_then_oversize(tx: StorageTransaction) -> None:
         (current,) = tx.get([kept.key])
-        assert current is not None
+        assert current is not None, missing(
+            ("the kept record"), written="the check created it before this attempt"
+        )
         tx.replace(current, leases.unique("kept", at=2))
         tx.create(oversized)
 
@@ -525,7 +550,9 @@ def test_a_refused_attempt_leaves_earlier_commits_and_later_work_intact(
     assert read_one(driver, kept.key) == before, (
         "the replacement staged before the oversized record committed"
     )
-    assert read_one(driver, oversized.key) is None
+    assert read_one(driver, oversized.key) is None, (
+        "the oversized record of the refused attempt must not be stored"
+    )
     after = leases.unique("after")
     driver.transaction(lambda tx: tx.create(after))
     assert read_one(driver, after.key) is not None, "the store refused ordinary work after a limit error"
@@ -548,7 +575,9 @@ def _wide_lease(leases: Leases, name: str, size: int, *, at: int = 0) -> NewStor
     record = leases.record(
         name, at=at, holder=_WIDE * (padding // _WIDE_BYTES) + "x" * (padding % _WIDE_BYTES)
     )
-    assert record.document.size == size
+    assert record.document.size == size, (
+        "the check built a record of the wrong size (a fault in the check, not the driver)"
+    )
     return record
 
 
@@ -574,7 +603,9 @@ def test_a_multibyte_document_is_measured_in_utf8_bytes(
                 tx.create(record)
             else:
                 (current,) = tx.get([record.key])
-                assert current is not None
+                assert current is not None, missing(
+                    (f"the record {record.key}"), written="the check created it before this attempt"
+                )
                 tx.replace(current, record)
 
         return run
@@ -655,7 +686,9 @@ def _replace_and_create(
     def run(tx: StorageTransaction) -> None:
         currents = tx.get([record.key for record in replacements])
         for current, record in zip(currents, replacements, strict=True):
-            assert current is not None
+            assert current is not None, missing(
+                (f"the record {record.key}"), written="the check created it before this attempt"
+            )
             tx.replace(current, record)
         for record in creates:
             tx.create(record)
@@ -736,7 +769,9 @@ def _read_delete_create(
         found = tx.get([*absent, *(record.key for record in present)])
         if delete:
             for current in found[len(absent) :]:
-                assert current is not None
+                assert current is not None, missing(
+                    ("a record to delete"), written="the check created it before this attempt"
+                )
                 tx.delete(current)
         for record in creates:
             tx.create(record)

@@ -23,6 +23,7 @@ from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
 from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
 
@@ -98,29 +99,37 @@ def test_get_positions_hold_for_any_request_order(
     if not driver.transaction(lambda tx: tx.get([leases.key("a")]))[0]:
         _write(driver, leases.unique("a"), leases.unique("b"), leases.unique("c"))
     results = _read(driver, [leases.key(name) for name in order])
-    assert len(results) == len(order)
+    assert len(results) == len(order), (
+        f"get() of {len(order)} keys must return {len(order)} results, "
+        "one per position (point_reads.exact-positions)"
+    )
     for name, result in zip(order, results, strict=True):
         if name in ("gone", "never"):
             assert result is None, f"{name!r} was never written and must read as None"
         else:
-            assert result is not None and result.key == leases.key(name)
+            assert result is not None and result.key == leases.key(name), (
+                f"position of {name!r} must "
+                "hold the record written under that key (results follow the requested order)"
+            )
 
 
 @ABSENT_IS_NONE
 def test_never_written_and_deleted_keys_read_as_none(driver: StorageDriver, leases: Leases) -> None:
     _write(driver, leases.unique("doomed"))
     (current,) = _read(driver, [leases.key("doomed")])
-    assert current is not None
+    assert current is not None, missing("the record doomed", written="the check created it just before")
     driver.transaction(lambda tx: tx.delete(tx.get([leases.key("doomed")])[0]))  # type: ignore[arg-type]
     _write(driver, leases.unique("kept"))
     results = _read(driver, [leases.key("kept"), leases.key("doomed"), leases.key("never")])
-    assert results[0] is not None and results[0].key == leases.key("kept")
+    assert results[0] is not None and results[0].key == leases.key("kept"), (
+        "the first position, kept, must hold the record written under that key, whatever else is absent"
+    )
     assert results[1:] == [None, None], "deleted and never-written keys read as None beside a present key"
 
 
 @ABSENT_IS_NONE
 def test_empty_request_returns_empty_list(driver: StorageDriver) -> None:
-    assert _read(driver, []) == []
+    assert _read(driver, []) == [], "get() of no keys must return an empty list"
 
 
 @RETURNED_CONTENT
@@ -128,12 +137,18 @@ def test_read_returns_exactly_what_was_committed(driver: StorageDriver, leases: 
     written = leases.unique("exact", at=42)
     _write(driver, written)
     (stored,) = _read(driver, [written.key])
-    assert stored is not None
-    assert stored.key == written.key
+    assert stored is not None, missing(
+        ("the record just written"), written="the check committed it just before this read"
+    )
+    assert stored.key == written.key, "the record read back must carry the key it was written under"
     assert stored.document == written.document, "the document must round-trip exactly"
-    assert stored.document.to_json() == written.document.to_json()
+    assert stored.document.to_json() == written.document.to_json(), (
+        "the document's JSON text must round-trip exactly (the same members, values and types)"
+    )
     assert set(stored.indexes) == set(written.indexes), "index entries must round-trip exactly"
-    assert stored.version.value.isdigit() and int(stored.version.value) > 0
+    assert stored.version.value.isdigit() and int(stored.version.value) > 0, (
+        f"a stored record's version must be a positive decimal number, got {stored.version.value!r}"
+    )
 
 
 def _mutable_parts(value: object) -> list[object]:
@@ -189,16 +204,24 @@ def test_mutating_a_returned_record_changes_nothing_stored(driver: StorageDriver
     written = leases.unique("guarded", at=7)
     _write(driver, written)
     (first,) = _read(driver, [written.key])
-    assert first is not None
+    assert first is not None, missing(
+        ("the record just written"), written="the check committed it just before this read"
+    )
     for container in _mutable_parts(first):
         _vandalise(container)
     for container in _mutable_parts(first.document.to_json()):
         _vandalise(container)
     (again,) = _read(driver, [written.key])
-    assert again is not None
+    assert again is not None, missing(
+        ("the record just written"), written="the check committed it and only changed a copy it was handed"
+    )
     assert again.document == written.document, "a returned record shares mutable state with the store"
-    assert again.document.to_json() == written.document.to_json()
-    assert set(again.indexes) == set(written.indexes)
+    assert again.document.to_json() == written.document.to_json(), (
+        "changing a returned record changed what the store returns next (its document JSON differs)"
+    )
+    assert set(again.indexes) == set(written.indexes), (
+        "changing a returned record changed the index entries the store returns next"
+    )
 
 
 @COPIES_IN
@@ -219,7 +242,10 @@ def test_mutating_the_written_input_changes_nothing_stored(driver: StorageDriver
     (stored,) = _read(driver, [written.key])
     assert stored is not None, "the record must be stored under the key given at write time"
     assert stored.document == written.document, "the driver kept a reference to the caller's input"
-    assert set(stored.indexes) == set(written.indexes)
+    assert set(stored.indexes) == set(written.indexes), (
+        "the driver kept a reference to the caller's "
+        "input: changing the caller's index entries after the commit changed the stored ones"
+    )
 
 
 INPUT_READ_AT_CALL = requirement(
@@ -348,7 +374,9 @@ def test_changing_a_replacement_mapping_before_commit_changes_nothing(
 
     def replace_then_change(tx: StorageTransaction) -> None:
         (current,) = tx.get([original.key])
-        assert current is not None
+        assert current is not None, missing(
+            ("the original record"), written="the check created it before this attempt"
+        )
         mapping = _as_mapping(replacement)
         tx.replace(current, mapping)  # type: ignore[arg-type]
         value = mapping["document"]["value"]
@@ -372,7 +400,9 @@ def test_one_mapping_reused_for_a_replace_and_a_create_stores_both(
 
     def replace_then_create(tx: StorageTransaction) -> None:
         (current,) = tx.get([replacement.key])
-        assert current is not None
+        assert current is not None, missing(
+            ("the replacement's key"), written="the check created it before this attempt"
+        )
         mapping = _as_mapping(replacement)
         tx.replace(current, mapping)  # type: ignore[arg-type]
         _refill(mapping, created)

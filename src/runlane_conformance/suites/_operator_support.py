@@ -154,7 +154,9 @@ def document_of(item: object) -> dict[str, Any]:
         thawed = _plain(inner)
     else:
         raise AssertionError(f"an operator read returned {type(item).__name__}, not a run or event record")
-    assert isinstance(thawed, dict)
+    assert isinstance(thawed, dict), (
+        f"an operator read's document must thaw to a JSON object, got {type(thawed).__name__}"
+    )
     return thawed
 
 

@@ -40,6 +40,7 @@ from runlane_conformance.suites._append_support import (
     point_append,
     read_stream,
 )
+from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Add optional ordered append"
 CAPABILITY = "append"
@@ -196,7 +197,10 @@ def test_appended_records_and_head_use_the_canonical_layout(driver: StorageDrive
     # Point reads by the canonical record keys find the same records.
     keys = [LAYOUT.record_key(partition, position) for position in range(1, 6)]
     records = driver.transaction(lambda tx: tx.get(keys))
-    assert [r.document if r else None for r in records] == [r.document for r in view.records]
+    assert [r.document if r else None for r in records] == [r.document for r in view.records], (
+        "a point read of the stream's record keys must return the same documents as the stream read "
+        "(append.canonical-layout)"
+    )
 
 
 class _Raised(Exception):
@@ -230,7 +234,9 @@ def test_a_replayed_append_is_applied_once(
     def bump() -> None:
         def replace(tx: StorageTransaction) -> None:
             (current,) = tx.get([leases.key("fence")])
-            assert current is not None
+            assert current is not None, missing(
+                "the fence record", written="the check created it before this attempt"
+            )
             tx.replace(current, leases.unique("fence"))
 
         other_driver.transaction(replace)
@@ -238,7 +244,9 @@ def test_a_replayed_append_is_applied_once(
     def callback(tx: StorageTransaction) -> None:
         attempts.append(1)
         (fence,) = tx.get([leases.key("fence")])
-        assert fence is not None
+        assert fence is not None, missing(
+            "the fence record", written="the check created it before this attempt"
+        )
         if not competitor:
             competitor.append(compete(bump))
         tx.replace(fence, leases.unique("fence"))
@@ -451,7 +459,9 @@ def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
         "the last allocatable position is 2**64-2 (the head ends at 2**64-1)"
     )
     _expect_placed(view, last, U64_MAX - 1)
-    assert view.next_position == U64_MAX
+    assert view.next_position == U64_MAX, (
+        "after a batch ending at position 2**64-2 the head must allocate 2**64-1 next"
+    )
     with pytest.raises(StorageStreamExhaustedError):
         _append(driver, batch(partition, "one-more", 1))
     assert read_stream(driver, partition) == view, "an exhausted append must change nothing"
@@ -487,7 +497,9 @@ def test_concurrent_appends_get_disjoint_contiguous_ranges(
         where = [i for i, source in enumerate(view.sources) if source.startswith(f"{tag}-")]
         assert len(where) == count, f"batch {tag} must appear exactly once, found {view.sources}"
         assert where == list(range(where[0], where[0] + count)), f"batch {tag} must be contiguous"
-        assert [view.sources[i] for i in where] == [f"{tag}-{i}" for i in range(count)]
+        assert [view.sources[i] for i in where] == [f"{tag}-{i}" for i in range(count)], (
+            f"batch {tag} must keep its records in the order they were appended"
+        )
 
 
 @LIMITS
@@ -511,11 +523,16 @@ def test_appended_records_count_toward_the_record_limit(
 
     if fits >= 1:
         run(fits)
-        assert len(read_stream(driver, partition).records) == fits
+        assert len(read_stream(driver, partition).records) == fits, (
+            f"an append of {fits} records, exactly what fits in max_transaction_records, must store "
+            "all of them"
+        )
     before = read_stream(driver, partition)
     with pytest.raises(StorageLimitError) as refused:
         run(fits + 1)
-    assert refused.value.limit is StorageLimitName.TRANSACTION_RECORDS
+    assert refused.value.limit is StorageLimitName.TRANSACTION_RECORDS, (
+        "an append one record past max_transaction_records must be refused naming max_transaction_records"
+    )
     assert read_stream(driver, partition) == before, "an oversized append must commit nothing"
 
 
@@ -527,7 +544,10 @@ def test_an_oversized_appended_record_is_refused(driver: StorageDriver, partitio
     oversized = batch(partition, "big", 1, padding=limits.max_record_bytes)
     with pytest.raises(StorageLimitError) as refused:
         _append(driver, oversized)
-    assert refused.value.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES)
+    assert refused.value.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES), (
+        "an append of a record past max_record_bytes must be refused naming max_record_bytes or "
+        "max_transaction_bytes"
+    )
     _expect_untouched(driver, partition)
 
 
@@ -567,7 +587,9 @@ def _widest_batch(partition: str, tag: str, widest: int) -> AppendRecordsCommand
     if widest < base:
         pytest.skip(f"max_record_bytes is below the smallest observation record ({base} bytes)")
     command = batch(partition, tag, 1, padding=widest - base)
-    assert command.widest_sizes[0] == widest
+    assert command.widest_sizes[0] == widest, (
+        "the check built a batch of the wrong width (a fault in the check, not the driver)"
+    )
     return command
 
 

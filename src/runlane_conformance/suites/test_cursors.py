@@ -186,7 +186,10 @@ def test_descending_scan_reverses_the_whole_order(
     write_records(driver, records, batch=_batch(driver))
     entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
     expected = expected_scan(entries, direction=DESC)
-    assert expected == list(reversed(expected_scan(entries)))
+    assert expected == list(reversed(expected_scan(entries))), (
+        "the check's own expected descending scan is not the reverse of its ascending one (a fault in "
+        "the check, not the driver)"
+    )
     got = _paged(driver, via, leases, limit=limit, expected_len=len(records), direction=DESC)
     assert got == expected, (
         f"descending pages of {limit} must join to the reverse of the ascending order: expected "
@@ -295,7 +298,10 @@ def test_tuple_prefix_range_returns_exactly_the_prefixed_entries(
         StorageRangeBound(storage_tuple_codec.encode(prefix), True),
         StorageRangeBound(encode_storage_tuple_prefix_upper_bound(prefix), False),
     )
-    assert scope == StorageQueryRange.prefix(prefix)
+    assert scope == StorageQueryRange.prefix(prefix), (
+        "the check's own prefix range differs from StorageQueryRange.prefix (a fault in the check, not "
+        "the driver)"
+    )
     index = StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN
     entries = index_entries(records, index, environment)
     wanted = {
@@ -306,7 +312,9 @@ def test_tuple_prefix_range_returns_exactly_the_prefixed_entries(
     }
     for direction in DIRECTIONS:
         expected = expected_scan(entries, query_range=scope, direction=direction)
-        assert set(expected) == wanted  # the bound itself is right; what follows checks the driver
+        assert set(expected) == wanted, (
+            "the check's own expected scan is not the prefixed entries (a fault in the check, not the driver)"
+        )  # the bound itself is right; what follows checks the driver
         for limit in (_max_page(driver), 2):
             command = QueryRecordsCommand(index, environment, min(limit, _max_page(driver)), scope, direction)
             got = _scan(driver, via, command, expected_len=len(records))
@@ -419,7 +427,9 @@ def test_garbled_cursor_is_refused(driver: StorageDriver, leases: Leases, via: V
     command = leases.query(limit=1)
     cursor = _first_cursor(driver, via, command)
     garbled = _garblings(cursor)[garbling]
-    assert garbled != cursor
+    assert garbled != cursor, (
+        f"the check's {garbling} cursor equals the real one (a fault in the check, not the driver)"
+    )
     with pytest.raises(StorageCursorError):
         _unvalidated_read(driver, command.with_cursor(garbled), via)
 

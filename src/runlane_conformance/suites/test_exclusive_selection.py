@@ -23,6 +23,7 @@ from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import Via, in_transaction_scan, read_page, write_records
+from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Add optional exclusive candidates"
 CAPABILITY = "exclusive_candidates"
@@ -175,7 +176,9 @@ def test_rows_are_released_at_commit(
             tx.create(leases.unique("unrelated", at=999))
         return mine
 
-    assert driver.transaction(callback) == rows[:2]
+    assert driver.transaction(callback) == rows[:2], (
+        "the first exclusive selector on a free index must get the first two rows, in index order"
+    )
     for instance in (other_driver, driver):
         assert _selected_after(instance, command) == rows[:2], (
             "rows an attempt selected must be free again once it committed"
@@ -194,7 +197,9 @@ def test_rows_are_released_when_the_callback_raises(
     command = leases.query(limit=2)
 
     def callback(tx: StorageTransaction) -> None:
-        assert _keys(_select(tx, command)) == rows[:2]
+        assert _keys(_select(tx, command)) == rows[:2], (
+            "an exclusive selection must return the first two free rows, in index order"
+        )
         raise _Raised
 
     with pytest.raises(_Raised):
@@ -218,14 +223,18 @@ def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
     def bump() -> None:
         def replace(tx: StorageTransaction) -> None:
             (current,) = tx.get([leases.key("fence")])
-            assert current is not None
+            assert current is not None, missing(
+                "the fence record", written="the check created it before this attempt"
+            )
             tx.replace(current, leases.unique("fence", at=999))
 
         other_driver.transaction(replace)
 
     def callback(tx: StorageTransaction) -> None:
         (fence,) = tx.get([leases.key("fence")])
-        assert fence is not None
+        assert fence is not None, missing(
+            "the fence record", written="the check created it before this attempt"
+        )
         attempts.append(_keys(_select(tx, command)))
         if not competitor:
             competitor.append(compete(bump))
@@ -237,7 +246,10 @@ def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
         f"the committed attempt selected {attempts[-1]}: rows held by an earlier, aborted attempt of the "
         "same transaction were not released before the replay"
     )
-    assert _selected_after(other_driver, command) == rows[:2]
+    assert _selected_after(other_driver, command) == rows[:2], (
+        "once the replayed attempt committed, the next selector must get the first two rows again "
+        "(exclusive_selection.released-at-commit)"
+    )
 
 
 @ADVISORY
@@ -258,7 +270,7 @@ def test_advisory_reads_ignore_exclusive_holds(
         return _selector(other_driver, everything, StorageCandidateMode.ADVISORY)()  # type: ignore[no-any-return]
 
     held, competitor = _while_open(driver, leases.query(limit=2), advisory)
-    assert held == rows[:2]
+    assert held == rows[:2], "an advisory read must return the first two rows in index order"
     assert competitor.settle() == rows, "an advisory read must return rows another attempt holds"
 
 
@@ -283,7 +295,9 @@ def test_advisory_selection_holds_nothing(
             started.append(compete(_selector(other_driver, command)))
         return mine
 
-    assert driver.transaction(callback) == rows[:2]
+    assert driver.transaction(callback) == rows[:2], (
+        "an advisory selector must get the first two rows even while another attempt holds them"
+    )
     assert started[0].settle() == rows[:2], "an advisory selection must not hold the rows it returned"
 
 
@@ -328,7 +342,9 @@ def test_no_row_beyond_the_page_is_held(
     rows = _ordered(_rows(driver, leases, page + 1), direction)
     command = leases.query(limit=page, direction=direction)
     first_rows, competitor = _while_open(driver, command, _selector(other_driver, command))
-    assert first_rows == rows[:page]
+    assert first_rows == rows[:page], (
+        f"the first exclusive page of {page} must be the first {page} rows in index order"
+    )
     finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:

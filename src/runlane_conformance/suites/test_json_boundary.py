@@ -26,6 +26,7 @@ from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEn
 from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Keep logical records in core"
@@ -117,11 +118,13 @@ def _expect_refused_replace(
     """Replacing the stored ``current_record`` with ``bad`` is refused and the record is unchanged."""
     create_all(driver, [current_record])
     before = read_one(driver, current_record.key)
-    assert before is not None
+    assert before is not None, missing("the current record", written="the check created it just before")
 
     def replace(tx: StorageTransaction) -> None:
         (current,) = tx.get([current_record.key])
-        assert current is not None
+        assert current is not None, missing(
+            "the current record", written="the check created it before this attempt"
+        )
         tx.replace(current, bad)  # type: ignore[arg-type]
 
     with pytest.raises(REFUSED):
@@ -138,8 +141,12 @@ def test_a_valid_mapping_create_commits(driver: StorageDriver, leases: Leases) -
     driver.transaction(lambda tx: tx.create(raw(built)))  # type: ignore[arg-type]
     stored = read_one(driver, built.key)
     assert stored is not None, "a well-formed mapping must be accepted"
-    assert stored.document == built.document
-    assert set(stored.indexes) == set(built.indexes)
+    assert stored.document == built.document, (
+        "a record created from a well-formed mapping must store the same document as the built record"
+    )
+    assert set(stored.indexes) == set(built.indexes), (
+        "a record created from a well-formed mapping must store the same index entries as the built record"
+    )
 
 
 @VALID_MAPPING
@@ -150,8 +157,13 @@ def test_a_valid_mapping_replace_commits(driver: StorageDriver, leases: Leases) 
         lambda tx: tx.replace(tx.get([replacement.key])[0], raw(replacement))  # type: ignore[arg-type]
     )
     stored = read_one(driver, replacement.key)
-    assert stored is not None and stored.document == replacement.document
-    assert set(stored.indexes) == set(replacement.indexes)
+    assert stored is not None and stored.document == replacement.document, (
+        "a replacement given as a well-formed mapping must store the same document as the built replacement"
+    )
+    assert set(stored.indexes) == set(replacement.indexes), (
+        "a replacement given as a well-formed mapping must store the same index entries as the built "
+        "replacement"
+    )
 
 
 # -- non-finite numbers ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from runlane_conformance.contract.table_definitions import RunStatus, run_record
 from runlane_conformance.contract.values import NewStorageRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._operator_support import (
     collect_pages,
     document_of,
@@ -155,7 +156,9 @@ def test_a_committed_run_and_its_history_are_visible_at_once_on_another_instance
         "get_run and a point read of the canonical record disagree"
     )
     assert _by_id(_runs(other_driver, env)) == {"run-1": run}, "list_runs does not show the committed run"
-    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2, 3)]
+    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2, 3)], (
+        "list_run_events on another instance must show the three committed events at once, in order"
+    )
 
 
 @VISIBLE_AT_ONCE
@@ -164,7 +167,9 @@ def test_a_committed_change_replaces_the_summary_at_once(
 ) -> None:
     env = fresh_environment()
     write(driver, run_record(env, "run-1", note="before", events=1), event_record(env, "run-1", 1))
-    assert _get(other_driver, env, "run-1") == run_value(env, "run-1", note="before", events=1)
+    assert _get(other_driver, env, "run-1") == run_value(env, "run-1", note="before", events=1), (
+        "get_run on another instance must show the committed run at once"
+    )
 
     finished = run_value(env, "run-1", status=RunStatus.SUCCEEDED, note="after", events=2)
     _replace(
@@ -175,7 +180,9 @@ def test_a_committed_change_replaces_the_summary_at_once(
 
     assert _get(other_driver, env, "run-1") == finished, "get_run still shows the summary before the commit"
     assert _by_id(_runs(other_driver, env)) == {"run-1": finished}, "list_runs shows a stale summary"
-    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2)]
+    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2)], (
+        "list_run_events on another instance must show the two committed events, in order"
+    )
 
 
 @LISTED_ONCE
@@ -248,7 +255,9 @@ def test_the_tombstoning_commit_hides_the_run_and_its_history_at_once(
 
     def callback(tx: StorageTransaction) -> None:
         [current] = tx.get([hidden.key])
-        assert current is not None
+        assert current is not None, missing(
+            "the hidden run", written="the check created it before this attempt"
+        )
         tx.replace(current, hidden)
         tx.create(stone)
         if not started:
@@ -316,7 +325,7 @@ def test_a_history_cursor_is_bound_to_its_run_and_list(
     )
     _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env, limit=2, cursor=c), cursor, 2)
     _runs_items, runs_cursor = page_of(_ops(other_driver).list_runs(env, limit=1))
-    assert runs_cursor is not None
+    assert runs_cursor is not None, "a full page of list_runs with more runs after it must return a cursor"
     _refused_or_restarted(
         lambda c: _ops(other_driver).list_run_events(env, "run-x", limit=2, cursor=c), runs_cursor, 2
     )

@@ -128,7 +128,7 @@ def test_the_advertised_limits_are_valid_storage_limits(driver: StorageDriver) -
     limits = driver.profile.limits
     values = {item.name: getattr(limits, item.name) for item in fields(StorageLimits)}
     rebuilt = StorageLimits(**values)  # raises StorageProfileError when the values contradict each other
-    assert rebuilt == limits
+    assert rebuilt == limits, "the advertised limits rebuilt from their own values must equal themselves"
 
 
 @STABLE
@@ -181,7 +181,10 @@ def test_moves_and_deletes_are_immediately_visible_on_another_instance(
     assert _listed(other_driver, leases)["query"] == [
         (leases.key("mover"), leases.sort(1)),
         (leases.key("doomed"), leases.sort(2)),
-    ]
+    ], (
+        "a query on another instance must list both records, in sort order, right after the commit "
+        "(strong index)"
+    )
     driver.transaction(
         lambda tx: tx.replace(tx.get([leases.key("mover")])[0], leases.unique("mover", at=3))  # type: ignore[arg-type]
     )
@@ -286,8 +289,12 @@ def test_each_instance_keeps_to_its_own_clock(connect: Callable[..., StorageDriv
     late = ReadingsClock(datetime(2090, 1, 1, tzinfo=UTC))
     first, second = connect(clock=early), connect(clock=late)
     for _ in range(2):
-        assert first.transaction(lambda tx: tx.now()) in early.readings
-        assert second.transaction(lambda tx: tx.now()) in late.readings
+        assert first.transaction(lambda tx: tx.now()) in early.readings, (
+            "tx.now() on an instance with an injected clock must return a reading of that clock"
+        )
+        assert second.transaction(lambda tx: tx.now()) in late.readings, (
+            "tx.now() on an instance with another injected clock must return a reading of its own clock"
+        )
 
 
 # -- durability --------------------------------------------------------------------------------------

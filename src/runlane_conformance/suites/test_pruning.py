@@ -79,6 +79,7 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
     tombstone_counts,
 )
+from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._operator_support import collect_pages, document_of, page_of
 
 CLAUSE = "Preserve pruning invariants"
@@ -201,7 +202,7 @@ def test_counts_are_copied_to_the_tombstone_and_lowered_exactly_by_each_pass(
     built = build_run(driver, env, "r1", events=3, steps=2, outbox=2, tokens=("t1", "t2"))
     sibling = build_run(other_driver, env, "r10", events=2, steps=1, tokens=("t3",))  # its id extends "r1"
     [run] = read_all(other_driver, [built.key])
-    assert run is not None
+    assert run is not None, missing("the built run r1", written="the check built it just before")
     expected = {
         ChildKind.EVENTS: 3,
         ChildKind.STEPS: 2,
@@ -247,7 +248,9 @@ def test_tombstoning_removes_the_run_from_operational_and_operator_reads_in_its_
         runs = collect_pages(lambda cursor: viewer.list_runs(env, limit=page, cursor=cursor), limit=page)
         listed = [document_of(item)["runId"] for item in runs]
         assert listed == ["kept"], f"list_runs shows {listed} right after tombstoning 'hidden'"
-        assert viewer.get_run(env, "kept") is not None
+        assert viewer.get_run(env, "kept") is not None, (
+            "get_run of a run that was not tombstoned must still return it"
+        )
     [run] = read_all(other_driver, [built.key])
     assert run is not None and run.document.value["tombstonedAt"] is not None, (
         "the tombstoned run must stay readable"

@@ -23,6 +23,7 @@ from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Treat each transaction callback as a new attempt"
@@ -171,7 +172,7 @@ def _mutate(tx: StorageTransaction, leases: Leases, mutation: str) -> None:
         tx.create(leases.unique("new"))
         return
     (current,) = tx.get([leases.key("x")])
-    assert current is not None
+    assert current is not None, missing("the record x", written="the check created it before this attempt")
     if mutation == "replace":
         tx.replace(current, leases.unique("x", at=5))
     else:
@@ -230,10 +231,14 @@ def test_a_committed_attempt_refuses_every_call(driver: StorageDriver, leases: L
         return tx.get([leases.key("x")])[0]
 
     record = driver.transaction(keep)
-    assert record is not None
+    assert record is not None, missing("the record x", written="the attempt that read it committed")
     _assert_all_refused(kept[0], leases, record, "whose attempt committed")
-    assert read_one(driver, leases.key("late")) is None
-    assert read_one(driver, leases.key("x")) == record
+    assert read_one(driver, leases.key("late")) is None, (
+        "a create refused because the attempt had ended must not be stored"
+    )
+    assert read_one(driver, leases.key("x")) == record, (
+        "the record x must be unchanged by calls refused after the attempt ended"
+    )
 
 
 @ENDED
@@ -242,7 +247,7 @@ def test_a_read_only_attempt_refuses_every_call_after_it_ends(driver: StorageDri
     kept: list[StorageTransaction] = []
     driver.transaction(lambda tx: kept.append(tx))
     record = read_one(driver, leases.key("x"))
-    assert record is not None
+    assert record is not None, missing("the record x", written="the check created it before")
     _assert_all_refused(kept[0], leases, record, "whose (empty) attempt ended")
 
 
@@ -259,9 +264,13 @@ def test_a_rolled_back_attempt_refuses_every_call(driver: StorageDriver, leases:
     with pytest.raises(RuntimeError):
         driver.transaction(fail)
     record = read_one(driver, leases.key("x"))
-    assert record is not None
+    assert record is not None, missing(
+        "the record x", written="the check created it before; the attempt that read it rolled back"
+    )
     _assert_all_refused(kept[0], leases, record, "whose attempt rolled back")
-    assert read_one(driver, leases.key("late")) is None
+    assert read_one(driver, leases.key("late")) is None, (
+        "a create refused because the attempt had ended must not be stored"
+    )
 
 
 @ENDED
@@ -276,7 +285,9 @@ def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
 
     def bump(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("x")])
-        assert current is not None
+        assert current is not None, missing(
+            "the record x", written="the check created it before this attempt"
+        )
         tx.replace(current, leases.unique("x", at=2))
 
     def callback(tx: StorageTransaction) -> None:
@@ -290,7 +301,9 @@ def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
                     continue
                 accepted.append(name)
         (current,) = tx.get([leases.key("x")])
-        assert current is not None
+        assert current is not None, missing(
+            "the record x", written="the check created it before this attempt"
+        )
         if len(attempts) == 1:
             competitors.append(compete(lambda: other_driver.transaction(bump)))
         tx.replace(current, leases.unique("x", at=3))

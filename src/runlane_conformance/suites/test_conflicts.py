@@ -1034,7 +1034,10 @@ def test_random_interleaved_transactions_are_serializable(
     final = tuple(lease_views(driver, leases, NAMES).items())
     allowed = serial_outcomes(leases, NAMES, initial, [plan1, plan2])
     assert (final, (r1, r2)) in allowed, (
-        f"no serial order of T1 and T2 produces this outcome\n  final state: {final}\n  T1 returned: {r1}\n"
+        f"no serial order of T1 and T2 produces this outcome (T2 ran after T1's step {point}); the "
+        "conflicts.* checks that test one anomaly each (lost update, write skew, phantom, read skew) name "
+        "the rule when one of them fails too\n"
+        f"  final state: {final}\n  T1 returned: {r1}\n"
         f"  T2 returned: {r2}\n  serial outcomes: {sorted(map(repr, allowed))}"
     )
 

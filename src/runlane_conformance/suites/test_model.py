@@ -374,7 +374,9 @@ class StoreMachine(RuleBasedStateMachine):
         started = threading.Event()
 
         def competing() -> Any:
-            assert rival is not None
+            assert rival is not None, (
+                "the history planned a competitor but has none (a fault in the check, not the driver)"
+            )
 
             def callback(tx: StorageTransaction) -> Any:
                 started.set()
@@ -421,7 +423,9 @@ class StoreMachine(RuleBasedStateMachine):
             agrees = True
             for actor in order:
                 if actor == "competitor":
-                    assert rival is not None
+                    assert rival is not None, (
+                        "the history planned a competitor but has none (a fault in the check, not the driver)"
+                    )
                     outcome = _run_model(state, rival, rival_writes, exact_pages=not self.eventual)
                     agrees = agrees and outcome.observed == rival_result
                     state = outcome.state
@@ -436,7 +440,9 @@ class StoreMachine(RuleBasedStateMachine):
             explanations.append(f"{' then '.join(order)}: model {_holders(state)}")
         returned = repr(seen.error) if seen.error is not None else repr(seen.result)
         raise AssertionError(
-            f"no serial order explains this step.\nplan: {plan}\nmain returned {returned} after "
+            "no serial order explains this step of a random history; where a conflicts.*, mutations.* or "
+            "cursors.* check failed too, it names the rule this breaks\n"
+            f"plan: {plan}\nmain returned {returned} after "
             f"{seen.attempts} attempt(s); competitor returned {rival_result!r}\n"
             f"store: {_holders(actual)}\n" + "\n".join(explanations)
         )

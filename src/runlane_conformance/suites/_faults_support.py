@@ -345,7 +345,10 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
 
         def work(tx: StorageTransaction) -> None:
             replaced, deleted = tx.get([leases.key("keep-r"), leases.key("keep-d")])
-            assert replaced is not None and deleted is not None
+            assert replaced is not None and deleted is not None, (
+                "keep-r or keep-d read as absent although the seed transaction committed both just before "
+                "(a read-your-commits fault, before any fault was injected into this work)"
+            )
             tx.create(leases.record("new-a", at=1, holder="a"))
             tx.create(leases.record("new-b", at=2, holder="b"))
             tx.replace(replaced, leases.record("keep-r", at=11, holder="r1"))

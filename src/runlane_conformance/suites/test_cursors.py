@@ -10,6 +10,7 @@ and the exact reverse of that when descending.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -159,6 +160,40 @@ def _names(items: list[ScanItem], records: list[NewStorageRecord]) -> list[str]:
     return [by_key.get(key, key) for _sort, key in items]
 
 
+def _paging_blame(expected: list[ScanItem], got: list[ScanItem], whole: Callable[[], list[ScanItem]]) -> str:
+    """Say so when a paged scan fails only because entries were lost or repeated between its pages.
+
+    Order, range and partition checks read their scans in small pages too, so a
+    cursor that skips or repeats an entry fails them as well. When the paged
+    scan holds no entry the rule excludes (so nothing is out of range or out of
+    partition), is not just the right entries in another order, and the same
+    scan read in one page (``whole``) is right, the cause is paging, and the
+    message points there instead of at the order or bound this check is about.
+    """
+    wanted = set(expected)
+    if sorted(got) == sorted(expected) or any(item not in wanted for item in got):
+        return ""
+    try:
+        right_in_one_page = whole() == expected
+    except Exception:  # the one-page read failing is its own story; this check reports what it saw
+        return ""
+    if not right_in_one_page:
+        return ""
+    return (
+        ". The same scan read in one page is right: entries were only lost or repeated between pages, "
+        "which is a paging fault (cursors.pages-join-to-one-scan); this check fails because of it, not "
+        "because of its own rule"
+    )
+
+
+def _whole(driver: StorageDriver, via: Via, command: QueryRecordsCommand, count: int) -> list[ScanItem]:
+    """``command`` read again with the largest page the driver allows (one page whenever it fits)."""
+    widest = QueryRecordsCommand(
+        command.index, command.partition, _max_page(driver), command.range, command.direction
+    )
+    return _scan(driver, via, widest, expected_len=count)
+
+
 # Sort order disagrees with key order on purpose: "d" expires first, "a" last.
 ORDER_PLACEMENT = [("a", 50), ("b", 30), ("c", 40), ("d", 0), ("e", 30), ("f", 10), ("g", 20)]
 
@@ -194,6 +229,9 @@ def test_descending_scan_reverses_the_whole_order(
     assert got == expected, (
         f"descending pages of {limit} must join to the reverse of the ascending order: expected "
         f"{_names(expected, records)}, got {_names(got, records)}"
+        + _paging_blame(
+            expected, got, lambda: _unpaged(driver, via, leases, expected_len=len(records), direction=DESC)
+        )
     )
 
 
@@ -214,6 +252,11 @@ def test_equal_sorts_are_ordered_by_encoded_key(
     assert got == expected, (
         f"equal sort values must be ordered by encoded record key ({direction.value}): expected "
         f"{_names(expected, records)}, got {_names(got, records)}"
+        + _paging_blame(
+            expected,
+            got,
+            lambda: _unpaged(driver, via, leases, expected_len=len(records), direction=direction),
+        )
     )
 
 
@@ -258,6 +301,19 @@ def test_range_bounds_select_exactly_their_entries(
             assert got == expected, (
                 f"range lower={_bound_id(lower)} upper={_bound_id(upper)} ({direction.value}, pages of "
                 f"{limit}) must return {_names(expected, records)}, got {_names(got, records)}"
+                + _paging_blame(
+                    expected,
+                    got,
+                    functools.partial(
+                        _unpaged,
+                        driver,
+                        via,
+                        leases,
+                        expected_len=len(records),
+                        range=scope,
+                        direction=direction,
+                    ),
+                )
             )
 
 
@@ -322,6 +378,7 @@ def test_tuple_prefix_range_returns_exactly_the_prefixed_entries(
                 f"prefix {prefix!r} ({direction.value}, pages of {limit}) must return exactly the "
                 f"{len(expected)} entries starting with it, in order; got {len(got)}: "
                 f"{[storage_tuple_codec.decode(sort) for sort, _ in got]}"
+                + _paging_blame(expected, got, functools.partial(_whole, driver, via, command, len(records)))
             )
 
 
@@ -524,6 +581,11 @@ def test_ties_follow_code_point_order_across_the_whole_of_unicode(
         f"equal sorts must follow the UTF-8 byte (code point) order of the record keys ({direction.value}, "
         f"pages of {limit}), which differs from UTF-16 order for these names: expected "
         f"{[ascii(n) for n in _names(expected, records)]}, got {[ascii(n) for n in _names(got, records)]}"
+        + _paging_blame(
+            expected,
+            got,
+            lambda: _unpaged(driver, via, leases, expected_len=len(records), direction=direction),
+        )
     )
 
 
@@ -542,6 +604,7 @@ def _unicode_sort_scan(driver: StorageDriver, via: Via, direction: StorageQueryD
     assert got == expected, (
         f"sort components must follow UTF-8 byte (code point) order ({direction.value}, pages of {limit}), "
         f"which differs from UTF-16 order for these values: expected {runs(expected)}, got {runs(got)}"
+        + _paging_blame(expected, got, lambda: _whole(driver, via, command, len(records)))
     )
 
 

@@ -24,3 +24,16 @@ def test_a_cursor_that_skips_an_entry_is_blamed_on_paging_by_every_check_it_fail
         if "cursors.pages-join-to-one-scan" not in text
     }
     assert not unblamed, f"failures that do not point at the paging fault: {unblamed}"
+
+
+def test_a_boundary_accepted_one_unit_past_is_blamed_on_that_boundary_by_the_all_or_nothing_checks() -> None:
+    outcomes, messages = requirement_outcomes(
+        "tests.mutants.m_limits:accepts_one_past_record_bytes", areas=["limits"]
+    )
+    assert outcomes.get("limits.record-bytes-boundary") == "failed", (
+        f"the mutant must fail limits.record-bytes-boundary first, got {outcomes}"
+    )
+    text = messages.get("limits.oversized-work-never-split", "")
+    assert not text or "limits.record-bytes-boundary" in text, (
+        f"limits.oversized-work-never-split failed without naming the boundary that caused it: {text[:400]}"
+    )

@@ -115,9 +115,30 @@ def _refused(
     )
 
 
+def _refused_first(run: Callable[[], object], exceeded: str, rule: str) -> None:
+    """Run work past a limit that the check needs refused before it can look at what was committed.
+
+    A driver that accepts the work fails the boundary rule ``rule`` (its own
+    check says so); here the message says that this check could not judge its
+    own rule for that reason, instead of a bare "DID NOT RAISE".
+    """
+    try:
+        run()
+    except StorageLimitError:
+        return
+    raise AssertionError(
+        f"work past {exceeded} was accepted, so there is no refused attempt whose writes this check could "
+        f"inspect: accepting it breaks {rule}, and this check fails because of it"
+    )
+
+
 def _all_absent(driver: StorageDriver, keys: Sequence[StorageRecordKey], what: str) -> None:
     present = [key for key, record in zip(keys, read(driver, keys), strict=True) if record is not None]
-    assert not present, f"{what}: {len(present)} of {len(keys)} writes of the refused attempt were committed"
+    assert not present, (
+        f"{what}: {len(present)} of {len(keys)} writes of the refused attempt were committed; the limit "
+        "error was raised, but a refused attempt must commit none of its writes "
+        "(limits.oversized-work-never-split)"
+    )
 
 
 def _create_callback(records: Sequence[NewStorageRecord]) -> Callable[[StorageTransaction], None]:
@@ -503,8 +524,11 @@ def test_writes_staged_before_the_record_limit_was_crossed_are_not_committed(
 ) -> None:
     limits = _limits(driver)
     plan = _key_plan_or_skip(leases, limits.max_transaction_records + 1, limits)
-    with pytest.raises(StorageLimitError):
-        driver.transaction(_run_plan(plan))
+    _refused_first(
+        lambda: driver.transaction(_run_plan(plan)),
+        "max_transaction_records",
+        "limits.transaction-records-boundary",
+    )
     _all_absent(driver, [record.key for record in plan.creates], "oversized by one record")
     # Core's reaction to the error is to split the work; the halves must then commit.
     half = len(plan.creates) // 2
@@ -521,8 +545,11 @@ def test_writes_staged_before_the_byte_limit_was_crossed_are_not_committed(
     limits = _limits(driver)
     records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
     records.append(leases.sized("zzzzzzzz", lease_floor(leases)))
-    with pytest.raises(StorageLimitError):
-        driver.transaction(_create_callback(records))
+    _refused_first(
+        lambda: driver.transaction(_create_callback(records)),
+        "max_transaction_bytes",
+        "limits.transaction-bytes-boundary",
+    )
     _all_absent(driver, [record.key for record in records], "oversized by a few bytes")
 
 
@@ -540,13 +567,14 @@ def test_a_refused_attempt_leaves_earlier_commits_and_later_work_intact(
     def replace_then_oversize(tx: StorageTransaction) -> None:
         (current,) = tx.get([kept.key])
         assert current is not None, missing(
-            ("the kept record"), written="the check created it before this attempt"
+            "the kept record", written="the check created it before this attempt"
         )
         tx.replace(current, leases.unique("kept", at=2))
         tx.create(oversized)
 
-    with pytest.raises(StorageLimitError):
-        driver.transaction(replace_then_oversize)
+    _refused_first(
+        lambda: driver.transaction(replace_then_oversize), "max_record_bytes", "limits.record-bytes-boundary"
+    )
     assert read_one(driver, kept.key) == before, (
         "the replacement staged before the oversized record committed"
     )

@@ -1136,7 +1136,10 @@ def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
     assert (r1, r2) in {(False, "saw-d"), (True, "acted")}, (
         f"reads made in calls {list(calls)}; the other instance {r2} on what the first call read "
         f"({change}) while T1 was open, yet T1 committed a decision from the old state (saw the change: "
-        f"{r1}): the dependency of an earlier read call was dropped when a later call was made"
+        f"{r1}): the first call's read was not protected at commit. Either the driver dropped that "
+        "call's dependency when a later call was made (this rule), or it does not validate what an "
+        "attempt only read at all; in the second case conflicts.read-only-dependency (a point read) or "
+        "conflicts.index-phantom (a scan) fails too, and that is the cause"
     )
 
 

@@ -115,3 +115,21 @@ def test_a_check_planning_its_search_is_told_the_profiles_budget_not_a_fixed_num
         result = pytester.runpytest_inprocess("--runlane-driver", "local", "-s", *timeout_plugin, *args)
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines([f"*CHECK-SECONDS {seconds}"])
+
+
+def test_state_machine_checks_are_handed_out_with_the_searches() -> None:
+    from types import SimpleNamespace
+
+    from runlane_conformance.run.events import _is_property
+    from runlane_conformance.suites import test_model, test_pruning, test_wait_tokens
+
+    machines = [
+        test_model.test_random_histories_match_a_serial_model,
+        test_pruning.test_random_pruning_histories_keep_the_invariants,
+        test_wait_tokens.test_random_wait_token_histories_match_a_model,
+    ]
+    for test in machines:
+        assert _is_property(SimpleNamespace(obj=test)), (  # type: ignore[arg-type]
+            f"{test.__name__} runs a state machine but is not planned as a search (long checks go first)"
+        )
+    assert not _is_property(SimpleNamespace(obj=lambda: None)), "an ordinary check was planned as a search"  # type: ignore[arg-type]

@@ -91,10 +91,12 @@ def _declared_timeout(item: pytest.Item) -> float | None:
 
 
 def _is_property(item: pytest.Item) -> bool:
-    """Whether the check is a Hypothesis property (it searches, so it tends to run long)."""
+    """Whether the check searches (a Hypothesis property, or a state machine marked by the suites with
+    ``_hypothesis_support.searches``), so it tends to run long."""
     from hypothesis import is_hypothesis_test
 
-    return bool(is_hypothesis_test(getattr(item, "obj", None)))
+    test = getattr(item, "obj", None)
+    return bool(is_hypothesis_test(test)) or getattr(test, "runlane_searches", False) is True
 
 
 def _short_message(report: Any) -> str:

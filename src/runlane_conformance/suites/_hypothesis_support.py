@@ -39,7 +39,13 @@ from hypothesis.errors import (
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["SearchBudget", "check_seconds", "plain_hypothesis_errors", "with_plain_hypothesis_errors"]
+__all__ = [
+    "SearchBudget",
+    "check_seconds",
+    "plain_hypothesis_errors",
+    "searches",
+    "with_plain_hypothesis_errors",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,6 +107,17 @@ class SearchBudget:
             "finding a counterexample: the search did not finish, so this is no evidence either way "
             "(the driver may simply be slow; give the check more time)"
         )
+
+
+def searches(test: F) -> F:
+    """Mark a check that runs a Hypothesis state machine (not an ``@given`` test) as a search.
+
+    The runner hands searches out before ordinary checks in a parallel run, so
+    a long search does not start last and leave one worker running alone. A
+    ``@given`` test is recognised as a search without this.
+    """
+    setattr(test, "runlane_searches", True)  # noqa: B010 (a plain function has no declared attribute)
+    return test
 
 
 def check_seconds(request: pytest.FixtureRequest) -> float:

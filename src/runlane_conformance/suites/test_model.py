@@ -55,6 +55,7 @@ from runlane_conformance.suites._hypothesis_support import (
     SearchBudget,
     check_seconds,
     plain_hypothesis_errors,
+    searches,
 )
 
 SERIALIZABLE = requirement(
@@ -541,6 +542,7 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 @SERIALIZABLE
+@searches
 def test_random_histories_match_a_serial_model(
     runlane_harness: DriverHarness, request: pytest.FixtureRequest
 ) -> None:

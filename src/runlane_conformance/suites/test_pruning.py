@@ -64,7 +64,7 @@ from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors
+from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors, searches
 from runlane_conformance.suites._lifecycle_support import (
     BuiltRun,
     build_run,
@@ -670,6 +670,7 @@ class PruningMachine(RuleBasedStateMachine):
 
 
 @MODEL
+@searches
 def test_random_pruning_histories_keep_the_invariants(runlane_harness: DriverHarness) -> None:
     machine = type("RunlanePruningMachine", (PruningMachine,), {"harness": runlane_harness})
     run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases

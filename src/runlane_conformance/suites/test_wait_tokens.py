@@ -66,7 +66,7 @@ from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors
+from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors, searches
 from runlane_conformance.suites._lifecycle_support import (
     fresh_environment,
     index_scan,
@@ -783,6 +783,7 @@ def owner_key_of_key(environment: str, idempotency_key: str) -> StorageRecordKey
 
 
 @MODEL
+@searches
 def test_random_wait_token_histories_match_a_model(runlane_harness: DriverHarness) -> None:
     machine = type("RunlaneWaitTokenMachine", (WaitTokenMachine,), {"harness": runlane_harness})
     run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases

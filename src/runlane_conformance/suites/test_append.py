@@ -148,7 +148,10 @@ def _expect_placed(view: StreamView, command: AppendRecordsCommand, start: int) 
     by_position = {position: record for position, record in zip(view.positions, view.records, strict=True)}
     for position, expected in zip(placed.positions, placed.records, strict=True):
         stored = by_position.get(position)
-        assert stored is not None, f"position {position} of the batch is missing"
+        assert stored is not None, (
+            f"position {position} of the batch is missing (stored positions: {view.positions}); positions "
+            "must follow one another with no gap (append.positions-contiguous)"
+        )
         assert stored.key == expected.key, f"position {position} is stored under {stored.key}"
         assert stored.document == expected.document, f"position {position} holds {stored.document.text}"
         assert set(stored.indexes) == set(expected.indexes), f"position {position} has wrong index entries"
@@ -158,7 +161,11 @@ def _expect_contiguous(view: StreamView, count: int) -> None:
     assert view.positions == list(range(1, count + 1)), (
         f"positions must be 1..{count} with no gap or repeat, got {view.positions}"
     )
-    assert view.next_position == count + 1, f"the head must allocate {count + 1} next"
+    assert view.next_position == count + 1, (
+        f"after positions 1..{count} the stream head must say {count + 1} is allocated next, it says "
+        f"{view.next_position}; the head's layout is append.canonical-layout's rule, and a head read "
+        "wrongly there fails this check too"
+    )
 
 
 def _expect_untouched(driver: StorageDriver, partition: str) -> None:

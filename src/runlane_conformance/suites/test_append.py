@@ -623,7 +623,8 @@ def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
         "measured at the position it got, not the widest one"
     )
     assert refused.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES), (
-        f"the limit error names {refused.limit!r}"
+        f"the limit error names {refused.limit!r}; the exceeded limit is max_record_bytes or "
+        "max_transaction_bytes"
     )
     _expect_untouched(driver, partition)
     exact = _widest_batch(partition, "exact", limits.max_record_bytes)

@@ -653,7 +653,9 @@ def test_a_multibyte_document_is_measured_in_utf8_bytes(
         f"a {write} of {over.document.size} UTF-8 bytes ({_characters(over)} characters) was accepted with "
         f"max_record_bytes = {limits.max_record_bytes}: the document was measured in characters, not bytes"
     )
-    assert error.limit in {StorageLimitName.RECORD_BYTES, *also}, f"the limit error names {error.limit!r}"
+    assert error.limit in {StorageLimitName.RECORD_BYTES, *also}, (
+        f"the limit error names {error.limit!r}; the exceeded limit is max_record_bytes"
+    )
     assert read_one(driver, over.key) == before, "the oversized multi-byte document was committed"
     driver.transaction(write_record(exact))
     stored = read_one(driver, exact.key)
@@ -689,7 +691,9 @@ def test_transaction_bytes_are_utf8_bytes_of_multibyte_documents(
         f"{len(records)} documents of {total} UTF-8 bytes in all ({characters} characters) committed with "
         f"max_transaction_bytes = {limits.max_transaction_bytes}: the total was not counted in bytes"
     )
-    assert error.limit is StorageLimitName.TRANSACTION_BYTES, f"the limit error names {error.limit!r}"
+    assert error.limit is StorageLimitName.TRANSACTION_BYTES, (
+        f"the limit error names {error.limit!r}; the exceeded limit is max_transaction_bytes"
+    )
     _all_absent(driver, [record.key for record in records], "multi-byte, max_transaction_bytes + 1")
 
 
@@ -746,7 +750,9 @@ def test_replacement_documents_count_toward_transaction_bytes(
         f"documents) committed with max_transaction_bytes = {limits.max_transaction_bytes}: replacement "
         "documents were left out of the transaction byte total"
     )
-    assert error.limit is StorageLimitName.TRANSACTION_BYTES, f"the limit error names {error.limit!r}"
+    assert error.limit is StorageLimitName.TRANSACTION_BYTES, (
+        f"the limit error names {error.limit!r}; the exceeded limit is max_transaction_bytes"
+    )
     assert read(driver, [record.key for record in replacements]) == before, "a refused replacement committed"
     _all_absent(driver, [record.key for record in creates], "replacements past max_transaction_bytes")
 
@@ -827,7 +833,9 @@ def test_point_dependencies_and_deletes_count_toward_transaction_records(
         f"{len(creates)} created) committed with max_transaction_records = {limits.max_transaction_records}: "
         f"{uncounted} were not counted"
     )
-    assert error.limit is StorageLimitName.TRANSACTION_RECORDS, f"the limit error names {error.limit!r}"
+    assert error.limit is StorageLimitName.TRANSACTION_RECORDS, (
+        f"the limit error names {error.limit!r}; the exceeded limit is max_transaction_records"
+    )
     _all_absent(driver, [record.key for record in creates], "dependencies past max_transaction_records")
     still = read(driver, [record.key for record in present])
     assert all(record is not None for record in still), "a delete of the refused attempt committed"

@@ -531,7 +531,10 @@ class StoreMachine(RuleBasedStateMachine):
                         if page.cursor is None:
                             break
                         current = command.with_cursor(page.cursor)
-                    assert items == expected, f"{name} {environment} {direction.value}: {items} != {expected}"
+                    assert items == expected, (
+                        f"{name} of {environment} ({direction.value}) must list the model's index entries "
+                        f"in order after the step: expected {expected}, got {items}"
+                    )
 
     def _scanners(self, command: QueryRecordsCommand) -> dict[str, Callable[[QueryRecordsCommand], Any]]:
         driver = self.drivers[1]

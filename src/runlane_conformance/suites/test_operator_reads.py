@@ -494,7 +494,9 @@ def test_operator_pages_never_exceed_max_query_results(
     try:
         items, _cursor = page_of(fetch(maximum + 1)(None))
     except StorageLimitError as error:
-        assert error.limit is StorageLimitName.QUERY_RESULTS, f"the limit error names {error.limit!r}"
+        assert error.limit is StorageLimitName.QUERY_RESULTS, (
+            f"the limit error names {error.limit!r}; the exceeded limit is max_query_results"
+        )
     else:
         assert len(items) <= maximum, (
             f"{listing}(limit={maximum + 1}) returned a page of {len(items)} items with max_query_results = "

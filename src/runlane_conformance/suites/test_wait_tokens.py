@@ -394,7 +394,10 @@ def test_a_token_times_out_only_once_due_and_is_found_through_the_timeout_index(
     ), "a token whose timeoutAt has passed must time out: RESOLVED"
     for token, status in (("late", "pending"), ("never", "pending"), ("due", "resolved")):
         value = _token(driver, env, token)
-        assert value is not None and value["status"] == status, f"{token} is {value and value['status']}"
+        assert value is not None and value["status"] == status, (
+            f"token {token} must be {status} after only 'due' was timed out; it is "
+            f"{value and value['status']}"
+        )
 
 
 @TIMEOUT

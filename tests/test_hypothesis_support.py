@@ -133,3 +133,15 @@ def test_state_machine_checks_are_handed_out_with_the_searches() -> None:
             f"{test.__name__} runs a state machine but is not planned as a search (long checks go first)"
         )
     assert not _is_property(SimpleNamespace(obj=lambda: None)), "an ordinary check was planned as a search"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("explicit", "limit"), [(None, "1200"), (77.0, "77")])
+def test_the_child_is_told_the_limit_the_supervisor_enforces(explicit: float | None, limit: str) -> None:
+    from runlane_conformance import runner
+
+    request = runner._validate("local", None, (), (), "thorough", 1, 1, explicit, None)
+    args = runner._pytest_args(request, runner._suite_source())
+    assert args[args.index("--runlane-timeout") + 1] == limit, (
+        f"the child's pytest arguments must carry --runlane-timeout {limit} (the supervisor's deadline), "
+        f"got {args}"
+    )

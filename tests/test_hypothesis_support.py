@@ -145,3 +145,12 @@ def test_the_child_is_told_the_limit_the_supervisor_enforces(explicit: float | N
         f"the child's pytest arguments must carry --runlane-timeout {limit} (the supervisor's deadline), "
         f"got {args}"
     )
+
+
+def test_a_budget_spent_in_the_middle_of_an_example_stops_its_remaining_steps() -> None:
+    budget = SearchBudget(seconds=None)
+    assert budget.active() is True and budget.expired() is False, "a fresh budget must let an example run"
+    budget.seconds = 0.0
+    assert budget.expired() is True, "a spent budget must stop the steps left in the running example"
+    assert budget.examples == 1, "checking between steps must not count examples"
+    assert budget.reason is not None and "without finding a counterexample" in budget.reason, budget.reason

@@ -75,12 +75,18 @@ class SearchBudget:
 
     def active(self) -> bool:
         """True when the next example should run (and counts it); False once the search is stopped."""
-        if self.reason is None and self.seconds is not None and self.elapsed() > self.seconds:
-            self.reason = self.exhausted_message()
-        if self.reason is not None:
+        if self.expired():
             return False
         self.examples += 1
         return True
+
+    def expired(self) -> bool:
+        """True once the search is stopped or its time is spent; for checking between the steps of one
+        example, so a long example (a locking driver making each step wait) cannot run far past the
+        budget. Counts nothing."""
+        if self.reason is None and self.seconds is not None and self.elapsed() > self.seconds:
+            self.reason = self.exhausted_message()
+        return self.reason is not None
 
     def stop(self, reason: str) -> None:
         """Stop the search: every later example does nothing, and the check fails with ``reason``."""

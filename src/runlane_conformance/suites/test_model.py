@@ -351,6 +351,8 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(plan=plans())
     def run_plan(self, plan: Plan) -> None:
+        if self.active and self.budget.expired():
+            self.active = False  # out of time in the middle of a history: its remaining steps do nothing
         if not self.active:
             return
         self.steps.append(plan)

@@ -67,6 +67,7 @@ __all__ = [
     "SUITE_ARGS",
     "AreaSummary",
     "CheckResult",
+    "CheckShrinking",
     "CheckStarted",
     "CollectionFinished",
     "Outcome",
@@ -115,6 +116,15 @@ class CheckStarted:
 
 
 @dataclass(frozen=True)
+class CheckShrinking:
+    """Live event: a running check found a failure and is shrinking it to a smaller example."""
+
+    nodeid: str
+    area: str
+    requirement_id: str | None
+
+
+@dataclass(frozen=True)
 class TestFinished:
     """Live event: one check has finished and been judged."""
 
@@ -123,7 +133,7 @@ class TestFinished:
     test: CheckResult
 
 
-RunEvent = CollectionFinished | CheckStarted | TestFinished
+RunEvent = CollectionFinished | CheckStarted | CheckShrinking | TestFinished
 RunListener = Callable[[RunEvent], None]
 
 
@@ -181,6 +191,7 @@ class _Request:
     workers: int
     check_timeout: float
     scope: dict[str, Requirement]
+    max_failures: int | None = None
 
 
 def _validate(
@@ -193,6 +204,7 @@ def _validate(
     workers: int,
     check_timeout: float | None,
     catalog: Mapping[str, Requirement] | None,
+    max_failures: int | None = None,
 ) -> _Request:
     if hypothesis_profile not in HYPOTHESIS_PROFILES:
         raise RunUsageError(
@@ -208,6 +220,8 @@ def _validate(
         check_timeout = check_budget(hypothesis_profile)
     elif not check_timeout > 0:
         raise RunUsageError(f"the check timeout must be a positive number of seconds, got {check_timeout!r}")
+    if max_failures is not None and (isinstance(max_failures, bool) or max_failures < 1):
+        raise RunUsageError(f"maxfail must be a positive integer, got {max_failures!r}")
     areas = tuple(dict.fromkeys(areas))
     requirements = tuple(dict.fromkeys(requirements))
     full = dict(catalog) if catalog is not None else SUITE_CATALOG()
@@ -222,6 +236,7 @@ def _validate(
         workers,
         float(check_timeout),
         scope,
+        max_failures,
     )
 
 
@@ -289,7 +304,11 @@ def _result(
     problems: Sequence[str],
     output: str,
 ) -> RunResult:
-    missing_reason = "interrupted before it ran" if status is RunStatus.INTERRUPTED else "did not run"
+    missing_reason = {
+        RunStatus.INTERRUPTED: "interrupted before it ran",
+        RunStatus.STOPPED: f"did not run: the run stopped after {request.max_failures} failed "
+        f"check{'' if request.max_failures == 1 else 's'} (--maxfail {request.max_failures})",
+    }.get(status, "did not run")
     judged = []
     for planned in plan.checks:
         result = checks.get(planned.nodeid)
@@ -316,13 +335,16 @@ def _result(
         environment=environment,
         target=_target_of(request.driver, info),
         problems=(*problems, *limit_problems(judged, facts)),
+        max_failures=request.max_failures,
         output=output,
     )
 
 
-def _status_for(request: _Request, interrupted: bool) -> RunStatus:
+def _status_for(request: _Request, interrupted: bool, stopped: bool = False) -> RunStatus:
     if interrupted:
         return RunStatus.INTERRUPTED
+    if stopped:
+        return RunStatus.STOPPED
     return RunStatus.PARTIAL if (request.areas or request.requirements) else RunStatus.COMPLETE
 
 
@@ -356,19 +378,31 @@ def certify_driver(
     check_timeout: float | None = None,
     listener: RunListener | None = None,
     catalog: Mapping[str, Requirement] | None = None,
+    max_failures: int | None = None,
 ) -> RunResult:
     """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
 
     ``check_timeout`` defaults to the Hypothesis profile's budget. Ctrl-C returns
     the result so far with status ``interrupted`` (raised as ``KeyboardInterrupt``
-    only if it came before the plan existed).
+    only if it came before the plan existed). ``max_failures`` stops the run once
+    that many checks failed; the rest are "not run" and the status is ``stopped``
+    (never a certification).
 
     Raises ``HarnessError`` when the driver cannot be loaded or connected,
     ``RunUsageError`` for impossible requests, ``RunBrokenError`` when the suites
     could not be collected.
     """
     request = _validate(
-        driver, options, areas, requirements, hypothesis_profile, seed, workers, check_timeout, catalog
+        driver,
+        options,
+        areas,
+        requirements,
+        hypothesis_profile,
+        seed,
+        workers,
+        check_timeout,
+        catalog,
+        max_failures,
     )
     source = _suite_source()
     cwd_on_path = os.getcwd() if ":" in driver else None
@@ -393,6 +427,10 @@ def certify_driver(
         if listener is not None:
             listener(CheckStarted(check.nodeid, check.area, check.requirement_id))
 
+    def on_shrinking(check: PlannedCheck) -> None:
+        if listener is not None:
+            listener(CheckShrinking(check.nodeid, check.area, check.requirement_id))
+
     def on_end(raw: RawCheck | CheckResult) -> CheckResult:
         result = (
             raw if isinstance(raw, CheckResult) else judge_check(raw, holder["plan"], facts_holder["facts"])
@@ -408,9 +446,11 @@ def certify_driver(
         workers=request.workers,
         check_timeout=request.check_timeout,
         explicit_timeout=check_timeout is not None,
+        max_failures=request.max_failures,
         on_plan=on_plan,
         on_start=on_start,
         on_end=on_end,
+        on_shrinking=on_shrinking,
     )
     outcome = supervisor.run()
     return _result(
@@ -419,7 +459,7 @@ def certify_driver(
         outcome.checks,
         started_at=started_at,
         duration=time.perf_counter() - started,
-        status=_status_for(request, outcome.interrupted),
+        status=_status_for(request, outcome.interrupted, outcome.stopped),
         facts=outcome.facts,
         environment=_environment(source, outcome.plugins, supervised=True),
         problems=outcome.problems,
@@ -490,12 +530,13 @@ def run_suites(
             plan_holder.append(plan)
             if listener is not None and collected:
                 listener(CollectionFinished(plan.totals()))
-        elif kind == "start" and listener is not None:
+        elif kind in ("start", "shrinking") and listener is not None:
             nodeid = str(event["nodeid"])
             planned = next(
                 (c for c in plan_holder[0].checks if c.nodeid == nodeid), PlannedCheck(nodeid, None)
             )
-            listener(CheckStarted(nodeid, planned.area, planned.requirement_id))
+            kind_of = CheckStarted if kind == "start" else CheckShrinking
+            listener(kind_of(nodeid, planned.area, planned.requirement_id))
         elif kind == "end":
             raw = RawCheck.from_json(event["check"])  # type: ignore[arg-type]
             result = judge_check(raw, plan_holder[0], facts)

@@ -48,20 +48,35 @@ def test_run_exits_1_and_names_the_failed_requirement_with_its_reproducer(fake_s
     )
     assert result.exit_code == 1, result.output
     assert "NOT CERTIFIED" in result.stdout
-    assert "limits.point-reads-boundary (MUST): AssertionError: the fake driver breaks" in result.stdout
+    assert "limits.point-reads-boundary (MUST)\n    AssertionError: the fake driver breaks" in result.stdout
     assert (
-        f"reproduce:  runlane-certify run --driver {fake_suite} --option "
-        "break=limits.point-reads-boundary --area limits --profile quick --seed 5"
+        f"reproduce:    runlane-certify run --driver {fake_suite} --option "
+        "break=limits.point-reads-boundary --requirement limits.point-reads-boundary --profile quick --seed 5"
     ) in result.stdout
     assert "--hypothesis-seed=5" in result.stdout
 
 
-def test_run_prints_the_hypothesis_blob_of_a_failing_property(fake_suite: str) -> None:
+def test_the_unusable_hypothesis_blob_stays_in_the_report_not_on_the_terminal(
+    fake_suite: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "report.json"
     result = invoke(
-        "run", "-d", fake_suite, "-o", "break=conflicts.lost-update", "-a", "conflicts", "--seed", "2"
+        "run",
+        "-d",
+        fake_suite,
+        "-o",
+        "break=conflicts.lost-update",
+        "-a",
+        "conflicts",
+        "--seed",
+        "2",
+        "--report",
+        str(path),
     )
     assert result.exit_code == 1
-    assert "hypothesis: @reproduce_failure(" in result.stdout
+    assert "reproduce_failure" not in result.stdout
+    failed = next(r for r in read_report(path)["requirements"] if r["id"] == "conflicts.lost-update")
+    assert any((f["hypothesis_blob"] or "").startswith("@reproduce_failure(") for f in failed["failures"])
 
 
 def test_an_unknown_driver_exits_2_with_one_line(fake_suite: str) -> None:

@@ -122,12 +122,12 @@ def test_a_seed_is_chosen_when_none_is_given_and_kept_for_reproduction(fake_suit
     assert run_suites(fake_suite, {}, areas=["limits"], seed=4242).seed == 4242
 
 
-def test_each_failure_has_a_reproduce_line_with_driver_options_seed_and_area(fake_suite: str) -> None:
+def test_each_failure_has_a_reproduce_line_with_driver_options_seed_and_requirement(fake_suite: str) -> None:
     result = run_suites(fake_suite, {"break": "limits.point-reads-boundary"}, seed=77)
     (failure,) = result.requirement("limits.point-reads-boundary").failures
     assert result.reproduce_command(failure) == (
         f"runlane-certify run --driver {fake_suite} --option break=limits.point-reads-boundary "
-        "--area limits --profile quick --seed 77"
+        "--requirement limits.point-reads-boundary --profile quick --seed 77"
     )
     pytest_line = result.reproduce_pytest(failure)
     assert "--hypothesis-seed=77" in pytest_line

@@ -222,3 +222,19 @@ class _TwoFacedAppend(Harness):
 
 def two_faced_append(options: Mapping[str, str]) -> Harness:
     return _TwoFacedAppend(options)
+
+
+class _Typo(Harness):
+    """A driver with a typo in its transaction method: every transaction raises ``TypeError``."""
+
+    def on_connect(self, driver: Driver) -> None:
+        inner = driver._inner
+
+        def transaction(callback: Callable[[Any], Any]) -> Any:
+            return inner.transaction(callback, driver)  # the typo: one argument too many
+
+        driver.transaction = transaction  # type: ignore[method-assign]
+
+
+def typo(options: Mapping[str, str]) -> Harness:
+    return _Typo(options)

@@ -42,9 +42,10 @@ from ..fixtures.gating import CAPABILITIES
 from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
-from ..run.model import Outcome, RunStatus
+from ..run.model import CheckResult, Outcome, RunStatus
 from ..runner import (
     HYPOTHESIS_PROFILES,
+    CheckShrinking,
     CheckStarted,
     CollectionFinished,
     RunBrokenError,
@@ -65,6 +66,7 @@ from ..safe_text import (
     secret_values,
 )
 from .badge import badge_for, endpoint_json, render_svg
+from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines
 from .junit import junit_xml
 from .output_files import OutputFileError, check_output_path, write_text_atomically
 from .report import REPORT_SCHEMA, ReportError, build_report, check_claim, read_report, write_report
@@ -270,9 +272,21 @@ class _LiveProgress:
     ended; an area whose checks were all gated says so, with the reason, instead of "ok".
     ``on_plan`` runs once when the plan is known (the CLI prints its header then, so a
     driver that cannot load leaves nothing but its one-line error).
+
+    Failures are printed as they happen, above the bars: the first check with a given
+    error prints its requirement, first message line and driver frame; later checks
+    with the same error print nothing more (the closing summary counts them), so a
+    driver whose every call fails does not flood the screen. ``verbose`` prints every
+    check's outcome as it ends. While a check shrinks a failure its bar says so.
     """
 
-    def __init__(self, on_plan: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        on_plan: Callable[[], None] = lambda: None,
+        *,
+        verbose: bool = False,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -282,6 +296,9 @@ class _LiveProgress:
             disable=not console.is_terminal,
         )
         self._on_plan = on_plan
+        self._verbose = verbose
+        self._options = dict(options or {})
+        self._errors_seen: set[tuple[str, str | None]] = set()
         self.tasks: dict[str, TaskID] = {}
         self.totals: dict[str, int] = {}
         self.done: dict[str, int] = {}
@@ -322,6 +339,16 @@ class _LiveProgress:
                 self.tasks[event.area], description=f"{self._mark(event.area)} {event.area}: {name[:48]}"
             )
             return
+        if isinstance(event, CheckShrinking):
+            self._ensure(event.area, None)
+            name = event.nodeid.rpartition("::")[2].partition("[")[0]
+            self.progress.update(
+                self.tasks[event.area],
+                description=f"{_FAIL} {event.area}: shrinking a failure in {name[:48]}",
+            )
+            if not console.is_terminal and self._verbose:
+                console.print(f"  shrinking a failure in {_shown(name, self._options)}", markup=False)
+            return
         assert isinstance(event, TestFinished)
         test = event.test
         area = test.area
@@ -332,6 +359,7 @@ class _LiveProgress:
         if test.outcome is Outcome.GATED:
             self.gated[area] += 1
             self.reasons[area][test.message or "profile"] += 1
+        self._tell(test)
         finished = self.done[area] >= self.totals[area]
         mark = self._mark(area)
         description = f"{mark} {area}" if finished else f"{mark} {area}: {test.name.partition('[')[0][:48]}"
@@ -340,6 +368,32 @@ class _LiveProgress:
             self.progress.stop_task(self.tasks[area])
             if not console.is_terminal:
                 console.print(f"  {mark} {area}: {self._summary(area)}", markup=False)
+
+    def _tell(self, test: CheckResult) -> None:
+        """Print a check's end above the bars: always its first failure of a kind, every end if verbose."""
+        label = _shown(test.requirement_id or test.area, self._options)
+        if self._verbose:
+            outcome = test.outcome.value.replace("_", " ").upper()
+            console.print(
+                Text(f"  {outcome:<8} {label}  {_shown(test.name, self._options)} ({test.duration:.2f}s)"),
+                soft_wrap=True,
+            )
+        if not test.failed or test.outcome is Outcome.NOT_RUN:
+            return
+        key = failure_key(test)
+        if key in self._errors_seen:
+            return
+        self._errors_seen.add(key)
+        first = test.text.strip().splitlines()[0] if test.text.strip() else "failed"
+        console.print(
+            Text.assemble((f"{_FAIL} {label}", "bold red"), f": {_shown(first, self._options, LINE_CHARS)}"),
+            soft_wrap=True,
+        )
+        if test.driver_frame:
+            console.print(
+                Text(f"    driver frame: {_shown(test.driver_frame, self._options, LINE_CHARS)}"),
+                soft_wrap=True,
+            )
 
     def _summary(self, area: str) -> str:
         done, failed, gated = self.done[area], self.failed[area], self.gated[area]
@@ -392,37 +446,18 @@ def _verdict_table(result: RunResult) -> Table:
     return table
 
 
-def _print_failures(result: RunResult) -> None:
-    failed = result.failed_requirements
-    if not failed:
-        return
+def _print_failures(result: RunResult, style: TracebackStyle) -> None:
     options = result.options
+
+    def shown(text: object, limit: int | None) -> str:
+        return _shown(text, options, limit)
+
+    lines = failure_lines(result, style, shown)
+    if not lines:
+        return
     console.print()
-    console.print(Text(f"Failed requirements ({len(failed)}):", style="bold red"))
-    for requirement in failed:
-        console.print(
-            Text.assemble(
-                (f"{_FAIL} {_shown(requirement.id)}", "bold red"),
-                f" ({requirement.level.value}): {_shown(requirement.reason, options)}",
-            ),
-            soft_wrap=True,
-        )
-        for test in requirement.failures:
-            # Terminals end up in CI logs: reproduce lines hide secrets just as the report does.
-            reproduce = result.reproduce_command(test, redact=True)
-            pytest_line = result.reproduce_pytest(test, redact=True)
-            console.print(Text(f"    check:      {_shown(test.nodeid, options)}"), soft_wrap=True)
-            console.print(Text(f"    reproduce:  {_shown(reproduce, options, None)}"), soft_wrap=True)
-            console.print(Text(f"    pytest:     {_shown(pytest_line, options, None)}"), soft_wrap=True)
-            if test.hypothesis_blob:
-                console.print(
-                    Text(f"    hypothesis: {_shown(test.hypothesis_blob, options, None)}"), soft_wrap=True
-                )
-            if test.stack:
-                stack = "\n                ".join(
-                    _shown(line, options, 500) for line in test.stack.splitlines()[:40]
-                )
-                console.print(Text(f"    stack:      {stack}"), soft_wrap=True)
+    for line in lines:
+        console.print(line, soft_wrap=True)
     if redact_options(options) != dict(options):
         console.print(
             Text(
@@ -448,6 +483,17 @@ def _print_verdict(result: RunResult) -> None:
     if result.status is RunStatus.INTERRUPTED:
         console.print(
             Text.assemble(("INTERRUPTED", "bold red"), f": {_shown(result.driver)}: not a certification"),
+            soft_wrap=True,
+        )
+    elif result.status is RunStatus.STOPPED:
+        not_run = sum(t.outcome is Outcome.NOT_RUN for t in result.tests)
+        console.print(
+            Text.assemble(
+                ("STOPPED", "bold red"),
+                f" after {count(result.max_failures or 0, 'failed check')} (--maxfail "
+                f"{result.max_failures}): {_shown(result.driver)}: {count(not_run, 'check')} not run; "
+                "a stopped run is not a certification",
+            ),
             soft_wrap=True,
         )
     elif result.status is RunStatus.PARTIAL:
@@ -490,6 +536,8 @@ def _print_verdict(result: RunResult) -> None:
 def _exit_code(result: RunResult) -> ExitCode:
     if result.status is RunStatus.INTERRUPTED:
         return ExitCode.INTERRUPTED
+    if result.status is RunStatus.STOPPED:
+        return ExitCode.REQUIREMENT_FAILED
     if result.status is RunStatus.PARTIAL:
         passed = not result.failed_requirements and not result.problems
         return ExitCode.CERTIFIED if passed else ExitCode.REQUIREMENT_FAILED
@@ -531,6 +579,7 @@ def _execute(
     *,
     requirements: Sequence[str] = (),
     check_timeout: float | None = None,
+    max_failures: int | None = None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
@@ -548,6 +597,7 @@ def _execute(
                 workers=workers,
                 check_timeout=check_timeout,
                 listener=listener,
+                max_failures=max_failures,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -628,6 +678,32 @@ def run(
             show_default=False,
         ),
     ] = None,
+    tb: Annotated[
+        TracebackStyle,
+        typer.Option(
+            "--tb",
+            help="How each failure is shown: short (its whole message and the driver frame), "
+            "long (the full traceback) or no (one line per requirement).",
+            case_sensitive=False,
+        ),
+    ] = TracebackStyle.SHORT,
+    maxfail: Annotated[
+        int | None,
+        typer.Option(
+            "--maxfail",
+            min=1,
+            metavar="N",
+            help="Stop after N failed checks. A stopped run is never a certification.",
+            show_default=False,
+        ),
+    ] = None,
+    exitfirst: Annotated[
+        bool,
+        typer.Option("--exitfirst", "-x", help="Stop at the first failed check (--maxfail 1)."),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print each check's outcome as it ends.")
+    ] = False,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -668,7 +744,8 @@ def run(
         # More children than processors only adds start-up cost and contention: it cannot pay off.
         console.print(Text(f"note: {workers} workers asked for, {usable} processor(s) here: using {usable}"))
         workers = usable
-    live = _LiveProgress(header)
+    live = _LiveProgress(header, verbose=verbose, options=options)
+    max_failures = 1 if exitfirst else maxfail
     try:
         with live.progress:
             result = _execute(
@@ -681,6 +758,7 @@ def run(
                 live,
                 requirements=requirements,
                 check_timeout=check_timeout,
+                max_failures=max_failures,
             )
     except KeyboardInterrupt:
         message = "runlane-certify: interrupted before the run had a plan"
@@ -693,7 +771,7 @@ def run(
     console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
     console.print()
     console.print(_verdict_table(result))
-    _print_failures(result)
+    _print_failures(result, tb)
     _print_verdict(result)
     document = _report_for(result, "certification")
     if report is not None:

@@ -140,7 +140,13 @@ def main(argv: list[str]) -> None:
 
         from .events import EventPlugin
 
-        plugin = EventPlugin(channel.emit, tuple(spec["trusted"]), _commands(commands))
+        stop_path = spec.get("stop_path")
+        plugin = EventPlugin(
+            channel.emit,
+            tuple(spec["trusted"]),
+            _commands(commands),
+            stop_requested=(lambda: os.path.exists(stop_path)) if stop_path else (lambda: False),
+        )
         code = int(pytest.main(spec["pytest_args"], plugins=[plugin]))
     except BaseException as error:  # report, then leave: the parent decides what it means
         with contextlib.suppress(BaseException):

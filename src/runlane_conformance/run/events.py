@@ -2,11 +2,13 @@
 
 It runs wherever the checks run: in a supervised child (events go down a pipe
 as JSON lines) or, for the toolkit's own fast tests, in-process (events go to a
-callback). Either way the parent sees the same four kinds of event:
+callback). Either way the parent sees the same kinds of event:
 
 * ``collected``: every check pytest collected, with its requirement id;
 * ``collect_error``: a suite module could not be collected;
 * ``start``: a check is about to run (its setup begins);
+* ``shrinking``: the running check found a failure and is now shrinking it
+  (the ``pytest_runlane_shrinking`` hook), so the parent can say why it takes long;
 * ``end``: a check finished (after its teardown), with its raw, unjudged result.
 
 The plugin judges nothing. It does make sure that whatever a driver raises
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import unittest
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field
@@ -36,6 +39,15 @@ __all__ = ["CheckAbortedError", "EventPlugin", "RawCheck", "requirement_of"]
 #: an already capped text and counting only the last cut.
 MAX_LONGREPR_CHARS = DETAILS_LIMIT - 64
 MAX_MESSAGE_CHARS = MESSAGE_LIMIT - 64
+#: Longest complete failure message carried per check (its every line, both ends kept when cut).
+MAX_FULL_MESSAGE_CHARS = 8_000
+
+#: The paragraph Hypothesis appends to a failure offering a ``@reproduce_failure`` blob. The blob
+#: cannot be used on the installed suites (they live in site-packages), so it is left out of the
+#: message shown to the user; the full traceback keeps it.
+_BLOB_PARAGRAPH = re.compile(
+    r"\n*You can reproduce this example by temporarily adding @reproduce_failure.*", re.S
+)
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -51,6 +63,8 @@ class RawCheck:
     ``status`` is ``passed``, ``failed`` (in the call), ``error`` (in setup or
     teardown), ``skipped``, ``xfailed`` or ``xpassed``. For a skip,
     ``skip_reason`` is pytest's reason and ``skip_origin`` the file that raised it.
+    ``message`` is the first line of the failure; ``full_message`` all of it (the
+    state, return values and history a suite put in its message), capped.
     """
 
     nodeid: str
@@ -59,6 +73,7 @@ class RawCheck:
     duration: float = 0.0
     message: str | None = None
     longrepr: str | None = None
+    full_message: str | None = None
     skip_reason: str | None = None
     skip_origin: str | None = None
     properties: list[tuple[str, str]] = field(default_factory=list)
@@ -110,6 +125,16 @@ def _short_message(report: Any) -> str:
         if line.startswith("E "):
             return line[1:].strip()
     return lines[-1] if lines else "failed"
+
+
+def _full_message(report: Any) -> str | None:
+    """The whole text of what failed (every line of the exception's message), without Hypothesis's
+    unusable ``@reproduce_failure`` advice; ``None`` when pytest kept no crash message."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if not isinstance(message, str) or not message.strip():
+        return None
+    return _BLOB_PARAGRAPH.sub("", message).rstrip()
 
 
 def _property_text(value: object) -> str:
@@ -165,14 +190,22 @@ class EventPlugin:
     ``trusted`` are the directories whose skips are profile gating (our fixtures and the suites).
     ``commands`` (child mode) yields node ids to run, one at a time, ending when
     the parent says stop; without it pytest's own loop runs every collected check.
+    ``stop_requested`` (child mode) is asked before each check: once it says yes
+    (``--maxfail`` was reached in the parent) no further check starts, and the
+    session ends normally, so the driver's fixtures are still torn down.
     """
 
     def __init__(
-        self, emit: Emit, trusted: tuple[str, ...], commands: Iterator[str | None] | None = None
+        self,
+        emit: Emit,
+        trusted: tuple[str, ...],
+        commands: Iterator[str | None] | None = None,
+        stop_requested: Callable[[], bool] = lambda: False,
     ) -> None:
         self._emit = emit
         self._trusted = trusted
         self._commands = commands
+        self._stop_requested = stop_requested
         self._pending: dict[str, RawCheck] = {}
         self._requirements: dict[str, str | None] = {}
 
@@ -241,10 +274,14 @@ class EventPlugin:
                 pending.longrepr = f"{pending.longrepr or ''}\n{text}".strip()[-MAX_LONGREPR_CHARS:]
             else:
                 message = one_line(_short_message(report), MAX_MESSAGE_CHARS)
+                full = _full_message(report)
+                full = details_text(full, MAX_FULL_MESSAGE_CHARS) if full is not None else message
                 if report.when == "call":
                     pending.status, pending.message = "failed", message
+                    pending.full_message = full
                 else:
                     pending.status, pending.message = "error", f"error in {report.when}: {message}"
+                    pending.full_message = f"error in {report.when}: {full}"
                 pending.longrepr = text
         elif report.skipped and pending.status == "passed":
             if wasxfail is not None:
@@ -269,6 +306,12 @@ class EventPlugin:
                 raw.properties = [(str(k), _property_text(v)) for k, v in report.user_properties]
             self._emit({"event": "end", "check": raw.to_json()})
 
+    # --- progress a check reports about itself ---------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_runlane_shrinking(self, item: pytest.Item) -> None:
+        """A check found a failure and is shrinking it: say so, so a long shrink is not a silent one."""
+        self._emit({"event": "shrinking", "nodeid": item.nodeid})
+
     # --- child mode: run the checks the parent hands out, one at a time ---------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> object:
@@ -281,6 +324,8 @@ class EventPlugin:
         current = next(self._commands, None)
         while current is not None:
             upcoming = next(self._commands, None)
+            if self._stop_requested():  # asked after the parent answered: it has seen every end so far
+                break
             item = items[current]
             next_item = items.get(upcoming) if upcoming is not None else None
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=next_item)

@@ -7,6 +7,7 @@ carry the result and derive read-only views (summaries, reproduce lines).
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections import Counter
 from collections.abc import Mapping
@@ -19,9 +20,11 @@ from ..contract.values import StorageProfile
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
 from ..requirements import AREAS, Requirement, RequirementLevel
-from ..safe_text import redact_options
+from ..safe_text import redact_options, redact_text, secret_values
 
 __all__ = [
+    "DRIVER_FRAME_PROPERTY",
+    "REPRODUCE_PROPERTY",
     "AreaSummary",
     "CheckResult",
     "Outcome",
@@ -34,6 +37,13 @@ __all__ = [
     "RunUsageError",
     "redact_options",
 ]
+
+
+#: The user property a failing check's report carries naming the innermost frame of the driver's own
+#: code the failure escaped from (``file:line in function``), set by the pytest plugin.
+DRIVER_FRAME_PROPERTY = "runlane_driver_frame"
+#: The user property a failing check's report carries with the pytest command that replays it.
+REPRODUCE_PROPERTY = "runlane_reproduce"
 
 
 class RunUsageError(RunlaneError, ValueError):
@@ -84,10 +94,12 @@ class RequirementOutcome(StrEnum):
 
 class RunStatus(StrEnum):
     """``complete``: every required check was planned; ``partial``: restricted by area or
-    requirement; ``interrupted``: stopped before the end (Ctrl-C). Only complete runs certify."""
+    requirement; ``stopped``: ended early on purpose after ``--maxfail`` failed checks (``-x``);
+    ``interrupted``: stopped before the end (Ctrl-C). Only complete runs certify."""
 
     COMPLETE = "complete"
     PARTIAL = "partial"
+    STOPPED = "stopped"
     INTERRUPTED = "interrupted"
 
 
@@ -96,9 +108,11 @@ class CheckResult:
     """One check as it ran: where it lives, which rule it enforces, and how it ended.
 
     ``message`` is one line (the gating reason, the exception, or what ended the
-    process); ``longrepr`` the full failure text; ``stack`` the stuck threads'
-    stacks when the check ran out of time or its process died; ``properties``
-    what the check recorded (e.g. the limit boundary values it exercised).
+    process); ``full_message`` every line of it (the state, return values and
+    history a suite put in its message); ``longrepr`` the full failure text
+    (the traceback); ``stack`` the stuck threads' stacks when the check ran out
+    of time or its process died; ``properties`` what the check recorded (e.g. the
+    limit boundary values it exercised, the driver frame a failure came from).
     """
 
     __test__ = False  # not a pytest test class, despite the module using "check"
@@ -113,6 +127,7 @@ class CheckResult:
     hypothesis_blob: str | None = None
     properties: tuple[tuple[str, str], ...] = ()
     stack: str | None = None
+    full_message: str | None = None
 
     @property
     def name(self) -> str:
@@ -123,6 +138,21 @@ class CheckResult:
     def failed(self) -> bool:
         """True for every end that denies the check's requirement (failure, error, did not run)."""
         return self.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN)
+
+    def recorded(self, key: str) -> str | None:
+        """The last value the check recorded under ``key``, if any."""
+        values = [value for name, value in self.properties if name == key]
+        return values[-1] if values else None
+
+    @property
+    def driver_frame(self) -> str | None:
+        """Where in the driver's own code the failure escaped (``file:line in function``), when known."""
+        return _frame_text(self.recorded(DRIVER_FRAME_PROPERTY))
+
+    @property
+    def text(self) -> str:
+        """The failure's whole message (every line), or its one-line message, or ``failed``."""
+        return self.full_message or self.message or "failed"
 
 
 #: The former name of ``CheckResult``.
@@ -223,6 +253,7 @@ class RunResult:
     environment: RunEnvironment
     target: str
     problems: tuple[str, ...] = ()
+    max_failures: int | None = None
     output: str = field(repr=False, default="")
 
     @property
@@ -302,18 +333,24 @@ class RunResult:
         return redact_options(self.options) if redact else self.options
 
     def reproduce_command(self, test: CheckResult, *, redact: bool = False) -> str:
-        """The ``runlane-certify`` line that replays ``test``'s area with this run's seed.
+        """The ``runlane-certify`` line that replays ``test``'s requirement (every check of it) with
+        this run's seed; a check with no requirement id is replayed by its area.
 
         ``redact`` hides the values of secret-looking driver options (for files that get shared).
         """
         words = ["runlane-certify", "run", "--driver", self.driver]
         for key, value in self._options(redact).items():
             words += ["--option", f"{key}={value}"]
-        words += ["--area", test.area, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
+        scope = ["--requirement", test.requirement_id] if test.requirement_id else ["--area", test.area]
+        words += [*scope, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
         return shlex.join(words)
 
     def reproduce_pytest(self, test: CheckResult, *, redact: bool = False) -> str:
-        """The plain pytest line that replays exactly ``test`` with this run's seed."""
+        """The plain pytest line that replays exactly ``test`` with this run's seed: the one the
+        plugin recorded on the check (``runlane_reproduce``) when it did, else one built here."""
+        recorded = test.recorded(REPRODUCE_PROPERTY)
+        if recorded:
+            return redact_text(recorded, secret_values(self.options)) if redact else recorded
         words = ["pytest", "-p", "no:cacheprovider", *_suite_target_for(test.nodeid)]
         words += ["--runlane-driver", self.driver]
         for key, value in self._options(redact).items():
@@ -326,6 +363,23 @@ class RunResult:
             test.name,
         ]
         return shlex.join(words)
+
+
+def _frame_text(value: str | None) -> str | None:
+    """A recorded driver frame as ``file:line in function``, whether it was stored as that text or
+    as a JSON object with ``file``/``line``/``function``."""
+    if not value:
+        return None
+    if value.startswith("{"):
+        try:
+            data = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(data, dict) and data.get("file"):
+            where = f"{data['file']}:{data['line']}" if data.get("line") is not None else str(data["file"])
+            function = data.get("function") or data.get("func") or data.get("name")
+            return f"{where} in {function}" if function else where
+    return value
 
 
 def _suite_target_for(nodeid: str) -> list[str]:

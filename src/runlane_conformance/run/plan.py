@@ -102,11 +102,17 @@ def scope_catalog(
         raise RunUsageError(
             f"unknown requirement {unknown[0]!r} (see docs/requirements.md for the catalogue)"
         )
-    return {
+    scope = {
         rid: requirement
         for rid, requirement in catalog.items()
         if (not areas or requirement.area in areas) and (not requirements or rid in requirements)
     }
+    if not scope and areas and requirements:
+        raise RunUsageError(
+            "no requirement given with --requirement is in the areas given with --area "
+            "(a run covers the requirements that match both)"
+        )
+    return scope
 
 
 def build_plan(

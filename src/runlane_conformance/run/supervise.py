@@ -16,7 +16,9 @@ pinned on that check:
 
 ``--workers N`` is the same loop with N children. Ctrl-C kills every child's
 process group within a second and returns what was established, marked
-interrupted.
+interrupted. ``--maxfail N`` stops handing out checks once N have failed: the
+checks in flight finish, no child starts another (each asks for a stop file
+before every check), the sessions end normally, and the outcome says stopped.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class SupervisorOutcome:
     plugins: list[tuple[str, str]]
     interrupted: bool
     output: str
+    stopped: bool = False
 
 
 @dataclass
@@ -150,9 +153,11 @@ class Supervisor:
         workers: int,
         check_timeout: float,
         explicit_timeout: bool = False,
+        max_failures: int | None = None,
         on_plan: Callable[[ProfileFacts, tuple[PlannedCheck, ...]], Sequence[PlannedCheck]],
         on_start: Callable[[PlannedCheck], None],
         on_end: Callable[[RawCheck | CheckResult], CheckResult],
+        on_shrinking: Callable[[PlannedCheck], None] = lambda check: None,
     ) -> None:
         self._spec = spec
         self._workers_wanted = workers
@@ -161,7 +166,12 @@ class Supervisor:
         self._on_plan = on_plan
         self._on_start = on_start
         self._on_end = on_end
+        self._on_shrinking = on_shrinking
+        self._max_failures = max_failures
+        self._failures = 0
+        self._stopping = False
         self._directory = Path(tempfile.mkdtemp(prefix="runlane-run-"))
+        self._stop_path = self._directory / "stop"
         self._selector = selectors.DefaultSelector()
         self._workers: list[_Worker] = []
         self._spawned = 0
@@ -191,6 +201,7 @@ class Supervisor:
             "cwd_on_path": self._spec.cwd_on_path,
             "probe": probe,
             "stack_path": str(stack_path),
+            "stop_path": str(self._stop_path),
         }
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         stack_path.touch()
@@ -260,6 +271,30 @@ class Supervisor:
             return text or None
         return None
 
+    # --- results and stopping early --------------------------------------------------------------
+    def _record(self, nodeid: str, result: RawCheck | CheckResult) -> None:
+        """Judge and keep one check's result; stop the run once ``max_failures`` checks failed."""
+        judged = self._on_end(result)
+        self._checks[nodeid] = judged
+        if judged.outcome is not Outcome.NOT_RUN and judged.failed:
+            self._failures += 1
+            if self._max_failures is not None and self._failures >= self._max_failures:
+                self._stop()
+
+    def _stop(self) -> None:
+        """No further check starts anywhere: the queue is dropped, every child finds the stop file
+        before its next check and ends its session normally; checks in flight still finish."""
+        if self._stopping:
+            return
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._stop_path.touch()
+        self._queue.clear()
+        for worker in self._workers:
+            if not worker.dead and not worker.stopped:
+                worker.stopped = True
+                self._send(worker, {"op": "stop"})
+
     # --- dispatch -------------------------------------------------------------------------------
     def _feed(self, worker: _Worker) -> None:
         """Hand a ready worker its next checks, then ``stop`` once the queue is empty.
@@ -274,12 +309,16 @@ class Supervisor:
         # Serial: hand out a pipe-full at a time, so the child never waits for us between checks.
         # Parallel: one check ahead only; a long check must not hold a batch hostage while the
         # other worker idles (a check's length is unknown until it ends).
-        depth = MAX_HANDED_OUT if self._workers_wanted == 1 else 2
+        # With --maxfail, one ahead as well: a child then waits for our answer to each check's end
+        # before it starts the next, so it never starts a check after the one that stopped the run.
+        depth = MAX_HANDED_OUT if self._workers_wanted == 1 and self._max_failures is None else 2
         while len(worker.assigned) < depth and self._queue:
             nodeid = self._queue.popleft()
             worker.assigned.append(nodeid)
             self._send(worker, {"op": "run", "nodeid": nodeid})
-        if not self._queue:
+        # With --maxfail the end of the queue is announced only in answer to an end (the child then
+        # holds just the check it will run next), so that answer comes after we judged that end.
+        if not self._queue and (self._max_failures is None or len(worker.assigned) <= 1):
             worker.stopped = True
             self._send(worker, {"op": "stop"})
 
@@ -316,13 +355,17 @@ class Supervisor:
             self._startup_deaths = 0
             if nodeid in self._planned:
                 self._on_start(self._planned[nodeid])
+        elif kind == "shrinking":
+            nodeid = str(event.get("nodeid"))
+            if nodeid in self._planned:
+                self._on_shrinking(self._planned[nodeid])
         elif kind == "end":
             raw = RawCheck.from_json(event["check"])
             worker.in_flight = None
             with contextlib.suppress(ValueError):
                 worker.assigned.remove(raw.nodeid)
             if raw.nodeid not in self._checks:
-                self._checks[raw.nodeid] = self._on_end(raw)
+                self._record(raw.nodeid, raw)
             self._feed(worker)
         elif kind == "session_done":
             worker.session_done = True
@@ -380,8 +423,7 @@ class Supervisor:
         planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
         from .verdict import unfinished_check
 
-        result = unfinished_check(planned, message, duration=duration, stack=stack)
-        self._checks[nodeid] = self._on_end(result)
+        self._record(nodeid, unfinished_check(planned, message, duration=duration, stack=stack))
 
     def _after_death(self, worker: _Worker) -> None:
         """A child is gone: pin its end on the check in flight, requeue the rest, maybe replace it."""
@@ -403,9 +445,9 @@ class Supervisor:
                 f"a driver process {ended} "
                 + ("between checks" if worker.ran_any else "while loading the driver, before any check")
             )
-        if worker.assigned:
+        if worker.assigned and not self._stopping:
             self._queue.extendleft(reversed(worker.assigned))
-            worker.assigned.clear()
+        worker.assigned.clear()
         if worker.session_done and (worker.child_error or (worker.exit_event is None and returncode != 0)):
             detail = worker.child_error or ended
             self._problems.append(f"the driver's session cleanup failed: {detail}")
@@ -524,6 +566,7 @@ class Supervisor:
             plugins=self._plugins,
             interrupted=interrupted,
             output=self._output(),
+            stopped=self._stopping,
         )
 
     def _fail_interrupted(self, worker: _Worker) -> None:

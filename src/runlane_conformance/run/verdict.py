@@ -115,11 +115,11 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
     """
     rid = raw.requirement_id
     predicted = plan.gated.get(rid) if rid else None
-    outcome, message = Outcome.PASSED, raw.message
+    outcome, message, full_message = Outcome.PASSED, raw.message, None
     if raw.status == "failed":
-        outcome = Outcome.FAILED
+        outcome, full_message = Outcome.FAILED, raw.full_message
     elif raw.status == "error":
-        outcome = Outcome.ERROR
+        outcome, full_message = Outcome.ERROR, raw.full_message
     elif raw.status == "skipped":
         reason = raw.skip_reason or "skipped"
         if (predicted is not None and reason == predicted) or (
@@ -154,6 +154,7 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
         longrepr=raw.longrepr,
         hypothesis_blob=_blob(raw.longrepr),
         properties=tuple(raw.properties),
+        full_message=full_message,
     )
 
 

@@ -19,4 +19,6 @@ def check(requirement_id: str) -> Callable[[F], F]:
 
 
 def verdict(driver: Any, requirement_id: str) -> None:
+    if getattr(driver, "options", {}).get("typo") == "true":
+        raise TypeError("transaction() takes 2 positional arguments but 3 were given")
     assert requirement_id not in driver.broken, f"the fake driver breaks {requirement_id} on purpose"

@@ -1,0 +1,234 @@
+"""How failed requirements are shown on the terminal: what failed, where, and how to replay it.
+
+A driver author should be able to act on the screen without opening the report:
+
+* each failure shows its whole message (the state, return values and history a
+  suite put into it), capped at ``MESSAGE_LINES`` lines with a visible count of
+  the lines left out, and the frame of the driver's own code it escaped from
+  when the plugin recorded one;
+* each requirement gets one ``reproduce:`` line (the ``runlane-certify`` run of
+  that requirement) and one ``pytest:`` line (the first failing check alone);
+* one failure repeated across checks is shown once: within a requirement as
+  "same error in N checks", across requirements as a block naming every
+  requirement it hit, once. A typo that breaks every call is one block, not
+  one per check;
+* requirements that did not run are counted per reason, not listed one by one.
+
+``TracebackStyle`` mirrors pytest's ``--tb``: ``short`` (the message and driver
+frame), ``long`` (the whole traceback text), ``no`` (one line per requirement).
+Every driver-supplied string goes through ``safe_text`` (via the ``shown``
+function the caller passes), so nothing here can garble the terminal or leak
+a secret option.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rich.text import Text
+
+from ..run.model import CheckResult, Outcome, RequirementResult, RunResult
+from .wording import count
+
+__all__ = [
+    "LONG_LINES",
+    "MESSAGE_LINES",
+    "FailureGroup",
+    "TracebackStyle",
+    "error_text",
+    "failure_key",
+    "failure_lines",
+    "group_failures",
+]
+
+#: Most lines of one failure message shown with ``--tb short`` (the rest are counted).
+MESSAGE_LINES = 30
+#: Most lines of one traceback shown with ``--tb long``.
+LONG_LINES = 400
+#: Most lines of a stuck check's stack shown with ``--tb short``.
+STACK_LINES = 40
+#: Longest single line shown (a message line may hold a whole serialised state).
+LINE_CHARS = 600
+#: Requirements named one by one under "did not run" at most; beyond that only their number.
+NOT_RUN_NAMED = 10
+
+_FAIL = "\u2717"
+_INDENT = "    "
+
+#: ``shown(text, limit)``: driver text made terminal-safe and redacted, capped at ``limit`` characters.
+Shown = Callable[[object, int | None], str]
+
+
+class TracebackStyle(StrEnum):
+    """How much of each failure is shown (pytest's ``--tb``)."""
+
+    SHORT = "short"
+    LONG = "long"
+    NO = "no"
+
+
+#: Two failures are the same when their error (the message without Hypothesis's example) and their
+#: driver frame are.
+FailureKey = tuple[str, str | None]
+
+#: Where Hypothesis's account of the example begins in a message: the lines from here on describe the
+#: input that failed, which differs from check to check even when the error is one and the same.
+_EXAMPLE_START = re.compile(r"^\s*(Falsifying (explicit )?example|\(note: |Trying example|Draw \d+)", re.M)
+
+
+def error_text(check: CheckResult) -> str:
+    """The failure's message up to Hypothesis's description of the failing example."""
+    text = check.text
+    match = _EXAMPLE_START.search(text)
+    return (text[: match.start()] if match else text).rstrip() or text
+
+
+def failure_key(check: CheckResult) -> FailureKey:
+    """What makes two failed checks "the same error"."""
+    return (error_text(check), check.driver_frame)
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """One distinct failure and every (requirement, check) it was seen in, in run order."""
+
+    key: FailureKey
+    members: tuple[tuple[RequirementResult, CheckResult], ...]
+
+    @property
+    def first(self) -> CheckResult:
+        return self.members[0][1]
+
+    @property
+    def requirement_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(requirement.id for requirement, _ in self.members))
+
+    @property
+    def shared(self) -> bool:
+        """Seen in more than one requirement (shown once, as its own block)."""
+        return len(self.requirement_ids) > 1
+
+
+def group_failures(requirements: Iterable[RequirementResult]) -> tuple[FailureGroup, ...]:
+    """The distinct failures of checks that ran, in the order they first appear."""
+    groups: dict[FailureKey, list[tuple[RequirementResult, CheckResult]]] = {}
+    for requirement in requirements:
+        for check in requirement.failures:
+            if check.outcome is not Outcome.NOT_RUN:
+                groups.setdefault(failure_key(check), []).append((requirement, check))
+    return tuple(FailureGroup(key, tuple(members)) for key, members in groups.items())
+
+
+def _capped(lines: Sequence[str], most: int) -> tuple[Sequence[str], int]:
+    if len(lines) <= most:
+        return lines, 0
+    return lines[:most], len(lines) - most
+
+
+def _block(check: CheckResult, style: TracebackStyle, shown: Shown, *, example: bool = True) -> list[Text]:
+    """The message (or traceback) of one failure, its driver frame and its stack, indented.
+
+    ``example``: include Hypothesis's failing example (left out where one block stands for
+    several checks, each with its own example)."""
+    if style is TracebackStyle.LONG:
+        source, most = (check.longrepr or check.text), LONG_LINES
+    else:
+        source, most = (check.text if example else error_text(check)), MESSAGE_LINES
+    lines = [line for line in source.splitlines() if line.strip()] or ["failed"]
+    kept, left = _capped(lines, most)
+    out = [Text(f"{_INDENT}{shown(line, LINE_CHARS)}") for line in kept]
+    if left:
+        out.append(Text(f"{_INDENT}... ({count(left, 'more line')}; the report has them all)", style="dim"))
+    if check.driver_frame:
+        out.append(Text(f"{_INDENT}driver frame: {shown(check.driver_frame, LINE_CHARS)}"))
+    if check.stack and style is not TracebackStyle.LONG:  # the long form's traceback already has it
+        stack_lines, stack_left = _capped(check.stack.splitlines(), STACK_LINES)
+        stack = f"\n{_INDENT}{' ' * 14}".join(shown(line, 500) for line in stack_lines)
+        out.append(Text(f"{_INDENT}stack:        {stack}"))
+        if stack_left:
+            out.append(Text(f"{_INDENT}{' ' * 14}... ({count(stack_left, 'more line')})", style="dim"))
+    return out
+
+
+def _where(checks: Sequence[CheckResult], shown: Shown) -> Text:
+    if len(checks) == 1:
+        return Text(f"{_INDENT}check:        {shown(checks[0].nodeid, None)}")
+    names = ", ".join(check.name for check in checks)
+    return Text(f"{_INDENT}same error in {count(len(checks), 'check')}: {shown(names, None)}")
+
+
+def _reproduce(result: RunResult, check: CheckResult, shown: Shown) -> list[Text]:
+    # Terminals end up in CI logs: reproduce lines hide secrets just as the report does.
+    return [
+        Text(f"{_INDENT}reproduce:    {shown(result.reproduce_command(check, redact=True), None)}"),
+        Text(f"{_INDENT}pytest:       {shown(result.reproduce_pytest(check, redact=True), None)}"),
+    ]
+
+
+def _header(requirement: RequirementResult) -> Text:
+    return Text.assemble((f"{_FAIL} {requirement.id}", "bold red"), f" ({requirement.level.value})")
+
+
+def _one_line_each(result: RunResult, shown: Shown) -> list[Text]:
+    out = []
+    for requirement in result.failed_requirements:
+        out.append(Text.assemble(_header(requirement), f": {shown(requirement.reason or 'failed', 300)}"))
+    return out
+
+
+def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> list[Text]:
+    """Every line of the "Failed requirements" section for ``result`` (empty when none failed)."""
+    failed = result.failed_requirements
+    if not failed:
+        return []
+    out = [Text(f"Failed requirements ({len(failed)}):", style="bold red")]
+    if style is TracebackStyle.NO:
+        return out + _one_line_each(result, shown)
+    groups = group_failures(failed)
+    shared = {group.key: group for group in groups if group.shared}
+    for group in shared.values():
+        checks = [check for _, check in group.members]
+        ids = group.requirement_ids
+        out.append(
+            Text.assemble(
+                (f"{_FAIL} same error in {count(len(checks), 'check')}", "bold red"),
+                f" of {count(len(ids), 'requirement')}:",
+            )
+        )
+        out += _block(group.first, style, shown, example=False)
+        out.append(Text(f"{_INDENT}requirements: {shown(', '.join(ids), None)}"))
+        out += _reproduce(result, group.first, shown)
+    not_run: dict[str, list[str]] = {}
+    for requirement in failed:
+        ran = [check for check in requirement.failures if check.outcome is not Outcome.NOT_RUN]
+        own = [check for check in ran if failure_key(check) not in shared]
+        if not ran:
+            not_run.setdefault(requirement.reason or "did not run", []).append(requirement.id)
+            continue
+        if not own:
+            continue  # every failure of it is in a block above, which names it
+        out.append(_header(requirement))
+        by_key: dict[FailureKey, list[CheckResult]] = {}
+        for check in own:
+            by_key.setdefault(failure_key(check), []).append(check)
+        for checks in by_key.values():
+            out += _block(checks[0], style, shown)
+            out.append(_where(checks, shown))
+        also = len(ran) - len(own)
+        if also:
+            out.append(Text(f"{_INDENT}and {count(also, 'check')} with an error shown above", style="dim"))
+        out += _reproduce(result, own[0], shown)
+    for reason, names in not_run.items():
+        ids = tuple(names)
+        out.append(
+            Text.assemble(
+                (f"{_FAIL} {count(len(ids), 'requirement')} did not run", "bold red"),
+                f": {shown(reason, 300)}",
+            )
+        )
+        if len(ids) <= NOT_RUN_NAMED:
+            out.append(Text(f"{_INDENT}requirements: {shown(', '.join(ids), None)}"))
+    return out

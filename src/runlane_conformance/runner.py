@@ -37,6 +37,7 @@ import pytest
 
 from . import __version__
 from .contract.values import StorageProfile
+from .expected_failures import ExpectedFailure
 from .fixtures.gating import ProfileFacts, profile_facts
 from .fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS, check_budget
 from .harness import DriverInfo, DriverLoadError, HarnessError, available_drivers, load_harness
@@ -192,6 +193,7 @@ class _Request:
     check_timeout: float
     scope: dict[str, Requirement]
     max_failures: int | None = None
+    expected: tuple[ExpectedFailure, ...] = ()
 
 
 def _validate(
@@ -205,6 +207,7 @@ def _validate(
     check_timeout: float | None,
     catalog: Mapping[str, Requirement] | None,
     max_failures: int | None = None,
+    expected: Sequence[ExpectedFailure] = (),
 ) -> _Request:
     if hypothesis_profile not in HYPOTHESIS_PROFILES:
         raise RunUsageError(
@@ -226,6 +229,18 @@ def _validate(
     requirements = tuple(dict.fromkeys(requirements))
     full = dict(catalog) if catalog is not None else SUITE_CATALOG()
     scope = scope_catalog(full, areas, requirements)
+    seen: set[str] = set()
+    for declared in expected:
+        if declared.requirement not in full:
+            raise RunUsageError(
+                f"expected failure names unknown requirement {declared.requirement!r} "
+                "(see docs/requirements.md for the catalogue)"
+            )
+        if declared.requirement in seen:
+            raise RunUsageError(
+                f"requirement {declared.requirement!r} is declared as an expected failure twice"
+            )
+        seen.add(declared.requirement)
     return _Request(
         driver,
         dict(options or {}),
@@ -237,6 +252,7 @@ def _validate(
         float(check_timeout),
         scope,
         max_failures,
+        tuple(expected),
     )
 
 
@@ -329,7 +345,7 @@ def _result(
         started_at=started_at,
         duration=duration,
         tests=tuple(judged),
-        requirements=fold_requirements(plan, judged),
+        requirements=fold_requirements(plan, judged, {e.requirement: e.reason for e in request.expected}),
         status=status,
         check_timeout=request.check_timeout,
         environment=environment,
@@ -379,6 +395,7 @@ def certify_driver(
     listener: RunListener | None = None,
     catalog: Mapping[str, Requirement] | None = None,
     max_failures: int | None = None,
+    expected_failures: Sequence[ExpectedFailure] = (),
 ) -> RunResult:
     """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
 
@@ -386,7 +403,9 @@ def certify_driver(
     the result so far with status ``interrupted`` (raised as ``KeyboardInterrupt``
     only if it came before the plan existed). ``max_failures`` stops the run once
     that many checks failed; the rest are "not run" and the status is ``stopped``
-    (never a certification).
+    (never a certification). ``expected_failures`` are judged here, in the parent: the
+    checks run unchanged and a declared requirement keeps its real outcome, so a known
+    failure still denies certification and one that passes shows up as passed.
 
     Raises ``HarnessError`` when the driver cannot be loaded or connected,
     ``RunUsageError`` for impossible requests, ``RunBrokenError`` when the suites
@@ -403,6 +422,7 @@ def certify_driver(
         check_timeout,
         catalog,
         max_failures,
+        expected_failures,
     )
     source = _suite_source()
     cwd_on_path = os.getcwd() if ":" in driver else None

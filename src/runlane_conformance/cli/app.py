@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
 from pathlib import Path
@@ -38,6 +38,7 @@ from rich.text import Text
 
 from .. import __version__
 from ..contract.values import StorageProfile
+from ..expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failures
 from ..fixtures.gating import CAPABILITIES
 from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..harness import HarnessError, available_drivers, parse_driver_options
@@ -66,7 +67,7 @@ from ..safe_text import (
     secret_values,
 )
 from .badge import badge_for, endpoint_json, render_svg
-from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines
+from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .junit import junit_xml
 from .output_files import OutputFileError, check_output_path, write_text_atomically
 from .report import REPORT_SCHEMA, ReportError, build_report, check_claim, read_report, write_report
@@ -286,6 +287,7 @@ class _LiveProgress:
         *,
         verbose: bool = False,
         options: Mapping[str, str] | None = None,
+        expected: Collection[str] = (),
     ) -> None:
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -298,6 +300,7 @@ class _LiveProgress:
         self._on_plan = on_plan
         self._verbose = verbose
         self._options = dict(options or {})
+        self._expected = frozenset(expected)
         self._errors_seen: set[tuple[str, str | None]] = set()
         self.tasks: dict[str, TaskID] = {}
         self.totals: dict[str, int] = {}
@@ -378,8 +381,8 @@ class _LiveProgress:
                 Text(f"  {outcome:<8} {label}  {_shown(test.name, self._options)} ({test.duration:.2f}s)"),
                 soft_wrap=True,
             )
-        if not test.failed or test.outcome is Outcome.NOT_RUN:
-            return
+        if not test.failed or test.outcome is Outcome.NOT_RUN or test.requirement_id in self._expected:
+            return  # a declared known failure is summed up once, at the end
         key = failure_key(test)
         if key in self._errors_seen:
             return
@@ -453,11 +456,14 @@ def _print_failures(result: RunResult, style: TracebackStyle) -> None:
         return _shown(text, options, limit)
 
     lines = failure_lines(result, style, shown)
-    if not lines:
+    unexpected = unexpected_pass_lines(result, shown)
+    if not lines and not unexpected:
         return
-    console.print()
-    for line in lines:
-        console.print(line, soft_wrap=True)
+    for section in (lines, unexpected):
+        if section:
+            console.print()
+        for line in section:
+            console.print(line, soft_wrap=True)
     if redact_options(options) != dict(options):
         console.print(
             Text(
@@ -519,6 +525,9 @@ def _print_verdict(result: RunResult) -> None:
         )
     else:
         reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
+        known = sum(r.known_failure for r in result.must_failures)
+        if known:
+            reasons[0] += f" ({known} of them {'a known failure' if known == 1 else 'known failures'})"
         if result.problems:
             reasons.append(count(len(result.problems), "run problem"))
         console.print(
@@ -527,6 +536,15 @@ def _print_verdict(result: RunResult) -> None:
         )
     if should:
         console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
+    if result.unexpected_passes:
+        ids = ", ".join(r.id for r in result.unexpected_passes)
+        console.print(
+            Text.assemble(
+                ("NOT CLEAN", "bold yellow"),
+                f": declared known failures passed ({_shown(ids)}): remove their --expect-fail (exit 1)",
+            ),
+            soft_wrap=True,
+        )
     ran = sum(t.outcome is not Outcome.NOT_RUN for t in result.tests)
     checks = count(len(result.tests), "check")
     summary = f"{ran} of {checks} run in {result.duration:.1f}s; seed {result.seed}"
@@ -536,12 +554,26 @@ def _print_verdict(result: RunResult) -> None:
 def _exit_code(result: RunResult) -> ExitCode:
     if result.status is RunStatus.INTERRUPTED:
         return ExitCode.INTERRUPTED
-    if result.status is RunStatus.STOPPED:
+    if result.status is RunStatus.STOPPED or result.unexpected_passes:
+        # A declared known failure that passed is a stale declaration: like pytest's strict xfail,
+        # the run is not clean until it is removed (the certification itself is unaffected).
         return ExitCode.REQUIREMENT_FAILED
     if result.status is RunStatus.PARTIAL:
         passed = not result.failed_requirements and not result.problems
         return ExitCode.CERTIFIED if passed else ExitCode.REQUIREMENT_FAILED
     return ExitCode.CERTIFIED if result.certified else ExitCode.REQUIREMENT_FAILED
+
+
+def _expected_failures(declarations: Sequence[str]) -> tuple[ExpectedFailure, ...]:
+    """``--expect-fail`` values parsed against the catalogue the run uses; a bad one exits 2."""
+    if not declarations:
+        return ()
+    from .. import runner
+
+    try:
+        return parse_expected_failures(declarations, known=runner.SUITE_CATALOG().keys())
+    except ExpectedFailureError as error:
+        _stop(ExitCode.USAGE, error)
 
 
 def _allow_local_modules(driver: str) -> None:
@@ -580,6 +612,7 @@ def _execute(
     requirements: Sequence[str] = (),
     check_timeout: float | None = None,
     max_failures: int | None = None,
+    expected_failures: Sequence[ExpectedFailure] = (),
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
@@ -598,6 +631,7 @@ def _execute(
                 check_timeout=check_timeout,
                 listener=listener,
                 max_failures=max_failures,
+                expected_failures=expected_failures,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -704,6 +738,16 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Print each check's outcome as it ends.")
     ] = False,
+    expect_fail: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expect-fail",
+            metavar="ID=REASON",
+            help="Declare a requirement a known failure, with the reason (repeatable). It is reported "
+            "as known and still denies certification; if it passes, the run says so and exits 1.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -724,6 +768,7 @@ def run(
     except HarnessError as error:
         _stop(ExitCode.USAGE, error)
     requirements = tuple(requirement or ())
+    expected = _expected_failures(expect_fail or [])
     scope = (f", areas {', '.join(areas)}" if areas else "") + (
         f", requirements {', '.join(requirements)}" if requirements else ""
     )
@@ -744,7 +789,7 @@ def run(
         # More children than processors only adds start-up cost and contention: it cannot pay off.
         console.print(Text(f"note: {workers} workers asked for, {usable} processor(s) here: using {usable}"))
         workers = usable
-    live = _LiveProgress(header, verbose=verbose, options=options)
+    live = _LiveProgress(header, verbose=verbose, options=options, expected=[e.requirement for e in expected])
     max_failures = 1 if exitfirst else maxfail
     try:
         with live.progress:
@@ -759,6 +804,7 @@ def run(
                 requirements=requirements,
                 check_timeout=check_timeout,
                 max_failures=max_failures,
+                expected_failures=expected,
             )
     except KeyboardInterrupt:
         message = "runlane-certify: interrupted before the run had a plan"

@@ -12,7 +12,10 @@ A driver author should be able to act on the screen without opening the report:
   "same error in N checks", across requirements as a block naming every
   requirement it hit, once. A typo that breaks every call is one block, not
   one per check;
-* requirements that did not run are counted per reason, not listed one by one.
+* requirements that did not run are counted per reason, not listed one by one;
+* a known failure (declared with ``--expect-fail``) is one line with its reason and
+  first message line, kept out of the blocks so new failures stand out; a declared
+  failure that passed gets its own line asking for the stale declaration to go.
 
 ``TracebackStyle`` mirrors pytest's ``--tb``: ``short`` (the message and driver
 frame), ``long`` (the whole traceback text), ``no`` (one line per requirement).
@@ -42,6 +45,7 @@ __all__ = [
     "failure_key",
     "failure_lines",
     "group_failures",
+    "unexpected_pass_lines",
 ]
 
 #: Most lines of one failure message shown with ``--tb short`` (the rest are counted).
@@ -56,6 +60,8 @@ LINE_CHARS = 600
 NOT_RUN_NAMED = 10
 
 _FAIL = "\u2717"
+_KNOWN = "\u25cb"
+_UNEXPECTED = "!"
 _INDENT = "    "
 
 #: ``shown(text, limit)``: driver text made terminal-safe and redacted, capped at ``limit`` characters.
@@ -113,9 +119,12 @@ class FailureGroup:
 
 
 def group_failures(requirements: Iterable[RequirementResult]) -> tuple[FailureGroup, ...]:
-    """The distinct failures of checks that ran, in the order they first appear."""
+    """The distinct failures of checks that ran, in the order they first appear (known failures,
+    shown on their own line, are left out)."""
     groups: dict[FailureKey, list[tuple[RequirementResult, CheckResult]]] = {}
     for requirement in requirements:
+        if requirement.known_failure:
+            continue
         for check in requirement.failures:
             if check.outcome is not Outcome.NOT_RUN:
                 groups.setdefault(failure_key(check), []).append((requirement, check))
@@ -175,7 +184,36 @@ def _header(requirement: RequirementResult) -> Text:
 def _one_line_each(result: RunResult, shown: Shown) -> list[Text]:
     out = []
     for requirement in result.failed_requirements:
+        if requirement.known_failure:
+            out.append(_known(requirement, shown))
+            continue
         out.append(Text.assemble(_header(requirement), f": {shown(requirement.reason or 'failed', 300)}"))
+    return out
+
+
+def _known(requirement: RequirementResult, shown: Shown) -> Text:
+    first = (requirement.reason or "failed").strip().splitlines() or ["failed"]
+    return Text.assemble(
+        (f"{_KNOWN} {requirement.id}", "bold yellow"),
+        f" ({requirement.level.value}): known failure: {shown(requirement.expected, 300)}; "
+        f"it failed with: {shown(first[0], 300)}",
+    )
+
+
+def unexpected_pass_lines(result: RunResult, shown: Shown) -> list[Text]:
+    """One line per requirement declared as an expected failure that passed (empty when none did)."""
+    passed = result.unexpected_passes
+    if not passed:
+        return []
+    out = [Text(f"Expected failures that passed ({len(passed)}):", style="bold yellow")]
+    for requirement in passed:
+        out.append(
+            Text.assemble(
+                (f"{_UNEXPECTED} {requirement.id}", "bold yellow"),
+                f" passed although declared a known failure ({shown(requirement.expected, 300)}): "
+                f"remove --expect-fail {requirement.id}",
+            )
+        )
     return out
 
 
@@ -203,6 +241,9 @@ def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> lis
         out += _reproduce(result, group.first, shown)
     not_run: dict[str, list[str]] = {}
     for requirement in failed:
+        if requirement.known_failure:
+            out.append(_known(requirement, shown))
+            continue
         ran = [check for check in requirement.failures if check.outcome is not Outcome.NOT_RUN]
         own = [check for check in ran if failure_key(check) not in shared]
         if not ran:

@@ -30,7 +30,7 @@ from ..contract.errors import RunlaneError
 from ..contract.values import StorageLimits, StorageProfile
 from ..fixtures.evidence import LIMIT_PROPERTY
 from ..fixtures.gating import ProfileFacts, gating_reason
-from ..run.model import RequirementOutcome, RequirementResult, RunResult, RunStatus
+from ..run.model import ExpectationResult, RequirementOutcome, RequirementResult, RunResult, RunStatus
 from ..run.verdict import Certification, certify
 from ..safe_text import (
     DETAILS_LIMIT,
@@ -120,6 +120,16 @@ _CHECK_COUNTS = {
     },
 }
 _NULLABLE_STRING = {"type": ["string", "null"]}
+_EXPECTATION_FIELDS: dict[str, Any] = {
+    "reason": {"type": "string"},
+    "result": {"enum": [result.value for result in ExpectationResult]},
+}
+_EXPECTATION = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["reason", "result"],
+    "properties": _EXPECTATION_FIELDS,
+}
 _EVIDENCE = {"type": "array", "items": {"type": "string"}}
 
 REPORT_SCHEMA: dict[str, Any] = {
@@ -234,7 +244,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "status": {
                     "enum": [status.value for status in RunStatus],
                     "description": "complete: the whole catalogue; partial: restricted by area or "
-                    "requirement; interrupted: stopped early. Only complete runs certify.",
+                    "requirement; stopped: ended after --maxfail failed checks; interrupted: stopped "
+                    "early (Ctrl-C). Only complete runs certify.",
                 },
                 "requirements": {
                     "type": "array",
@@ -259,6 +270,17 @@ REPORT_SCHEMA: dict[str, Any] = {
                 "started_at": {"type": "string", "format": "date-time"},
                 "duration_seconds": {"type": "number", "minimum": 0},
                 "checks": _CHECK_COUNTS,
+                "expected_failures": {
+                    "type": "array",
+                    "description": "requirements declared as expected failures (--expect-fail) and how "
+                    "each came out; a known failure still counts as failed for certification",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["id", "reason", "result"],
+                        "properties": {"id": {"type": "string"}, **_EXPECTATION_FIELDS},
+                    },
+                },
             },
         },
         "profile": {
@@ -381,6 +403,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "reason": _NULLABLE_STRING,
                     "checks": {"type": "integer", "minimum": 0},
                     "duration_seconds": {"type": "number", "minimum": 0},
+                    "expected_failure": _EXPECTATION,
                     "failures": {
                         "type": "array",
                         "items": {
@@ -395,6 +418,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                                 "pytest": {"type": "string"},
                                 "hypothesis_blob": _NULLABLE_STRING,
                                 "stack": _NULLABLE_STRING,
+                                "driver_frame": _NULLABLE_STRING,
                             },
                         },
                     },
@@ -550,6 +574,9 @@ def _requirement_entry(result: RunResult, requirement: RequirementResult) -> dic
         "checks": len(requirement.tests),
         "duration_seconds": round(requirement.duration, 6),
     }
+    expectation = requirement.expectation
+    if requirement.expected is not None and expectation is not None:
+        entry["expected_failure"] = {"reason": requirement.expected, "result": expectation.value}
     if requirement.failures:
         entry["failures"] = [
             {
@@ -560,6 +587,7 @@ def _requirement_entry(result: RunResult, requirement: RequirementResult) -> dic
                 "pytest": result.reproduce_pytest(test, redact=True),
                 "hypothesis_blob": test.hypothesis_blob,
                 "stack": None if test.stack is None else test.stack[-MAX_DETAILS_CHARS:],
+                "driver_frame": test.driver_frame,
             }
             for test in requirement.failures
         ]
@@ -617,6 +645,11 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
                 "not_run": sum(t.outcome.value == "not_run" for t in tests),
             },
             "problems": list(result.problems),
+            "expected_failures": [
+                {"id": r.id, "reason": r.expected, "result": r.expectation.value}
+                for r in result.requirements
+                if r.expected is not None and r.expectation is not None
+            ],
         },
         "profile": {
             "durability": profile.durability.value,

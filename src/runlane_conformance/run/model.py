@@ -27,6 +27,7 @@ __all__ = [
     "REPRODUCE_PROPERTY",
     "AreaSummary",
     "CheckResult",
+    "ExpectationResult",
     "Outcome",
     "RequirementOutcome",
     "RequirementResult",
@@ -159,14 +160,31 @@ class CheckResult:
 TestResult = CheckResult
 
 
+class ExpectationResult(StrEnum):
+    """How a requirement declared as an expected failure (``--expect-fail``) came out."""
+
+    #: It failed (or did not run), as declared: a known failure. It still denies certification.
+    FAILED_AS_EXPECTED = "failed as expected"
+    #: It passed: the declaration is stale and should be removed; the run is not clean.
+    PASSED_UNEXPECTEDLY = "passed unexpectedly"
+    #: The driver's profile gated it off, so there was nothing to fail.
+    GATED = "gated"
+
+
 @dataclass(frozen=True)
 class RequirementResult:
-    """The verdict on one requirement, folded from all of its checks."""
+    """The verdict on one requirement, folded from all of its checks.
+
+    ``expected`` is the reason given when the run declared the requirement an expected
+    failure. It never changes ``outcome``: a known failure is still a failure for
+    certification; it only changes how the failure is presented.
+    """
 
     requirement: Requirement
     outcome: RequirementOutcome
     reason: str | None
     tests: tuple[CheckResult, ...]
+    expected: str | None = None
 
     @property
     def id(self) -> str:
@@ -187,6 +205,22 @@ class RequirementResult:
     @property
     def failures(self) -> tuple[CheckResult, ...]:
         return tuple(test for test in self.tests if test.failed)
+
+    @property
+    def expectation(self) -> ExpectationResult | None:
+        """How a declared expected failure came out (``None`` when none was declared)."""
+        if self.expected is None:
+            return None
+        if self.outcome is RequirementOutcome.PASSED:
+            return ExpectationResult.PASSED_UNEXPECTEDLY
+        if self.outcome is RequirementOutcome.GATED:
+            return ExpectationResult.GATED
+        return ExpectationResult.FAILED_AS_EXPECTED
+
+    @property
+    def known_failure(self) -> bool:
+        """Failed (or did not run) as the run declared it would."""
+        return self.expectation is ExpectationResult.FAILED_AS_EXPECTED
 
 
 @dataclass(frozen=True)
@@ -270,6 +304,11 @@ class RunResult:
     def failed_requirements(self) -> tuple[RequirementResult, ...]:
         """Requirements that failed or did not run."""
         return tuple(r for r in self.requirements if not r.outcome.acceptable)
+
+    @property
+    def unexpected_passes(self) -> tuple[RequirementResult, ...]:
+        """Requirements declared as expected failures that passed (their declaration is stale)."""
+        return tuple(r for r in self.requirements if r.expectation is ExpectationResult.PASSED_UNEXPECTEDLY)
 
     @property
     def must_failures(self) -> tuple[RequirementResult, ...]:

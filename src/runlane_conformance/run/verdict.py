@@ -180,13 +180,18 @@ def unfinished_check(
     )
 
 
-def fold_requirements(plan: Plan, checks: Iterable[CheckResult]) -> tuple[RequirementResult, ...]:
+def fold_requirements(
+    plan: Plan, checks: Iterable[CheckResult], expected: Mapping[str, str] | None = None
+) -> tuple[RequirementResult, ...]:
     """One result per planned requirement (plus any check whose requirement is not catalogued).
 
     A requirement fails if any check failed, errored or did not run; is gated if
     every check was gated; passes otherwise. A requirement with no collected check
-    did not run, which is a failure for certification.
+    did not run, which is a failure for certification. ``expected`` (requirement id
+    -> reason, from ``--expect-fail``) is attached to the results it names and
+    changes no outcome: a known failure denies certification like any other.
     """
+    expected = expected or {}
     grouped: dict[str, list[CheckResult]] = {rid: [] for rid in plan.requirements}
     for check in checks:
         key = check.requirement_id or f"{check.area}.{_slug(check.name)}"
@@ -209,7 +214,9 @@ def fold_requirements(plan: Plan, checks: Iterable[CheckResult]) -> tuple[Requir
             outcome, reason = RequirementOutcome.GATED, members[0].message
         else:
             outcome, reason = RequirementOutcome.PASSED, None
-        results.append(RequirementResult(requirement, outcome, reason, tuple(members)))
+        results.append(
+            RequirementResult(requirement, outcome, reason, tuple(members), expected=expected.get(rid))
+        )
     order = {area: index for index, area in enumerate(AREAS)}
     results.sort(key=lambda r: (order.get(r.area, len(order)), r.area, r.id))
     return tuple(results)

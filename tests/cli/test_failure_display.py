@@ -20,7 +20,7 @@ from runlane_conformance.runner import (
     certify_driver,
     run_suites,
 )
-from tests.cli.fake_driver import DRIVER_FRAME, REPRODUCE
+from tests.cli.fake_driver import DRIVER_FRAME, REPRODUCE, SHRINK_NOTE
 
 cli = CliRunner()
 LOST = "conflicts.lost-update"
@@ -41,6 +41,7 @@ def test_a_failure_shows_every_line_of_its_message_and_the_driver_frame(fake_sui
     for line in ("final state: counter=1", "T1 returned: 1", "T2 returned: 1", "step 3: T2 wrote counter=3"):
         assert line in section
     assert f"driver frame: {DRIVER_FRAME}" in section
+    assert f"note:         {SHRINK_NOTE}" in section
 
 
 def test_a_long_message_is_capped_with_a_count_of_the_lines_left_out(fake_suite: str) -> None:

@@ -233,3 +233,19 @@ def test_an_exception_that_cannot_be_printed_or_is_huge_still_fails_cleanly(
     assert run.requirement(TARGET)["outcome"] == "failed"
     assert all(len(m) < 5_000 for m in run.messages(TARGET))
     assert len(json.dumps(run.report)) < 2_000_000
+
+
+def test_a_typo_that_breaks_every_call_is_one_short_block_naming_each_requirement_once(certify: Any) -> None:
+    run = certify("typo", "-a", "point_reads", "-a", "sealing")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.report is not None
+    failed = [r for r in run.report["requirements"] if r["outcome"] == "failed"]
+    assert len(failed) == len(run.report["requirements"]) > 5
+    error = "TypeError: LocalStorageDriver.transaction() takes 2 positional arguments but 3 were given"
+    assert run.stdout.count(error) == 2, run.stdout  # once as it happened, once in the summary
+    assert f"same error in {run.report['run']['checks']['failed']} checks of {len(failed)} requirements" in (
+        run.stdout
+    )
+    assert run.stdout.count("reproduce:") == 1
+    # Before the grouping, each of the ~35 failed checks printed its own three lines.
+    assert len(run.stdout.splitlines()) < 40, run.stdout

@@ -153,6 +153,8 @@ def _block(check: CheckResult, style: TracebackStyle, shown: Shown, *, example: 
         out.append(Text(f"{_INDENT}... ({count(left, 'more line')}; the report has them all)", style="dim"))
     if check.driver_frame:
         out.append(Text(f"{_INDENT}driver frame: {shown(check.driver_frame, LINE_CHARS)}"))
+    if check.shrink_note:
+        out.append(Text(f"{_INDENT}note:         {shown(check.shrink_note, LINE_CHARS)}"))
     if check.stack and style is not TracebackStyle.LONG:  # the long form's traceback already has it
         stack_lines, stack_left = _capped(check.stack.splitlines(), STACK_LINES)
         stack = f"\n{_INDENT}{' ' * 14}".join(shown(line, 500) for line in stack_lines)

@@ -25,6 +25,7 @@ from ..safe_text import redact_options, redact_text, secret_values
 __all__ = [
     "DRIVER_FRAME_PROPERTY",
     "REPRODUCE_PROPERTY",
+    "SHRINK_NOTE_PROPERTY",
     "AreaSummary",
     "CheckResult",
     "ExpectationResult",
@@ -45,6 +46,8 @@ __all__ = [
 DRIVER_FRAME_PROPERTY = "runlane_driver_frame"
 #: The user property a failing check's report carries with the pytest command that replays it.
 REPRODUCE_PROPERTY = "runlane_reproduce"
+#: The user property saying a failure was reported before shrinking finished (its budget ran out).
+SHRINK_NOTE_PROPERTY = "runlane_shrink_note"
 
 
 class RunUsageError(RunlaneError, ValueError):
@@ -149,6 +152,11 @@ class CheckResult:
     def driver_frame(self) -> str | None:
         """Where in the driver's own code the failure escaped (``file:line in function``), when known."""
         return _frame_text(self.recorded(DRIVER_FRAME_PROPERTY))
+
+    @property
+    def shrink_note(self) -> str | None:
+        """Why the example shown may not be the smallest (shrinking ran out of time), when it is so."""
+        return self.recorded(SHRINK_NOTE_PROPERTY)
 
     @property
     def text(self) -> str:

@@ -1,7 +1,7 @@
 from checks import check, verdict
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.cli.fake_driver import DRIVER_FRAME, REPRODUCE
+from tests.cli.fake_driver import DRIVER_FRAME, REPRODUCE, SHRINK_NOTE
 
 
 @check("conflicts.lost-update")
@@ -10,6 +10,7 @@ def test_lost_update_scenario(driver, requirement_id, record_property):
     if history and requirement_id in driver.broken:
         record_property("runlane_driver_frame", DRIVER_FRAME)
         record_property("runlane_reproduce", REPRODUCE)
+        record_property("runlane_shrink_note", SHRINK_NOTE)
         steps = "\n".join(f"  step {i}: T{i % 2 + 1} wrote counter={i}" for i in range(history))
         raise AssertionError(
             f"no serial order of T1 and T2 produces this outcome\n  final state: counter=1\n"

@@ -4,6 +4,7 @@ failure that passes is reported and makes the run exit 1."""
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,24 @@ def test_bad_declarations_are_one_line_usage_errors(fake_suite: str) -> None:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and message in lines[0], result.stderr
         assert not result.stdout.strip()
+
+
+def test_junit_keeps_a_known_failure_a_failure_and_names_it_known(fake_suite: str, tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    invoke(
+        "run",
+        "-d",
+        fake_suite,
+        "-o",
+        f"break={LOST}",
+        "--expect-fail",
+        f"{LOST}={REASON}",
+        "--junit",
+        str(path),
+    )
+    case = next(c for c in ET.parse(path).iter("testcase") if c.get("name") == LOST)
+    failure = case.find("failure")
+    assert failure is not None
+    assert (failure.get("message") or "").startswith(f"known failure ({REASON}): AssertionError")
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert properties["expected_failure"] == f"failed as expected: {REASON}"

@@ -100,13 +100,21 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 ("clause", requirement.get("clause", "")),
             ):
                 ET.SubElement(properties, "property", name=name, value=_clean(value))
+            expected = requirement.get("expected_failure")
+            if expected is not None:
+                # A declared known failure stays a JUnit failure (never a pass); the property says so.
+                value = f"{expected['result']}: {expected['reason']}"
+                ET.SubElement(properties, "property", name="expected_failure", value=_clean(value))
             if requirement["outcome"] in _FAILING:
                 failures = requirement.get("failures", [])
                 body = "\n\n".join(_failure_text(failure) for failure in failures)
+                message = requirement["reason"] or "failed"
+                if expected is not None:
+                    message = f"known failure ({expected['reason']}): {message}"
                 element = ET.SubElement(
                     case,
                     "failure",
-                    message=_clean(requirement["reason"] or "failed"),
+                    message=_clean(message),
                     type=_clean(requirement["level"]),
                 )
                 element.text = xml_safe(body)

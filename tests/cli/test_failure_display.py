@@ -113,6 +113,7 @@ def test_exitfirst_stops_at_the_first_failed_check_and_the_run_never_certifies(
     result = invoke("run", "-d", fake_suite, "-o", f"break={broken}", "-x", "--report", str(path))
     assert result.exit_code == 1, result.output
     assert "STOPPED after 1 failed check (--maxfail 1)" in result.stdout
+    assert "requirements did not run: the run stopped after 1 failed check (--maxfail 1)" in result.stdout
     document = json.loads(path.read_text())
     assert document["run"]["status"] == "stopped"
     assert document["run"]["checks"]["failed"] == 1

@@ -269,7 +269,7 @@ def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> lis
         out.append(
             Text.assemble(
                 (f"{_FAIL} {count(len(ids), 'requirement')} did not run", "bold red"),
-                f": {shown(reason, 300)}",
+                f": {shown(reason.removeprefix('did not run: '), 300)}",
             )
         )
         if len(ids) <= NOT_RUN_NAMED:

@@ -249,3 +249,28 @@ def test_a_typo_that_breaks_every_call_is_one_short_block_naming_each_requiremen
     assert run.stdout.count("reproduce:") == 1
     # Before the grouping, each of the ~35 failed checks printed its own three lines.
     assert len(run.stdout.splitlines()) < 40, run.stdout
+
+
+def test_a_lost_update_shows_the_state_and_return_values_of_its_message_and_one_reproduce_line(
+    certify: Any,
+) -> None:
+    requirement = "conflicts.serializable-interleavings"
+    run = certify("tests.mutants.m_conflicts:last_writer_wins", "-r", requirement)
+    assert run.returncode == 1, run.stdout + run.stderr
+    summary = run.stdout.partition("Failed requirements")[2]
+    for line in ("no serial order of T1 and T2 produces this outcome", "final state:", "T1 returned:"):
+        assert line in summary
+    assert summary.count("reproduce:") == 1
+    assert f"--requirement {requirement}" in summary
+    assert "@reproduce_failure" not in run.stdout
+
+
+def test_a_driver_process_that_dies_counts_toward_maxfail_and_the_run_stops(certify: Any) -> None:
+    run = certify("exits_3_mid_check", "-x", "-r", TARGET, "-r", OTHER)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.report is not None
+    assert run.report["run"]["status"] == "stopped"
+    assert run.report["run"]["checks"]["failed"] == 1
+    assert run.report["run"]["checks"]["not_run"] > 0
+    assert run.messages(TARGET)[0] == f"the driver process exited with status 3 during `{TARGET}`"
+    assert "STOPPED after 1 failed check" in run.stdout

@@ -7,14 +7,20 @@ each test here plants a failure and asserts the verdict the runner reaches.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import hypothesis
 import pytest
 
-from runlane_conformance import runner
+from runlane_conformance import StorageProfile, runner
+from runlane_conformance.fixtures.gating import ProfileFacts
 from runlane_conformance.harness import DriverLoadError, DriverNotFoundError
 from runlane_conformance.requirements import Requirement, RequirementLevel
+from runlane_conformance.run.events import RawCheck, _full_message
+from runlane_conformance.run.plan import build_plan
+from runlane_conformance.run.verdict import judge_check
 from runlane_conformance.runner import (
     CheckStarted,
     CollectionFinished,
@@ -129,7 +135,8 @@ def test_each_failure_has_a_reproduce_line_with_driver_options_seed_and_requirem
         f"runlane-certify run --driver {fake_suite} --option break=limits.point-reads-boundary "
         "--requirement limits.point-reads-boundary --profile quick --seed 77"
     )
-    pytest_line = result.reproduce_pytest(failure)
+    # Without the plugin's own replay command on the check, one is built for exactly that check.
+    pytest_line = result.reproduce_pytest(dataclasses.replace(failure, properties=()))
     assert "--hypothesis-seed=77" in pytest_line
     assert "-k 'test_point_reads_accepted_at_limit_rejected_past_it[limits.point-reads-boundary]'" in (
         pytest_line
@@ -145,12 +152,18 @@ def test_secret_looking_options_can_be_redacted_from_reproduce_lines(fake_suite:
     assert "hunter2" in result.reproduce_command(failure)
 
 
-def test_a_hypothesis_failure_carries_its_reproduce_blob(fake_suite: str) -> None:
-    result = run_suites(fake_suite, {"break": "conflicts.lost-update"}, seed=5, areas=["conflicts"])
-    prop = next(t for t in result.tests if "property" in t.nodeid)
-    assert prop.outcome is Outcome.FAILED
-    assert prop.hypothesis_blob is not None
-    assert prop.hypothesis_blob.startswith("@reproduce_failure(")
+def test_a_reproduce_blob_stays_with_the_check_but_out_of_the_message_shown() -> None:
+    blob = "@reproduce_failure('6.155.2', b'AEEF')"
+    advice = f"You can reproduce this example by temporarily adding {blob} as a decorator on your test case"
+    text = f"AssertionError: too big\nFalsifying example: t(n=5)\n\n{advice}"
+    report = SimpleNamespace(longrepr=SimpleNamespace(reprcrash=SimpleNamespace(message=text)))
+    assert _full_message(report) == "AssertionError: too big\nFalsifying example: t(n=5)"
+    raw = RawCheck("suite/test_conflicts.py::t[conflicts.lost-update]", "conflicts.lost-update", "failed")
+    raw.message, raw.longrepr, raw.full_message = "AssertionError: too big", text, _full_message(report)
+    facts = ProfileFacts(StorageProfile(), operator_reads=False, cross_process=False)
+    judged = judge_check(raw, build_plan({}, facts, (), restricted=False), facts)
+    assert judged.hypothesis_blob == blob
+    assert blob not in judged.text
 
 
 def test_the_listener_hears_the_collection_then_every_check(fake_suite: str) -> None:

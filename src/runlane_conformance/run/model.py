@@ -144,9 +144,9 @@ class CheckResult:
         return self.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN)
 
     def recorded(self, key: str) -> str | None:
-        """The last value the check recorded under ``key``, if any."""
-        values = [value for name, value in self.properties if name == key]
-        return values[-1] if values else None
+        """The first value recorded under ``key`` for the check, if any (a check's own record comes
+        before what a plugin adds when the report is made)."""
+        return next((value for name, value in self.properties if name == key), None)
 
     @property
     def driver_frame(self) -> str | None:

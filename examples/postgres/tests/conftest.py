@@ -15,7 +15,6 @@ import pytest
 from runlane_postgres_driver import DEFAULT_DSN, probe
 
 from runlane_conformance import parse_driver_options
-from runlane_conformance.suites.conftest import *  # noqa: F403  (the record builders the suites use)
 
 
 def configured_dsn(config: pytest.Config) -> str:

@@ -15,7 +15,6 @@ import pytest
 from runlane_redis_driver import DEFAULT_URL, probe
 
 from runlane_conformance import parse_driver_options
-from runlane_conformance.suites.conftest import *  # noqa: F403  (the record builders the suites use)
 
 
 def configured_url(config: pytest.Config) -> str:

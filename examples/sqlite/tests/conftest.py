@@ -1,3 +1,4 @@
-"""Runs our conformance suites against the sqlite driver (``runlane_driver = "sqlite"`` in pyproject.toml)."""
+"""Runs our conformance suites against the sqlite driver (``runlane_driver = "sqlite"`` in pyproject.toml).
 
-from runlane_conformance.suites.conftest import *  # noqa: F403  (the record builders the suites use)
+The fixtures come from the runlane_conformance pytest plugin; nothing else is needed here.
+"""

@@ -127,3 +127,22 @@ def test_boundary_benchmark_prints_its_round_trips(capsys: pytest.CaptureFixture
     load_script("process_boundary").main(["--no-certify", "--exchanges", "20"])
     out = capsys.readouterr().out
     assert re.fullmatch(r"round trip: one exchange \d+ us, one empty transaction \d+ us\n", out)
+
+
+def test_time_to_failure_prints_a_row_per_bug_and_the_target_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_script("time_to_failure")
+    assert len({case.name for case in bench.CASES}) >= 5
+    assert bench.main(["--case", "limit off-by-one"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(
+        r"^(limit off-by-one) +\| limits\.query-results-boundary +\|((?: +[\d.]+ \|){4}) 1$", out, re.M
+    )
+    assert len(rows) == 1, out
+    assert re.search(r"^target: .*median [\d.]+ s, max [\d.]+ s: (met|MISSED)$", out, re.M), out
+
+
+def test_time_to_failure_refuses_an_unknown_case() -> None:
+    with pytest.raises(SystemExit):
+        load_script("time_to_failure").main(["--case", "no such bug"])

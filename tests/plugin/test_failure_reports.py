@@ -304,7 +304,8 @@ def test_the_shrinking_hook_is_called_once_per_failing_check_as_it_starts_shrink
 ) -> None:
     importable.makepyfile(shrink_spy=SHRINK_SPY)
     result = importable.runpytest_subprocess(
-        "-p", "shrink_spy", "-p", "no:cacheprovider", "-p", "no:randomly", "--pyargs", "runlane_conformance.suites",
+        "-p", "shrink_spy", "-p", "no:cacheprovider", "-p", "no:randomly",
+        "--pyargs", "runlane_conformance.suites",
         *CURSOR_MUTANT, *CURSOR_CHECK, "--runlane-requirement", "point_reads.exact-positions",
     )  # fmt: skip
     outcomes = result.parseoutcomes()

@@ -29,13 +29,15 @@ def test_every_hypothesis_internal_the_watch_relies_on_still_exists() -> None:
     assert shrink_watch._SLOW_SHRINK_WARNING in source
 
 
-def _failing_property(calls: list[int], slow: float = 0.0) -> object:
+def _failing_property(failures: list[int], slow: float = 0.0) -> object:
+    # Once a failure was seen, every further call (all of them shrink steps) takes ``slow`` seconds.
     @settings(database=None, max_examples=200, deadline=None)
     @given(st.lists(st.integers(0, 1000), min_size=1))
     def prop(values: list[int]) -> None:
-        calls.append(1)
-        if sum(values) > 10:
+        if failures:
             time.sleep(slow)
+        if sum(values) > 10:
+            failures.append(1)
             raise AssertionError("too big")
 
     return prop

@@ -1,13 +1,28 @@
 """Broken drivers for the faults area: each wraps the reference driver's in-process fault hook and
-mishandles a fault in one way."""
+mishandles a fault in one way.
+
+The derived-state mutants (index, stream head, limits) misbehave only after
+a fault on an instance opened behind the hook, so they keep every other
+area's rules and fail exactly one ``faults.*`` requirement.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageCommitUnknownError, StorageUnavailableError
+from runlane_conformance import (
+    AppendRecordsCommand,
+    StorageCommitUnknownError,
+    StorageLimitName,
+    StorageTransaction,
+    StorageUnavailableError,
+    create_storage_limit_error,
+    materialize_storage_append,
+    read_storage_stream_position,
+)
 from tests.mutants.catalog import Mutant
+from tests.mutants.m_mutations import with_stale
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
 T = TypeVar("T")
@@ -44,26 +59,124 @@ class ReportsSuccessWithoutCommitting(WrappedDriver):
 
 
 class _Staging(WrappedTransaction):
-    """Remembers the records the attempt staged for creation."""
+    """Remembers the records the attempt staged for creation, and its append."""
 
     def create(self, record: Any) -> None:
         self.driver.staged.append(record)  # type: ignore[attr-defined]
         self.inner.create(record)
 
+    def append(self, command: Any) -> None:
+        self.driver.appended.append(command)  # type: ignore[attr-defined]
+        self.inner.append(command)
 
-class LeavesPartialBatch(WrappedDriver):
-    """When the commit breaks, still stores the first record of a multi-record batch on its own."""
+
+class _StagingDriver(WrappedDriver):
+    """Collects what every attempt of one ``transaction()`` call staged, for the mutants below."""
 
     transaction_class = _Staging
 
     def transaction(self, callback: Callable[[Any], T]) -> T:
         self.staged: list[Any] = []
+        self.appended: list[AppendRecordsCommand] = []
+        return super().transaction(callback)
+
+
+class LeavesPartialBatch(_StagingDriver):
+    """When the commit breaks, still stores the first record of a multi-record batch on its own."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
         try:
             return super().transaction(callback)
         except StorageUnavailableError:
             staged = list(self.staged)
             if len(staged) > 1:
                 self.inner.transaction(lambda tx: tx.create(staged[0]))
+            raise
+
+
+class IndexesOutsideTheCommit(_StagingDriver):
+    """Writes a create's index entries ahead of the commit, so a broken commit leaves them behind.
+
+    The orphaned entries are kept the way the lazy-index mutants keep stale
+    ones (in the store's shared state) and show in every later query.
+    """
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        try:
+            return super().transaction(callback)
+        except StorageUnavailableError:
+            orphans = self.store.shared.setdefault("stale", [])
+            orphans.extend((record.key, entry) for record in self.staged for entry in record.indexes)
+            raise
+
+    def query(self, command: Any) -> Any:
+        return with_stale(self, command, self.inner.query(command))
+
+
+def _advance_head(tx: StorageTransaction, command: AppendRecordsCommand) -> None:
+    """Move the stream's head past ``command``'s batch without writing the batch."""
+    (head,) = tx.get([command.layout.head_key(command.partition)])
+    placed = materialize_storage_append(
+        command, read_storage_stream_position(command.stream, command.partition, head)
+    )
+    if head is None:
+        tx.create(placed.head)
+    else:
+        tx.replace(head, placed.head)
+
+
+class BumpsHeadBeforeCommit(_StagingDriver):
+    """Allocates an append's positions (moves the head) on its own before the commit, like a sequence.
+
+    When the commit then breaks, the head stays moved past positions no
+    record holds, and the next append leaves a gap.
+    """
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        try:
+            return super().transaction(callback)
+        except StorageUnavailableError:
+            if self.appended:
+                last = self.appended[-1]
+                self.inner.transaction(lambda tx: _advance_head(tx, last))
+            raise
+
+
+class _CountsReads(WrappedTransaction):
+    """Meters point reads on the driver's books, where a failed attempt's reads are never taken off."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.reads = 0
+
+    def get(self, keys: Any) -> list[Any]:
+        driver: CarriesUsageAfterFault = self.driver  # type: ignore[assignment]
+        self.reads += len(keys)
+        driver.last_reads = self.reads
+        total = driver.carried + self.reads
+        limit = driver.profile.limits.max_point_reads
+        if total > limit:
+            raise create_storage_limit_error(StorageLimitName.POINT_READS, limit, total)
+        return super().get(keys)
+
+
+class CarriesUsageAfterFault(WrappedDriver):
+    """Keeps a failed attempt's point reads counted against every later transaction on the instance.
+
+    Like a connection-level meter that is reset only after a commit, so the
+    reads of an attempt a fault broke stay on it.
+    """
+
+    transaction_class = _CountsReads
+    carried = 0
+    last_reads = 0
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        self.last_reads = 0
+        try:
+            return super().transaction(callback)
+        except (StorageUnavailableError, StorageCommitUnknownError):
+            self.carried += self.last_reads
             raise
 
 
@@ -97,6 +210,9 @@ reports_success_without_committing = mutant_harness(ReportsSuccessWithoutCommitt
 leaves_partial_batch = mutant_harness(LeavesPartialBatch)
 unusable_after_fault = mutant_harness(UnusableAfterFault)
 leaks_connection_errors = mutant_harness(LeaksConnectionErrors)
+indexes_outside_the_commit = mutant_harness(IndexesOutsideTheCommit)
+bumps_head_before_commit = mutant_harness(BumpsHeadBeforeCommit)
+carries_usage_after_fault = mutant_harness(CarriesUsageAfterFault)
 
 MUTANTS = [
     Mutant(
@@ -128,5 +244,23 @@ MUTANTS = [
         "tests.mutants.m_faults:leaks_connection_errors",
         "faults.failures-are-typed",
         "raises a plain ConnectionError instead of StorageUnavailableError",
+    ),
+    Mutant(
+        "indexes_outside_the_commit",
+        "tests.mutants.m_faults:indexes_outside_the_commit",
+        "faults.indexes-match-records",
+        "writes a create's index entries before the commit, leaving them behind when the commit breaks",
+    ),
+    Mutant(
+        "bumps_head_before_commit",
+        "tests.mutants.m_faults:bumps_head_before_commit",
+        "faults.stream-head-follows-records",
+        "moves a stream's head before the commit, so a broken commit leaves a gap in the positions",
+    ),
+    Mutant(
+        "carries_usage_after_fault",
+        "tests.mutants.m_faults:carries_usage_after_fault",
+        "faults.limits-not-inflated",
+        "keeps a failed attempt's point reads counted against the instance's later transactions",
     ),
 ]

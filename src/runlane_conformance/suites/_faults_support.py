@@ -28,8 +28,9 @@ from typing import Any
 
 import pytest
 
-from ..contract.errors import StorageCommitUnknownError, StorageUnavailableError
+from ..contract.errors import StorageCommitUnknownError, StorageLimitError, StorageUnavailableError
 from ..contract.protocols import StorageDriver, StorageTransaction
+from ..contract.streams import AppendRecordsCommand, materialize_storage_append, read_storage_stream_position
 from ..contract.values import StoredRecord
 from ..faults.plan import Fault, FaultInjector, FaultKind, FaultSwitch
 from ..faults.proxy import FaultProxy
@@ -37,11 +38,13 @@ from ..fixtures.convergence import forget_instance, register_instance, settle_in
 from ..fixtures.gating import fault_skip_reason
 from ..fixtures.records import Leases
 from ..harness import DriverHarness, FaultHookStore, ProxiedStore, StoreHandle
-from ._append_support import batch, read_stream
+from ._append_support import LAYOUT, OBSERVATIONS, batch, point_append, read_stream
+from ._limits_support import PRACTICAL_COUNT
 
 __all__ = [
     "FOLLOW_UP_TIMEOUT",
     "BatchTrial",
+    "CounterRun",
     "CounterTrial",
     "FaultRig",
     "RunRecord",
@@ -206,6 +209,7 @@ class CounterTrial:
     stored: int | None
     inspect_error: BaseException | None
     follow_up: str | None  # why the instance was not usable after the fault, or None
+    budget: str | None = None  # why the instance could not spend its full limits afterwards, or None
 
     def where(self) -> str:
         return f"{self.fault.describe()} (a fault-free run makes {self.planned} writes), via {self.mechanism}"
@@ -257,6 +261,13 @@ def _counter_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Co
         follow_up = None
         if fault is not None and inspect_error is None and stored is not None:
             follow_up = _follow_up(trial, faulty, leases, make, stored)
+        if fault is not None and (follow_up is not None or inspect_error is not None):
+            budget: str | None = (
+                "could not be judged, the faulted instance or the store was not usable afterwards: "
+                f"{follow_up or describe_error(inspect_error)}"
+            )
+        else:
+            budget = _at_the_limit(faulty, leases)
         record = CounterTrial(
             fault or Fault(FaultKind.DELAY, 1, delay=0.0),
             trial.mechanism,
@@ -266,8 +277,28 @@ def _counter_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Co
             stored,
             inspect_error,
             follow_up,
+            budget,
         )
         return record, writes
+
+
+def _at_the_limit(driver: StorageDriver, leases: Leases) -> str | None:
+    """Why a transaction spending the instance's whole point-read and record budget fails; None if it works.
+
+    It reads as many absent keys as both the point-read and the transaction
+    record limit allow (at most ``PRACTICAL_COUNT``), so one read left over on
+    the books from a failed attempt pushes it over.
+    """
+    limits = driver.profile.limits
+    count = min(limits.max_point_reads, limits.max_transaction_records, PRACTICAL_COUNT)
+    keys = [leases.key(f"budget-{number:06d}") for number in range(count)]
+    _, error = bounded(lambda: driver.transaction(lambda tx: tx.get(keys)))
+    if error is None:
+        return None
+    what = "was refused as over a limit" if isinstance(error, StorageLimitError) else "failed"
+    return (
+        f"a transaction reading {count} absent keys (its advertised budget) {what}: {describe_error(error)}"
+    )
 
 
 def _follow_up(
@@ -292,16 +323,26 @@ def _follow_up(
     return None
 
 
-def counter_trials(harness: DriverHarness) -> list[CounterTrial]:
+@dataclass(frozen=True)
+class CounterRun:
+    """The fault-free calibration trial of the counter scenario, and its trials under every fault."""
+
+    calibration: CounterTrial
+    trials: tuple[CounterTrial, ...]
+
+
+def counter_trials(harness: DriverHarness) -> CounterRun:
     """The counter increment under every fault of the calibrated schedule."""
     with FaultRig(harness) as rig:
-        _, writes = _counter_trial(rig, None, 0)
+        calibration, writes = _counter_trial(rig, None, 0)
         if writes == 0:
             pytest.fail(
                 "the calibration transaction made no writes through the fault mechanism: the harness's "
                 "faulty instances do not route their store exchanges through it"
             )
-        return [_counter_trial(rig, fault, writes)[0] for fault in schedule(writes)]
+        return CounterRun(
+            calibration, tuple(_counter_trial(rig, fault, writes)[0] for fault in schedule(writes))
+        )
 
 
 # -- the batch scenario: several mutations, indexes and an append, all or nothing ----------------
@@ -317,7 +358,8 @@ class BatchTrial:
     fired: bool
     error: BaseException | None
     pieces: dict[str, bool] = field(default_factory=dict)  # piece -> applied?
-    problems: tuple[str, ...] = ()  # inconsistencies beyond all-or-nothing (index, stream head)
+    index_problems: tuple[str, ...] = ()  # where the lease index disagrees with the records
+    stream_problems: tuple[str, ...] = ()  # where the stream head disagrees with the stream's records
     inspect_error: BaseException | None = None
 
     def where(self) -> str:
@@ -328,23 +370,69 @@ def _name(record: StoredRecord | None) -> str | None:
     return None if record is None else str(record.document.value.get("holder"))
 
 
+def _append(tx: StorageTransaction, command: AppendRecordsCommand, native: bool) -> None:
+    """Append ``command`` natively when the driver offers it, else the way core does (head read + writes)."""
+    if native:
+        tx.append(command)
+    else:
+        point_append(tx, command)
+
+
+def _index_problems(fresh: StorageDriver, leases: Leases, found: dict[str, StoredRecord | None]) -> list[str]:
+    """Where the lease index disagrees with the records a fresh instance point-read (settled first)."""
+    at = {"new-a": 1, "new-b": 2, "keep-r": 11 if _name(found["keep-r"]) == "r1" else 10, "keep-d": 20}
+    expected = sorted((leases.sort(at[name]), name) for name, record in found.items() if record is not None)
+    settle_indexes(fresh)  # an eventual index must have caught up before it is compared
+    page = fresh.query(leases.query(limit=min(fresh.profile.limits.max_query_results, 100)))
+    index = sorted((item.sort, str(item.key.id[-1])) for item in page.items)
+    if index == expected:
+        return []
+    return [f"the index shows {index} but the records imply {expected}"]
+
+
+def _stream_problems(fresh: StorageDriver, partition: str, native: bool) -> tuple[bool, list[str]]:
+    """Whether the work's batch is in the stream, and where the head disagrees with the stream's records.
+
+    The stream was seeded with one record, so it holds 1 or 3 records; the head
+    must name the position after the last one, and one more append must land
+    right there.
+    """
+    view = read_stream(fresh, partition)
+    problems = []
+    if view.positions != list(range(1, len(view.records) + 1)):
+        problems.append(f"stream positions {view.positions} are not contiguous from 1")
+    if view.next_position != len(view.records) + 1:
+        problems.append(
+            f"the stream head says next position {view.next_position} after {len(view.records)} records"
+        )
+    fresh.transaction(lambda tx: _append(tx, batch(partition, "after", 1), native))
+    after = read_stream(fresh, partition)
+    if after.positions != list(range(1, len(view.records) + 2)):
+        problems.append(
+            f"the next append after {len(view.records)} records landed at positions {after.positions}"
+        )
+    return len(view.records) == 3, problems
+
+
 def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[BatchTrial, int]:
     leases = Leases(environment=f"faults-{uuid.uuid4().hex[:8]}")
     partition = f"faults-{uuid.uuid4().hex[:8]}"
     with rig.trial() as trial:
         faulty = trial.connect_faulty()
-        appends = bool(faulty.profile.append)
+        native = bool(faulty.profile.append)
 
         def seed(tx: StorageTransaction) -> None:
             tx.create(leases.record("keep-r", at=10, holder="r0"))
             tx.create(leases.record("keep-d", at=20, holder="d0"))
 
         faulty.transaction(seed)
-        if appends:
-            faulty.transaction(lambda tx: tx.append(batch(partition, "seed", 1)))
+        faulty.transaction(lambda tx: _append(tx, batch(partition, "seed", 1), native))
 
         def work(tx: StorageTransaction) -> None:
-            replaced, deleted = tx.get([leases.key("keep-r"), leases.key("keep-d")])
+            # One read of everything the attempt depends on (the stream head too, without native
+            # append), then every mutation: reads are sealed by the first mutation.
+            head_key = [] if native else [LAYOUT.head_key(partition)]
+            replaced, deleted, *head = tx.get([leases.key("keep-r"), leases.key("keep-d"), *head_key])
             assert replaced is not None and deleted is not None, (
                 "keep-r or keep-d read as absent although the seed transaction committed both just before "
                 "(a read-your-commits fault, before any fault was injected into this work)"
@@ -353,15 +441,28 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
             tx.create(leases.record("new-b", at=2, holder="b"))
             tx.replace(replaced, leases.record("keep-r", at=11, holder="r1"))
             tx.delete(deleted)
-            if appends:
-                tx.append(batch(partition, "work", 2))
+            command = batch(partition, "work", 2)
+            if native:
+                tx.append(command)
+                return
+            (current,) = head
+            placed = materialize_storage_append(
+                command, read_storage_stream_position(OBSERVATIONS, partition, current)
+            )
+            for record in placed.records:
+                tx.create(record)
+            if current is None:
+                tx.create(placed.head)
+            else:
+                tx.replace(current, placed.head)
 
         trial.switch.arm(fault)
         _, error = bounded(lambda: faulty.transaction(work))
         writes, fired = trial.switch.writes, trial.switch.fired
         trial.switch.disarm()
         pieces: dict[str, bool] = {}
-        problems: list[str] = []
+        index_problems: list[str] = []
+        stream_problems: list[str] = []
         inspect_error: BaseException | None = None
         try:
             fresh = trial.fresh()
@@ -373,35 +474,8 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
             pieces["create new-b"] = found["new-b"] is not None
             pieces["replace keep-r"] = _name(found["keep-r"]) == "r1"
             pieces["delete keep-d"] = found["keep-d"] is None
-            expected_index = sorted(
-                (leases.sort(at), name)
-                for name, at in (
-                    ("new-a", 1),
-                    ("new-b", 2),
-                    ("keep-r", 11 if pieces["replace keep-r"] else 10),
-                    ("keep-d", 20),
-                )
-                if found[name] is not None
-            )
-            settle_indexes(fresh)  # an eventual index must have caught up before it is compared
-            page = fresh.query(leases.query(limit=min(fresh.profile.limits.max_query_results, 100)))
-            index = sorted((item.sort, str(item.key.id[-1])) for item in page.items)
-            if index != expected_index:
-                problems.append(f"the index shows {index} but the records imply {expected_index}")
-            if appends:
-                view = read_stream(fresh, partition)
-                pieces["append 2 observations"] = len(view.records) == 3
-                if view.positions != list(range(1, len(view.records) + 1)):
-                    problems.append(f"stream positions {view.positions} are not contiguous from 1")
-                if view.next_position != len(view.records) + 1:
-                    problems.append(
-                        f"the stream head says next position {view.next_position} after "
-                        f"{len(view.records)} records"
-                    )
-                fresh.transaction(lambda tx: tx.append(batch(partition, "after", 1)))
-                after = read_stream(fresh, partition)
-                if after.positions != list(range(1, len(view.records) + 2)):
-                    problems.append(f"the next append landed at positions {after.positions}")
+            index_problems = _index_problems(fresh, leases, found)
+            pieces["append 2 observations"], stream_problems = _stream_problems(fresh, partition, native)
         except Exception as caught:
             inspect_error = caught
         return (
@@ -412,7 +486,8 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
                 fired,
                 error,
                 pieces,
-                tuple(problems),
+                tuple(index_problems),
+                tuple(stream_problems),
                 inspect_error,
             ),
             writes,

@@ -6,8 +6,11 @@ middle, on the commit, and after the commit with its answer lost. Each fault
 runs on a fresh store, and a plain instance then reads what was committed.
 The rules:
 
-* the store shows all of an attempt or none of it, indexes and stream heads
-  included;
+* the store shows all of an attempt or none of it;
+* what the store derives from the records stays in step with them: the index
+  shows exactly the records the store holds, a stream's head names the
+  position after its last committed record, and a failed attempt's reads or
+  writes are not left counted against the instance's limits;
 * what ``transaction()`` reported agrees with the store: success means
   committed exactly once, ``StorageUnavailableError`` means nothing,
   ``StorageCommitUnknownError`` means at most once;
@@ -35,6 +38,7 @@ from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._faults_support import (
     FAULT_ERRORS,
     BatchTrial,
+    CounterRun,
     CounterTrial,
     batch_trials,
     counter_trials,
@@ -52,8 +56,34 @@ NO_PARTIAL_WRITES = requirement(
     RequirementLevel.MUST,
     f"{CHECKLIST}; {ATTEMPTS} (grouping never reports a partially applied batch)",
     "After a fault at any point of an attempt, a fresh instance sees all of the attempt's creates, "
-    "replacements, deletes and append, or none of them; indexes match the records and the stream head "
-    "matches the stream.",
+    "replacements, deletes and appended records, or none of them.",
+    capability="faults",
+)
+INDEXES_MATCH_RECORDS = requirement(
+    "faults.indexes-match-records",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; Verification checklist: atomic index movement "
+    "(replacing a record replaces all index entries in the same commit)",
+    "After a fault at any point of an attempt, an index query returns exactly the entries of the records "
+    "the store holds: no entry of a create that did not commit, none missing for one that did, and a "
+    "replacement's entry moved only if the replacement committed.",
+    capability="faults",
+)
+STREAM_HEAD_FOLLOWS_RECORDS = requirement(
+    "faults.stream-head-follows-records",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; Add optional ordered append (aborted or replayed attempts consume no stream positions)",
+    "After a fault at any point of an attempt that appends (natively, or through the head and records "
+    "where append is not offered), the stream's positions are contiguous, its head names the position "
+    "after its last committed record, and the next append lands there.",
+    capability="faults",
+)
+LIMITS_NOT_INFLATED = requirement(
+    "faults.limits-not-inflated",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; Report a profile that is true (enforce every advertised limit at the provider boundary)",
+    "After a fault, the faulted instance can still spend its whole advertised point-read and transaction "
+    "record budget in one transaction: nothing of the failed attempt is left counted against its limits.",
     capability="faults",
 )
 OUTCOME_MATCHES_STORE = requirement(
@@ -93,9 +123,15 @@ USABLE_AFTER_FAULT = requirement(
 
 
 @pytest.fixture(scope="module")
-def under_counter_faults(runlane_harness: DriverHarness) -> list[CounterTrial]:
-    """The counter increment under every calibrated fault (computed once, judged by several checks)."""
+def counter_run(runlane_harness: DriverHarness) -> CounterRun:
+    """The counter increment without a fault and under every calibrated fault (computed once)."""
     return counter_trials(runlane_harness)
+
+
+@pytest.fixture(scope="module")
+def under_counter_faults(counter_run: CounterRun) -> list[CounterTrial]:
+    """The counter increment under every calibrated fault, judged by several checks."""
+    return list(counter_run.trials)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +175,55 @@ def test_a_fault_at_any_point_leaves_all_of_the_attempt_or_none_of_it(
                 f"{trial.where()}: partial commit (transaction() gave {describe_error(trial.error)}); "
                 f"the store holds {applied} but not {missing}"
             )
-        problems.extend(f"{trial.where()}: {problem}" for problem in trial.problems)
+    assert not problems, report(problems, len(fired))
+
+
+def _derived_state_problems(trials: list[BatchTrial], kind: str) -> list[str]:
+    """Each trial's ``kind`` problems ("index" or "stream"), or why the store could not be read back."""
+    problems = []
+    for trial in trials:
+        if trial.inspect_error is not None:
+            problems.append(
+                f"{trial.where()}: the store could not be read back: {describe_error(trial.inspect_error)}"
+            )
+            continue
+        found = trial.index_problems if kind == "index" else trial.stream_problems
+        problems.extend(
+            f"{trial.where()}: {problem} (transaction() gave {describe_error(trial.error)})"
+            for problem in found
+        )
+    return problems
+
+
+@INDEXES_MATCH_RECORDS
+def test_after_a_fault_the_index_shows_exactly_the_records_the_store_holds(
+    under_batch_faults: list[BatchTrial],
+) -> None:
+    fired = _fired(under_batch_faults)
+    problems = _derived_state_problems(fired, "index")
+    assert not problems, report(problems, len(fired))
+
+
+@STREAM_HEAD_FOLLOWS_RECORDS
+def test_after_a_fault_the_stream_head_follows_the_committed_records(
+    under_batch_faults: list[BatchTrial],
+) -> None:
+    fired = _fired(under_batch_faults)
+    problems = _derived_state_problems(fired, "stream")
+    assert not problems, report(problems, len(fired))
+
+
+@LIMITS_NOT_INFLATED
+def test_a_failed_attempt_leaves_nothing_counted_against_the_instances_limits(
+    counter_run: CounterRun,
+) -> None:
+    calibration = counter_run.calibration
+    assert calibration.budget is None, (
+        f"even without a fault, {calibration.budget}; the limits area judges that on its own, and this "
+        "check cannot tell a fault's leftovers from it"
+    )
+    fired = _fired(counter_run.trials)
+    problems = [f"{trial.where()}: afterwards, {trial.budget}" for trial in fired if trial.budget is not None]
     assert not problems, report(problems, len(fired))
 
 

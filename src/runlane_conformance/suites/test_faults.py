@@ -62,8 +62,7 @@ NO_PARTIAL_WRITES = requirement(
 INDEXES_MATCH_RECORDS = requirement(
     "faults.indexes-match-records",
     RequirementLevel.MUST,
-    f"{CHECKLIST}; Verification checklist: atomic index movement "
-    "(replacing a record replaces all index entries in the same commit)",
+    f"{CHECKLIST}; {ATTEMPTS} (index entries move in the same commit as their records)",
     "After a fault at any point of an attempt, an index query returns exactly the entries of the records "
     "the store holds: no entry of a create that did not commit, none missing for one that did, and a "
     "replacement's entry moved only if the replacement committed.",
@@ -81,7 +80,7 @@ STREAM_HEAD_FOLLOWS_RECORDS = requirement(
 LIMITS_NOT_INFLATED = requirement(
     "faults.limits-not-inflated",
     RequirementLevel.MUST,
-    f"{CHECKLIST}; Report a profile that is true (enforce every advertised limit at the provider boundary)",
+    f"{CHECKLIST}; Report a profile that is true (limits)",
     "After a fault, the faulted instance can still spend its whole advertised point-read and transaction "
     "record budget in one transaction: nothing of the failed attempt is left counted against its limits.",
     capability="faults",

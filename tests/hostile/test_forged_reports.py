@@ -38,7 +38,7 @@ def genuine(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "CERTIFIED: local at level core+append+exclusive" in done.stdout
+    assert "CERTIFIED: local at level core+append+exclusive+faults" in done.stdout
     document: dict[str, Any] = json.loads(report.read_text())
     return document
 
@@ -63,7 +63,7 @@ def test_the_quick_profile_certifies_the_reference_driver_with_every_check_run(
 def test_a_genuine_report_gets_its_badge(tmp_path: Path, genuine: dict[str, Any]) -> None:
     code, _, endpoint = badge(tmp_path, genuine)
     assert code == 0
-    assert json.loads(endpoint.read_text())["message"] == "core+append+exclusive"
+    assert json.loads(endpoint.read_text())["message"] == "core+append+exclusive+faults"
 
 
 def _fail_musts(document: dict[str, Any]) -> None:

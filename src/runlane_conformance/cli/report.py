@@ -63,7 +63,17 @@ __all__ = [
 REPORT_VERSION = 2
 
 #: Certification levels, weakest first; ``none`` means a MUST requirement failed.
-LEVELS: tuple[str, ...] = ("none", "core", "core+append", "core+exclusive", "core+append+exclusive")
+LEVELS: tuple[str, ...] = (
+    "none",
+    "core",
+    "core+append",
+    "core+exclusive",
+    "core+append+exclusive",
+    "core+faults",
+    "core+append+faults",
+    "core+exclusive+faults",
+    "core+append+exclusive+faults",
+)
 
 #: Longest failure text kept per failing check, so one runaway traceback cannot bloat the report.
 MAX_DETAILS_CHARS = DETAILS_LIMIT
@@ -100,7 +110,11 @@ CHECK_EVIDENCE: dict[str, tuple[str, ...]] = {
     "clock": ("profile.client-clock-follows-injected-clock",),
     "index_consistency": ("profile.strong-index-visible-across-instances",),
 }
-_CAPABILITY_AREAS: dict[str, str] = {"append": "append", "exclusive_candidates": "exclusive_selection"}
+_CAPABILITY_AREAS: dict[str, str] = {
+    "append": "append",
+    "exclusive_candidates": "exclusive_selection",
+    "faults": "faults",
+}
 
 _STATUS = {"enum": ["passed", "failed", "gated", "not_run"]}
 _OUTCOMES = ("passed", "failed", "gated", "not_run")
@@ -664,7 +678,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
         "checks": _checks_section(result),
         "capabilities": {
             capability: {
-                "offered": capability in profile.capabilities(),
+                "offered": capability in result.facts.offered(),
                 "status": _aggregate(r for r in result.requirements if r.area == area)[0],
             }
             for capability, area in _CAPABILITY_AREAS.items()

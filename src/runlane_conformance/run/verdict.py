@@ -32,10 +32,13 @@ __all__ = [
 
 _BLOB = re.compile(r"@reproduce_failure\([^()]*\)")
 
-#: Optional capabilities that raise the certification level, with their label.
+#: Optional capabilities that raise the certification level, with their label. ``faults`` is the
+#: harness offering a fault mechanism: a driver certified without one never had a broken connection
+#: tested, so its level must not read like one whose faults checks passed (docs/faults.md).
 LEVEL_CAPABILITIES: tuple[tuple[str, str], ...] = (
     ("append", "append"),
     ("exclusive_candidates", "exclusive"),
+    ("faults", "faults"),
 )
 
 

@@ -387,7 +387,12 @@ def _index_problems(fresh: StorageDriver, leases: Leases, found: dict[str, Store
     index = sorted((item.sort, str(item.key.id[-1])) for item in page.items)
     if index == expected:
         return []
-    return [f"the index shows {index} but the records imply {expected}"]
+    seconds = {leases.sort(second): second for second in (1, 2, 10, 11, 20)}
+
+    def shown(entries: list[tuple[str, str]]) -> str:
+        return "[" + ", ".join(f"{name}@{seconds.get(sort, sort)}" for sort, name in entries) + "]"
+
+    return [f"the index shows {shown(index)} but the records imply {shown(expected)} (name@sort second)"]
 
 
 def _stream_problems(fresh: StorageDriver, partition: str, native: bool) -> tuple[bool, list[str]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -73,28 +74,51 @@ def test_a_lost_exec_reply_takes_the_unfixed_counter_from_0_to_2_and_the_fixed_o
     assert _exec_reply_lost(harness) == (1, 0, [0])
 
 
-def test_the_faults_suite_fails_the_unfixed_driver_on_the_double_apply(tmp_path: Path) -> None:
+def _certify(words: list[str], report: Path) -> dict[str, Any]:
     command = shutil.which(
         "runlane-certify",
         path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     )
     if command is None:
         pytest.fail("runlane-certify is not installed next to this Python or on PATH")
-    report = tmp_path / "report.json"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
     }
     finished = subprocess.run(
-        [command, "run", "--driver", "unfixed_redis:harness", "--area", "faults", "--report", str(report)],
+        [command, *words, "--report", str(report)],
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=600,
         check=False,
     )
     assert finished.returncode == 1, finished.stdout + finished.stderr
-    document = json.loads(report.read_text(encoding="utf-8"))
-    (rule,) = [entry for entry in document["requirements"] if entry["id"] == RULE]
-    assert rule["outcome"] == "failed", rule
-    assert "counter=2" in json.dumps(rule), rule
+    document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    return document
+
+
+def _failed(document: dict[str, Any]) -> dict[str, str]:
+    entries = document["requirements"]
+    return {entry["id"]: entry["reason"] for entry in entries if entry["outcome"] == "failed"}
+
+
+def test_certifying_the_unfixed_driver_fails_the_double_apply_in_faults_alone_and_the_failure_replays(
+    tmp_path: Path,
+) -> None:
+    # Every area: the double apply fails faults.* requirements and nothing else.
+    document = _certify(["run", "--driver", "unfixed_redis:harness"], tmp_path / "report.json")
+    failed = _failed(document)
+    assert RULE in failed, failed
+    assert "counter=2" in failed[RULE] and "reply to write" in failed[RULE], failed[RULE]
+    assert all(rid.startswith("faults.") for rid in failed), sorted(failed)
+    assert document["run"]["checks"]["not_run"] == 0, document["run"]
+    passed_areas = {area["area"] for area in document["areas"] if area["requirements"]["failed"] == 0}
+    assert passed_areas == {area["area"] for area in document["areas"]} - {"faults"}, passed_areas
+
+    # The printed reproduce line breaks the same write the same way: the same first failing trial.
+    (entry,) = [entry for entry in document["requirements"] if entry["id"] == RULE]
+    words = shlex.split(entry["failures"][0]["reproduce"])
+    assert words[:2] == ["runlane-certify", "run"] and "--area" in words, words
+    again = _certify(words[1:], tmp_path / "again.json")
+    assert _failed(again) == failed

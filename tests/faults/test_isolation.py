@@ -41,19 +41,17 @@ def test_a_driver_that_mishandles_faults_fails_only_faults_requirements(mutant: 
     assert not result.problems, result.problems
 
 
-def _certify(words: list[str], report: Path) -> dict[str, Any]:
+def _fails(argv: list[str]) -> str:
+    """Run ``argv`` in the repository (so ``tests.mutants`` imports) and expect exit 1; its stdout."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [str(CERTIFY), *words, "--report", str(report)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout + done.stderr
+    return done.stdout
+
+
+def _certify(words: list[str], report: Path) -> dict[str, Any]:
+    _fails([str(CERTIFY), *words, "--report", str(report)])
     document: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
     return document
 
@@ -84,18 +82,7 @@ def test_the_reproduce_line_of_a_failing_faults_check_breaks_the_same_write_the_
     assert message.startswith("AssertionError: connection cut before write 2 "), message
 
     # The plain pytest line replays the same check, with the same first failing trial.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     words = shlex.split(entry["failures"][0]["pytest"])
     assert words[0] == "pytest", words
-    done = subprocess.run(
-        [sys.executable, "-m", *words, "-p", "no:randomly", "-p", "no:xdist"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert message.removeprefix("AssertionError: ") in done.stdout, done.stdout
+    output = _fails([sys.executable, "-m", *words, "-p", "no:randomly", "-p", "no:xdist"])
+    assert message.removeprefix("AssertionError: ") in output, output

@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from ..contract.errors import RunlaneError
 
-__all__ = ["Fault", "FaultHook", "FaultInjector", "FaultKind", "FaultSwitch", "InjectedFault"]
+__all__ = ["ArmedSwitch", "Fault", "FaultHook", "FaultInjector", "FaultKind", "FaultSwitch", "InjectedFault"]
 
 T = TypeVar("T")
 
@@ -108,14 +108,12 @@ class FaultSwitch(Protocol):
         ...
 
 
-class FaultInjector:
-    """The in-process twin of ``FaultProxy``: a ``FaultHook`` a driver calls, and a ``FaultSwitch``.
+class ArmedSwitch:
+    """What both fault mechanisms keep as a ``FaultSwitch``: the armed fault, the writes, whether it fired.
 
-    ``CUT`` raises ``InjectedFault`` instead of running the action,
-    ``LOSE_REPLY`` runs it and then raises (its result is lost), ``REFUSE``
-    does the same and then raises instead of running every later action
-    until disarmed, and ``DELAY`` waits, then runs it. Thread-safe: writes are numbered in the
-    order their round trips begin.
+    Everything is guarded by ``_lock``, which subclasses use for their own
+    state too; ``_on_arm`` is where they clear that state on every ``arm``
+    and ``disarm``.
     """
 
     def __init__(self) -> None:
@@ -125,17 +123,22 @@ class FaultInjector:
         self._writes = 0
         self._fired = False
 
+    def _on_arm(self) -> None:
+        """Clear mechanism-specific state; called with ``_lock`` held."""
+
     def arm(self, fault: Fault | None) -> None:
         with self._lock:
             self._armed = True
             self._fault = fault
             self._writes = 0
             self._fired = False
+            self._on_arm()
 
     def disarm(self) -> None:
         with self._lock:
             self._armed = False
             self._fault = None
+            self._on_arm()
 
     @property
     def writes(self) -> int:
@@ -146,6 +149,17 @@ class FaultInjector:
     def fired(self) -> bool:
         with self._lock:
             return self._fired
+
+
+class FaultInjector(ArmedSwitch):
+    """The in-process twin of ``FaultProxy``: a ``FaultHook`` a driver calls, and a ``FaultSwitch``.
+
+    ``CUT`` raises ``InjectedFault`` instead of running the action,
+    ``LOSE_REPLY`` runs it and then raises (its result is lost), ``REFUSE``
+    does the same and then raises instead of running every later action
+    until disarmed, and ``DELAY`` waits, then runs it. Thread-safe: writes are numbered in the
+    order their round trips begin.
+    """
 
     def round_trip(self, action: Callable[[], T]) -> T:
         with self._lock:

@@ -35,7 +35,7 @@ import threading
 from types import TracebackType
 
 from ..contract.errors import RunlaneError
-from .plan import Fault, FaultKind
+from .plan import ArmedSwitch, Fault, FaultKind
 
 __all__ = ["FaultProxy", "FaultProxyError"]
 
@@ -68,7 +68,7 @@ class _Link:
         self.lose_reply = False
 
 
-class FaultProxy:
+class FaultProxy(ArmedSwitch):
     """Forwards loopback connections to ``target`` and breaks the write the armed ``Fault`` names.
 
     Use as a context manager, or call ``close()``. ``address`` is where the
@@ -81,12 +81,8 @@ class FaultProxy:
             raise FaultProxyError(f"fault proxy target port {port!r} is not a TCP port")
         if not _loopback(host):
             raise FaultProxyError(f"fault proxy forwards only to loopback addresses, not {host!r}")
+        super().__init__()
         self.target = (host, port)
-        self._lock = threading.Lock()
-        self._armed = False
-        self._fault: Fault | None = None
-        self._writes = 0
-        self._fired = False
         self._refusing = False
         self._closed = False
         self._links: set[_Link] = set()
@@ -108,29 +104,8 @@ class FaultProxy:
 
     # -- the FaultSwitch side ---------------------------------------------------------------------
 
-    def arm(self, fault: Fault | None) -> None:
-        with self._lock:
-            self._armed = True
-            self._fault = fault
-            self._writes = 0
-            self._fired = False
-            self._refusing = False
-
-    def disarm(self) -> None:
-        with self._lock:
-            self._armed = False
-            self._fault = None
-            self._refusing = False
-
-    @property
-    def writes(self) -> int:
-        with self._lock:
-            return self._writes
-
-    @property
-    def fired(self) -> bool:
-        with self._lock:
-            return self._fired
+    def _on_arm(self) -> None:
+        self._refusing = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 

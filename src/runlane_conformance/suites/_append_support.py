@@ -33,6 +33,7 @@ __all__ = [
     "observation_values",
     "point_append",
     "read_stream",
+    "stage_point_append",
 ]
 
 OBSERVATIONS = StorageStreamName.OBSERVATIONS
@@ -56,6 +57,13 @@ def batch(partition: str, tag: str, count: int, *, padding: int = 0) -> AppendRe
 def point_append(tx: StorageTransaction, command: AppendRecordsCommand) -> MaterializedStorageAppend:
     """Append ``command`` the way core does without native append: head read plus conditional writes."""
     (head,) = tx.get([LAYOUT.head_key(command.partition)])
+    return stage_point_append(tx, command, head)
+
+
+def stage_point_append(
+    tx: StorageTransaction, command: AppendRecordsCommand, head: StoredRecord | None
+) -> MaterializedStorageAppend:
+    """``point_append`` for an attempt that already read ``head`` (in a call with its other reads)."""
     start = read_storage_stream_position(OBSERVATIONS, command.partition, head)
     placed = materialize_storage_append(command, start)
     for record in placed.records:

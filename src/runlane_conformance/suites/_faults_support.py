@@ -30,7 +30,7 @@ import pytest
 
 from ..contract.errors import StorageCommitUnknownError, StorageLimitError, StorageUnavailableError
 from ..contract.protocols import StorageDriver, StorageTransaction
-from ..contract.streams import AppendRecordsCommand, materialize_storage_append, read_storage_stream_position
+from ..contract.streams import AppendRecordsCommand
 from ..contract.values import StoredRecord
 from ..faults.plan import Fault, FaultInjector, FaultKind, FaultSwitch
 from ..faults.proxy import FaultProxy
@@ -38,7 +38,7 @@ from ..fixtures.convergence import forget_instance, register_instance, settle_in
 from ..fixtures.gating import fault_skip_reason
 from ..fixtures.records import Leases
 from ..harness import DriverHarness, FaultHookStore, ProxiedStore, StoreHandle
-from ._append_support import LAYOUT, OBSERVATIONS, batch, point_append, read_stream
+from ._append_support import LAYOUT, batch, point_append, read_stream, stage_point_append
 from ._limits_support import PRACTICAL_COUNT
 
 __all__ = [
@@ -450,16 +450,7 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
             if native:
                 tx.append(command)
                 return
-            (current,) = head
-            placed = materialize_storage_append(
-                command, read_storage_stream_position(OBSERVATIONS, partition, current)
-            )
-            for record in placed.records:
-                tx.create(record)
-            if current is None:
-                tx.create(placed.head)
-            else:
-                tx.replace(current, placed.head)
+            stage_point_append(tx, command, head[0])
 
         trial.switch.arm(fault)
         _, error = bounded(lambda: faulty.transaction(work))

@@ -93,7 +93,7 @@ def test_certified_and_level_must_agree(document: dict, tmp_path: Path) -> None:
     [
         (None, "cannot read report"),
         ("{not json", "is not JSON"),
-        ('{"report_version": 2}', "invalid report at $"),
+        ('{"report_version": 3}', "invalid report at $"),
     ],
 )
 def test_reading_refuses_anything_but_a_valid_report_with_one_line(

@@ -60,7 +60,7 @@ __all__ = [
     "write_text_atomically",
 ]
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 
 #: Certification levels, weakest first; ``none`` means a MUST requirement failed.
 LEVELS: tuple[str, ...] = (

@@ -29,7 +29,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -194,6 +194,7 @@ class _Request:
     scope: dict[str, Requirement]
     max_failures: int | None = None
     expected: tuple[ExpectedFailure, ...] = ()
+    examples: Path | None = None
 
 
 def _validate(
@@ -353,6 +354,7 @@ def _result(
         problems=(*problems, *limit_problems(judged, facts)),
         max_failures=request.max_failures,
         output=output,
+        examples=None if request.examples is None else str(request.examples),
     )
 
 
@@ -373,6 +375,7 @@ def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
         seed=request.seed,
         areas=request.areas,
         requirements=request.requirements,
+        examples=request.examples,
     )
     # The child learns the check limit too, so a check that plans its own search (the model check)
     # spends a share of the limit the supervisor will enforce, an explicit --check-timeout included.
@@ -396,8 +399,13 @@ def certify_driver(
     catalog: Mapping[str, Requirement] | None = None,
     max_failures: int | None = None,
     expected_failures: Sequence[ExpectedFailure] = (),
+    examples: Path | None = None,
 ) -> RunResult:
     """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
+
+    ``examples`` is the Hypothesis example database directory the checks save a failing example
+    to and replay first, so a rerun of the printed reproduce line replays it at once; ``None``
+    keeps nothing. The directory is only created when a failure is saved.
 
     ``check_timeout`` defaults to the Hypothesis profile's budget. Ctrl-C returns
     the result so far with status ``interrupted`` (raised as ``KeyboardInterrupt``
@@ -424,6 +432,8 @@ def certify_driver(
         max_failures,
         expected_failures,
     )
+    if examples is not None:
+        request = replace(request, examples=Path(examples).absolute())
     source = _suite_source()
     cwd_on_path = os.getcwd() if ":" in driver else None
     spec = ChildSpec(

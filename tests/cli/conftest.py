@@ -29,6 +29,15 @@ def fake_suite(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture(autouse=True)
+def examples_kept_apart(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Give every CLI test its own default example database, not ``.runlane/examples`` in the checkout:
+    a failure one test saved would otherwise be replayed first by the next."""
+    from runlane_conformance.cli import app
+
+    monkeypatch.setattr(app, "DEFAULT_EXAMPLES_DIR", tmp_path_factory.mktemp("examples") / "db")
+
+
+@pytest.fixture(autouse=True)
 def output_width_of_a_log(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run every CLI test as if writing to a CI log, whatever terminal or worker runs the tests.
 

@@ -8,6 +8,7 @@ each test here plants a failure and asserts the verdict the runner reaches.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -135,12 +136,27 @@ def test_each_failure_has_a_reproduce_line_with_driver_options_seed_and_requirem
         f"runlane-certify run --driver {fake_suite} --option break=limits.point-reads-boundary "
         "--requirement limits.point-reads-boundary --profile quick --seed 77"
     )
-    # Without the plugin's own replay command on the check, one is built for exactly that check.
+    # Without the plugin's own replay command on the check, one of the plugin's shape is built: the
+    # requirement named as the plugin names it, not a -k expression.
     pytest_line = result.reproduce_pytest(dataclasses.replace(failure, properties=()))
     assert "--hypothesis-seed=77" in pytest_line
-    assert "-k 'test_point_reads_accepted_at_limit_rejected_past_it[limits.point-reads-boundary]'" in (
-        pytest_line
-    )
+    assert "--runlane-requirement limits.point-reads-boundary" in pytest_line
+    assert " -k " not in pytest_line and "no:cacheprovider" not in pytest_line
+
+
+def test_a_rebuilt_pytest_line_names_the_suites_package_and_the_run_s_example_database(
+    fake_suite: str, tmp_path: Path
+) -> None:
+    result = run_suites(fake_suite, {"break": "limits.point-reads-boundary"}, seed=5, areas=["limits"])
+    (failure,) = result.requirement("limits.point-reads-boundary").failures
+    nodeid = "runlane_conformance/suites/test_limits.py::test_x[limits.point-reads-boundary]"
+    check = dataclasses.replace(failure, nodeid=nodeid, properties=())
+    kept = dataclasses.replace(result, examples=str(tmp_path / "db"))
+    words = shlex.split(kept.reproduce_pytest(check))
+    assert words[:3] == ["pytest", "--pyargs", "runlane_conformance.suites"]
+    assert words[words.index("--runlane-examples") + 1] == str(tmp_path / "db")
+    anonymous = dataclasses.replace(check, requirement_id=None)
+    assert "-k" in shlex.split(result.reproduce_pytest(anonymous))
 
 
 def test_secret_looking_options_can_be_redacted_from_reproduce_lines(fake_suite: str) -> None:

@@ -115,6 +115,24 @@ def test_an_exception_from_the_driver_names_its_own_file_and_line_and_one_reprod
     assert properties.count(("runlane_reproduce", reproduce)) == 2
 
 
+def test_the_driver_frame_is_shown_from_the_current_directory_whatever_the_rootdir(
+    importable: pytest.Pytester,
+) -> None:
+    importable.makepyfile(typo_driver=TYPO_DRIVER)
+    elsewhere = importable.mkdir("elsewhere")
+    result = importable.runpytest_subprocess(
+        *SUITES,
+        f"--rootdir={elsewhere}",
+        "--runlane-driver",
+        "typo_driver:harness",
+        "--runlane-requirement",
+        "point_reads.exact-positions",
+    )
+    result.assert_outcomes(failed=2)
+    # Relative to the rootdir this file is ../typo_driver.py, which the rootdir-based path showed absolute.
+    result.stdout.fnmatch_lines(["driver frame: typo_driver.py:13 in get"])
+
+
 def test_a_wrong_answer_names_no_driver_frame_but_still_how_to_reproduce(importable: pytest.Pytester) -> None:
     result = importable.runpytest_subprocess(*SUITES, *CURSOR_MUTANT, *CURSOR_CHECK)
     result.assert_outcomes(failed=2)
@@ -136,7 +154,8 @@ def test_a_failure_is_saved_and_the_second_run_replays_the_same_shrunk_example(
     args = [*SUITES, *CURSOR_MUTANT, *CURSOR_CHECK, "--runlane-examples", str(examples)]
     first = importable.runpytest_subprocess(*args)
     first.assert_outcomes(failed=2)
-    first.stdout.fnmatch_lines([f"*--runlane-examples {examples}"])
+    # Shown from the directory pytest started in, as a driver frame is.
+    first.stdout.fnmatch_lines(["*--runlane-examples examples"])
     saved = sorted(path for path in examples.rglob("*") if path.is_file())
     assert saved, "the failing examples were not saved"
     second = importable.runpytest_subprocess(*args)

@@ -39,8 +39,10 @@ from rich.text import Text
 from .. import __version__
 from ..contract.values import StorageProfile
 from ..expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failures
+from ..fixtures.driver_frame import path_from_here
 from ..fixtures.gating import CAPABILITIES
 from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
+from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
 from ..run.model import CheckResult, Outcome, RunStatus
@@ -69,7 +71,7 @@ from ..safe_text import (
 from .badge import badge_for, endpoint_json, render_svg
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .junit import junit_xml
-from .output_files import OutputFileError, check_output_path, write_text_atomically
+from .output_files import OutputFileError, check_output_directory, check_output_path, write_text_atomically
 from .report import REPORT_SCHEMA, ReportError, build_report, check_claim, read_report, write_report
 from .wording import count
 
@@ -141,6 +143,23 @@ def _check_output_path(path: Path | None, what: str) -> None:
         return
     try:
         check_output_path(path, what)
+    except OutputFileError as error:
+        _stop(ExitCode.USAGE, error)
+
+
+#: Where ``run`` keeps failing examples unless told otherwise: the plugin's default, under the current
+#: directory (so the printed reproduce lines, run from here, replay them).
+DEFAULT_EXAMPLES_DIR = DEFAULT_EXAMPLES
+
+
+def _examples_dir(value: str | None) -> Path | None:
+    """The example database ``--examples`` names (``none``: no database), refused before the run
+    if it cannot be used; the default is ``.runlane/examples`` under the current directory."""
+    if value is not None and value.strip().lower() == "none":
+        return None
+    path = Path(value).expanduser() if value else Path.cwd() / DEFAULT_EXAMPLES_DIR
+    try:
+        return check_output_directory(path, "example database")
     except OutputFileError as error:
         _stop(ExitCode.USAGE, error)
 
@@ -613,6 +632,7 @@ def _execute(
     check_timeout: float | None = None,
     max_failures: int | None = None,
     expected_failures: Sequence[ExpectedFailure] = (),
+    examples: Path | None = None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
@@ -632,6 +652,7 @@ def _execute(
                 listener=listener,
                 max_failures=max_failures,
                 expected_failures=expected_failures,
+                examples=examples,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -748,6 +769,17 @@ def run(
             show_default=False,
         ),
     ] = None,
+    examples: Annotated[
+        str | None,
+        typer.Option(
+            "--examples",
+            metavar="PATH|none",
+            help=f"Hypothesis example database: failing examples are saved here and replayed first, so "
+            f"the printed reproduce lines replay a failure at once. Default: {DEFAULT_EXAMPLES_DIR} under "
+            "the current directory (created only when a failure is saved); none keeps nothing.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -761,6 +793,7 @@ def run(
     _begin()
     _check_output_path(report, "report")
     _check_output_path(junit, "JUnit file")
+    database = _examples_dir(examples)
     seed = secrets.randbelow(2**32) if seed is None else seed
     areas = tuple(area or ())
     try:
@@ -780,6 +813,15 @@ def run(
                 + (f" with options {_shown(_options_text(options), options)}" if options else "")
                 + f" (Hypothesis profile {profile}, seed {seed}{_shown(scope)})",
                 style="bold",
+            ),
+            soft_wrap=True,
+        )
+        console.print(
+            Text(
+                f"examples: {_shown(path_from_here(str(database)))} (a failure saved here replays first)"
+                if database is not None
+                else "examples: none (failures are not kept; reproduce lines search afresh)",
+                style="dim",
             ),
             soft_wrap=True,
         )
@@ -805,6 +847,7 @@ def run(
                 check_timeout=check_timeout,
                 max_failures=max_failures,
                 expected_failures=expected,
+                examples=database,
             )
     except KeyboardInterrupt:
         message = "runlane-certify: interrupted before the run had a plan"

@@ -30,7 +30,13 @@ from pathlib import Path
 from ..contract.errors import RunlaneError
 from ..safe_text import describe_exception, one_line
 
-__all__ = ["OutputFileError", "check_output_path", "current_umask", "write_text_atomically"]
+__all__ = [
+    "OutputFileError",
+    "check_output_directory",
+    "check_output_path",
+    "current_umask",
+    "write_text_atomically",
+]
 
 
 class OutputFileError(RunlaneError, OSError):
@@ -103,6 +109,38 @@ def check_output_path(path: Path, what: str) -> Path:
         raise OutputFileError(
             f"cannot write {what} {_shown(given)}: directory {_shown(parent)} is not writable"
         )
+    return target
+
+
+def check_output_directory(path: Path, what: str) -> Path:
+    """Refuse, with one ``OutputFileError`` line, a directory a run could not fill; return it absolute.
+
+    The directory itself need not exist (it is created only when something is first saved into it),
+    but whatever part of it does must be directories, and the deepest existing one writable: a
+    file, device or unwritable directory in the way would otherwise only show after the run, as
+    nothing saved. Nothing is created here.
+    """
+    given = Path(path)
+    target = Path(os.path.abspath(given))
+    existing = target
+    while True:
+        try:
+            mode = os.stat(existing).st_mode
+            break
+        except (FileNotFoundError, NotADirectoryError):  # not there, or below a file: look further up
+            if existing.parent == existing:
+                raise OutputFileError(f"cannot use {what} {_shown(given)}: no part of it exists") from None
+            existing = existing.parent
+        except OSError as error:
+            raise OutputFileError(
+                f"cannot use {what} {_shown(given)}: {one_line(error.strerror or error)}"
+            ) from None
+    if not stat.S_ISDIR(mode):
+        where = "it" if existing == target else _shown(existing)
+        raise OutputFileError(f"cannot use {what} {_shown(given)}: {where} is {_kind(mode) or 'a file'}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "it" if existing == target else f"directory {_shown(existing)}"
+        raise OutputFileError(f"cannot use {what} {_shown(given)}: {where} is not writable")
     return target
 
 

@@ -267,6 +267,11 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "description": "requirement ids the run was restricted to; empty means all",
                 },
                 "check_timeout_seconds": {"type": "number", "exclusiveMinimum": 0},
+                "examples": {
+                    **_NULLABLE_STRING,
+                    "description": "the Hypothesis example database directory failing examples were "
+                    "saved to (replayed first by the reproduce lines); null when none was kept",
+                },
                 "problems": {
                     "type": "array",
                     "items": {"type": "string"},
@@ -659,6 +664,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
                 "not_run": sum(t.outcome.value == "not_run" for t in tests),
             },
             "problems": list(result.problems),
+            "examples": result.examples,
             "expected_failures": [
                 {"id": r.id, "reason": r.expected, "result": r.expectation.value}
                 for r in result.requirements

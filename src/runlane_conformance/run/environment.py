@@ -59,8 +59,13 @@ def pytest_arguments(
     seed: int,
     areas: Sequence[str],
     requirements: Sequence[str],
+    examples: Path | None = None,
 ) -> list[str]:
-    """The complete pytest command line of a run (no ini, no conftest pickup, named plugins only)."""
+    """The complete pytest command line of a run (no ini, no conftest pickup, named plugins only).
+
+    ``examples`` is the Hypothesis example database the checks save failures to and replay first;
+    without one nothing is kept (``-p no:cacheprovider`` switches the plugin's default off).
+    """
     args = ["-c", os.devnull, "--rootdir", source.rootdir, "--noconftest"]
     # pytest's own faulthandler plugin would redirect the fatal-signal dump away from the stack file.
     args += ["-p", "no:cacheprovider", "-p", "no:faulthandler"]
@@ -76,6 +81,8 @@ def pytest_arguments(
         args += ["--runlane-area", area]
     for requirement_id in requirements:
         args += ["--runlane-requirement", requirement_id]
+    if examples is not None:
+        args += ["--runlane-examples", str(examples)]
     return args
 
 

@@ -14,10 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageProfile
+from ..fixtures.driver_frame import path_from_here
 from ..fixtures.gating import ProfileFacts
+from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import DriverInfo
 from ..requirements import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values
@@ -297,6 +300,8 @@ class RunResult:
     problems: tuple[str, ...] = ()
     max_failures: int | None = None
     output: str = field(repr=False, default="")
+    #: The example database directory the checks saved failures to (absolute), ``None`` when none.
+    examples: str | None = None
 
     @property
     def profile(self) -> StorageProfile:
@@ -390,25 +395,35 @@ class RunResult:
             words += ["--option", f"{key}={value}"]
         scope = ["--requirement", test.requirement_id] if test.requirement_id else ["--area", test.area]
         words += [*scope, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
+        # Run from the same directory, the default database is this run's: the line replays its saved
+        # failure. Another database is named, so the replay reads the one this run filled.
+        if self.examples is not None and Path(self.examples) != Path.cwd() / DEFAULT_EXAMPLES:
+            words += ["--examples", path_from_here(self.examples)]
         return shlex.join(words)
 
     def reproduce_pytest(self, test: CheckResult, *, redact: bool = False) -> str:
-        """The plain pytest line that replays exactly ``test`` with this run's seed: the one the
-        plugin recorded on the check (``runlane_reproduce``) when it did, else one built here."""
+        """The plain pytest line that replays ``test``'s requirement with this run's seed and example
+        database: the one the plugin recorded on the check (``runlane_reproduce``) when it did, else
+        one of the same shape built here (``-k`` only for a check without a requirement id)."""
         recorded = test.recorded(REPRODUCE_PROPERTY)
         if recorded:
             return redact_text(recorded, secret_values(self.options)) if redact else recorded
-        words = ["pytest", "-p", "no:cacheprovider", *_suite_target_for(test.nodeid)]
-        words += ["--runlane-driver", self.driver]
+        # The plugin's own shape: a requirement's checks rerun by ``--runlane-requirement`` (over the
+        # suites package, or the test file a driver pulled them into); only a check without one by name.
+        target = _suite_target_for(test.nodeid)
+        if test.requirement_id is not None and target[:1] == ["--pyargs"]:
+            target = ["--pyargs", "runlane_conformance.suites"]
+        words = ["pytest", *target, "--runlane-driver", self.driver]
         for key, value in self._options(redact).items():
             words += ["--runlane-option", f"{key}={value}"]
-        words += [
-            "--runlane-hypothesis-profile",
-            self.hypothesis_profile,
-            f"--hypothesis-seed={self.seed}",
-            "-k",
-            test.name,
-        ]
+        words += ["--runlane-hypothesis-profile", self.hypothesis_profile]
+        if test.requirement_id is not None:
+            words += ["--runlane-requirement", test.requirement_id]
+        words.append(f"--hypothesis-seed={self.seed}")
+        if test.requirement_id is None:
+            words += ["-k", test.name]
+        if self.examples is not None:
+            words += ["--runlane-examples", path_from_here(self.examples)]
         return shlex.join(words)
 
 

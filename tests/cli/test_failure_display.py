@@ -4,9 +4,11 @@ repeated errors once, and pytest's --tb / --maxfail / -x / -v switches."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from runlane_conformance.cli.app import _LiveProgress, app
@@ -202,3 +204,20 @@ def test_the_live_display_says_which_check_is_shrinking_a_failure() -> None:
     live(CheckShrinking(nodeid, "conflicts", LOST))
     (task,) = live.progress.tasks
     assert task.description.endswith("conflicts: shrinking a failure in test_lost_update_property")
+
+
+def test_the_driver_frame_is_shown_from_the_current_directory_and_absolute_outside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    typo = "tests.hostile.drivers:typo"
+    args = ["run", "--driver", typo, "--requirement", "point_reads.exact-positions", "--examples", "none"]
+    monkeypatch.chdir(repo)
+    inside = invoke(*args)
+    assert inside.exit_code == 1, inside.output
+    assert "driver frame: tests/hostile/drivers.py:" in inside.stdout, inside.stdout
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])))
+    outside = invoke(*args)
+    assert outside.exit_code == 1, outside.output
+    assert f"driver frame: {repo / 'tests' / 'hostile' / 'drivers.py'}:" in outside.stdout, outside.stdout

@@ -141,3 +141,13 @@ def test_paths_are_shown_from_the_current_directory_when_below_it(tmp_path: Path
     assert path_from_here(str(tmp_path / "a" / "b.py"), str(tmp_path)) == os.path.join("a", "b.py")
     assert path_from_here(str(tmp_path / "b.py"), str(tmp_path / "a")) == str(tmp_path / "b.py")
     assert path_from_here(str(tmp_path), str(tmp_path)) == str(tmp_path)
+
+
+def test_no_output_shows_an_empty_hypothesis_blob(fake_suite: str, tmp_path: Path) -> None:
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
+    result = invoke(*_failing(fake_suite, "--report", str(report), "--junit", str(junit), "--tb", "long"))
+    assert result.exit_code == 1, result.output
+    failures = [f for r in json.loads(report.read_text())["requirements"] for f in r.get("failures", [])]
+    assert failures and all(f["hypothesis_blob"] is None for f in failures)
+    for text in (result.stdout, junit.read_text()):
+        assert "hypothesis:" not in text and "reproduce_failure" not in text

@@ -18,15 +18,23 @@ streams:
   again with the example database the first run filled, which replays the
   saved failure instead of searching.
 
+``--via cli`` times the same bugs through ``runlane-certify run --driver ...
+--profile quick --requirement ID -v`` instead, in its supervised child
+processes and with its own example database (``--examples``): *found* is the
+``shrinking a failure in`` line ``-v`` prints when shrinking starts (or the
+first printed failure, for a check without Hypothesis), *shrunk* the first
+check printed as failed, *replayed* the same on the second run.
+
 Run from the repository root: ``python benchmarks/time_to_failure.py``
-(``--case NAME`` repeatable, ``--seed N``). Nothing in the test suite is timed;
-``tests/test_benchmarks.py`` only checks the table's shape.
+(``--case NAME`` repeatable, ``--seed N``, ``--via pytest|cli``). Nothing in the
+test suite is timed; ``tests/test_benchmarks.py`` only checks the table's shape.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -157,8 +165,26 @@ def command(case: Case, seed: int, examples: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def run_once(case: Case, seed: int, examples: Path) -> Timing:
-    """Run ``case`` once, timing the output lines as they arrive."""
+def certify_command(case: Case, seed: int, examples: Path) -> list[str]:
+    """The ``runlane-certify`` command a driver author runs for ``case`` (``-v``: shrinking is printed)."""
+    script = Path(sys.executable).parent / "runlane-certify"
+    found = str(script) if script.exists() else shutil.which("runlane-certify")
+    if found is None:
+        raise SystemExit("time_to_failure: runlane-certify is not installed next to this Python or on PATH")
+    return [
+        found, "run", "--driver", case.driver, "--profile", "quick", "--requirement", case.requirement,
+        "--seed", str(seed), "--examples", str(examples), "-v",
+    ]  # fmt: skip
+
+
+def _cli_failed(line: str) -> bool:
+    # -v prints every check's end as "  OUTCOME  requirement  check (seconds)".
+    return line.startswith(("  FAILED ", "  ERROR "))
+
+
+def run_once(case: Case, seed: int, examples: Path, via: str = "pytest") -> Timing:
+    """Run ``case`` once (under pytest, or through ``runlane-certify`` with ``via="cli"``), timing the
+    output lines as they arrive."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), str(REPO), env.get("PYTHONPATH", "")])
     log = examples.parent / "shrinking.log"
@@ -168,8 +194,10 @@ def run_once(case: Case, seed: int, examples: Path) -> Timing:
     started = time.perf_counter()
     found = shrunk = None
     failed = 0
+    argv = certify_command(case, seed, examples) if via == "cli" else command(case, seed, examples)
+    started_cli_found: float | None = None
     with subprocess.Popen(
-        command(case, seed, examples),
+        argv,
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -179,12 +207,21 @@ def run_once(case: Case, seed: int, examples: Path) -> Timing:
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:
-            if " FAILED" in line and "::" in line:
+            if via == "cli":
+                if "shrinking a failure in " in line and started_cli_found is None:
+                    started_cli_found = time.perf_counter() - started
+                if _cli_failed(line):
+                    failed += 1
+                    if shrunk is None:
+                        shrunk = time.perf_counter() - started
+            elif " FAILED" in line and "::" in line:
                 failed += 1
                 if shrunk is None:
                     shrunk = time.perf_counter() - started
     total = time.perf_counter() - started
-    if log.exists():
+    if via == "cli":
+        found = started_cli_found
+    elif log.exists():
         found = min(float(line.split()[0]) for line in log.read_text().splitlines()) - started_wall
     if found is None or (shrunk is not None and shrunk < found):
         found = shrunk  # a check without Hypothesis: found when printed
@@ -199,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", default=[], help="run only this case (repeatable)")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed of every run (default 0)")
+    parser.add_argument(
+        "--via",
+        choices=("pytest", "cli"),
+        default="pytest",
+        help="rerun as a driver author would under pytest (default), or through runlane-certify run",
+    )
     args = parser.parse_args(argv)
     cases = [case for case in CASES if not args.case or case.name in args.case]
     unknown = set(args.case) - {case.name for case in CASES}
@@ -210,8 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="time-to-failure-") as directory:
             examples = Path(directory) / "examples"
-            first = run_once(case, args.seed, examples)
-            replay = run_once(case, args.seed, examples)
+            first = run_once(case, args.seed, examples, args.via)
+            replay = run_once(case, args.seed, examples, args.via)
         if first.shrunk is not None:
             found_times.append(first.shrunk)
         if not first.failed or not replay.failed:

@@ -143,6 +143,21 @@ def test_time_to_failure_prints_a_row_per_bug_and_the_target_verdict(
     assert re.search(r"^target: .*median [\d.]+ s, max [\d.]+ s: (met|MISSED)$", out, re.M), out
 
 
+def test_time_to_failure_via_the_cli_times_the_same_bug_through_runlane_certify(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_script("time_to_failure")
+    argv = bench.certify_command(bench.CASES[0], 3, Path("db"))
+    assert argv[1:3] == ["run", "--driver"] and "-v" in argv
+    assert argv[argv.index("--examples") + 1] == "db"
+    assert bench.main(["--case", "limit off-by-one", "--via", "cli"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(
+        r"^(limit off-by-one) +\| limits\.query-results-boundary +\|((?: +[\d.]+ \|){4}) 1$", out, re.M
+    )
+    assert len(rows) == 1, out
+
+
 def test_time_to_failure_refuses_an_unknown_case() -> None:
     with pytest.raises(SystemExit):
         load_script("time_to_failure").main(["--case", "no such bug"])

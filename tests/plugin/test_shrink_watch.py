@@ -19,8 +19,9 @@ def test_every_hypothesis_internal_the_watch_relies_on_still_exists() -> None:
     # If this fails after a Hypothesis upgrade, the shrink budget and the shrinking hook are lost:
     # find the new names in the engine and update shrink_watch.py.
     runner = engine.ConjectureRunner
-    assert callable(runner.shrink_interesting_examples)
+    assert shrink_watch.shrink_entry_name() is not None, "no known shrink entry on ConjectureRunner"
     assert "database_key" in inspect.signature(runner.__init__).parameters
+    assert shrink_watch.function_digest is not None
     assert isinstance(engine.MAX_SHRINKING_SECONDS, int | float)
     assert engine.ExitReason.very_slow_shrinking
     assert callable(engine.report)
@@ -80,8 +81,10 @@ def test_shrinking_past_the_budget_stops_and_still_reports_the_failure_with_a_no
 
 
 def test_everything_patched_is_restored_afterwards_also_after_an_error() -> None:
+    entry = shrink_watch.shrink_entry_name()
+    assert entry is not None
     before = (
-        engine.ConjectureRunner.shrink_interesting_examples,
+        getattr(engine.ConjectureRunner, entry),
         engine.MAX_SHRINKING_SECONDS,
         engine.report,
     )
@@ -90,7 +93,7 @@ def test_everything_patched_is_restored_afterwards_also_after_an_error() -> None
         assert engine.MAX_SHRINKING_SECONDS == 1.0
         raise RuntimeError("boom")
     assert (
-        engine.ConjectureRunner.shrink_interesting_examples,
+        getattr(engine.ConjectureRunner, entry),
         engine.MAX_SHRINKING_SECONDS,
         engine.report,
     ) == before
@@ -116,3 +119,19 @@ def test_a_forced_seed_still_saves_the_failure_in_the_example_database(
     with examples_kept_under_a_forced_seed(), pytest.raises(AssertionError):
         prop()
     assert database.data != {}
+
+
+def test_a_hypothesis_release_without_the_known_shrink_entry_still_runs_and_reports_the_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A later release may rename the engine's internals again: the watch then does less, and the
+    # check's own outcome (here a failure) is untouched.
+    monkeypatch.setattr(shrink_watch, "_SHRINK_ENTRIES", ("no_such_method",))
+    announced: list[str] = []
+    with (
+        watch_shrinking(60.0, lambda: announced.append("shrinking")) as watch,
+        pytest.raises(AssertionError, match="too big"),
+    ):
+        _failing_property([])()  # type: ignore[operator]
+    assert announced == []
+    assert watch.started == 0

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from runlane_conformance.cli.app import _LiveProgress, app
-from runlane_conformance.cli.failures import MESSAGE_LINES
+from runlane_conformance.cli.failures import MESSAGE_LINES, error_text, failure_key
+from runlane_conformance.run.model import CheckResult, Outcome
 from runlane_conformance.runner import (
     CheckShrinking,
     CheckStarted,
@@ -221,3 +222,28 @@ def test_the_driver_frame_is_shown_from_the_current_directory_and_absolute_outsi
     outside = invoke(*args)
     assert outside.exit_code == 1, outside.output
     assert f"driver frame: {repo / 'tests' / 'hostile' / 'drivers.py'}:" in outside.stdout, outside.stdout
+
+
+@pytest.mark.parametrize(
+    "example_header",
+    ["Falsifying example: test_it(", "Failing test case: test_it(", "Failing explicit example: test_it("],
+)
+def test_one_error_with_different_examples_is_one_failure_whatever_hypothesis_calls_the_example(
+    example_header: str,
+) -> None:
+    # Hypothesis 6.155 and later releases name the failing input differently; either way, the same
+    # error found with two different inputs must be grouped (and printed live) once.
+    def check(value: int) -> CheckResult:
+        text = f"TypeError: takes 2 positional arguments\n{example_header}\n    value={value},\n)"
+        return CheckResult(
+            nodeid=f"suite.py::test_{value}",
+            requirement_id="point_reads.exact-positions",
+            area="point_reads",
+            outcome=Outcome.FAILED,
+            duration=0.0,
+            message=text,
+            full_message=text,
+        )
+
+    assert error_text(check(1)) == "TypeError: takes 2 positional arguments"
+    assert failure_key(check(1)) == failure_key(check(2))

@@ -82,7 +82,12 @@ FailureKey = tuple[str, str | None]
 
 #: Where Hypothesis's account of the example begins in a message: the lines from here on describe the
 #: input that failed, which differs from check to check even when the error is one and the same.
-_EXAMPLE_START = re.compile(r"^\s*(Falsifying (explicit )?example|\(note: |Trying example|Draw \d+)", re.M)
+#: Hypothesis 6.155 says "Falsifying example", later releases "Failing test case"; both are known.
+_EXAMPLE_START = re.compile(
+    r"^\s*(Falsifying (explicit )?example|Failing (test case|explicit example)"
+    r"|\(note: |Trying example|Draw \d+)",
+    re.M,
+)
 
 
 def error_text(check: CheckResult) -> str:

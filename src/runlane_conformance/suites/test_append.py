@@ -40,7 +40,7 @@ from runlane_conformance.suites._append_support import (
     point_append,
     read_stream,
 )
-from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._messages import missing, propagated, refused
 
 CLAUSE = "Add optional ordered append"
 CAPABILITY = "append"
@@ -220,7 +220,7 @@ def test_an_aborted_append_consumes_no_positions(driver: StorageDriver, partitio
         tx.append(batch(partition, "lost", 3))
         raise _Raised
 
-    with pytest.raises(_Raised):
+    with propagated(_Raised, what="the callback staged an append of 3 records and then raised"):
         driver.transaction(aborted)
     _expect_untouched(driver, partition)
     kept = batch(partition, "kept", 2)
@@ -279,7 +279,11 @@ def test_a_second_append_in_one_attempt_is_refused(
         tx.append(batch(partition, "one", 1))
         tx.append(batch(other, "two", 1))
 
-    with pytest.raises(StorageUsageError):
+    with refused(
+        StorageUsageError,
+        what=f"the callback staged a second append batch ({second}) in one attempt",
+        rule=ONE_BATCH,
+    ):
         driver.transaction(callback)
     _expect_untouched(driver, partition)
     _expect_untouched(driver, other)
@@ -297,7 +301,7 @@ def test_reads_after_append_are_refused(
         else:
             tx.query_candidates(leases.query(limit=1))
 
-    with pytest.raises(StorageSealedError):
+    with refused(StorageSealedError, what=f"the callback called {read}() after its append", rule=SEALS):
         driver.transaction(callback)
     _expect_untouched(driver, partition)
 
@@ -349,7 +353,11 @@ def _off_limits_cases(partition: str) -> dict[str, Callable[[StorageTransaction]
 def test_an_appending_attempt_leaves_its_own_stream_alone(
     driver: StorageDriver, partition: str, case: str
 ) -> None:
-    with pytest.raises(StorageUsageError):
+    with refused(
+        StorageUsageError,
+        what=f"an appending attempt also touched its own partition's stream ({case})",
+        rule=OWN_STREAM,
+    ):
         driver.transaction(_off_limits_cases(partition)[case])
     _expect_untouched(driver, partition)
 
@@ -455,7 +463,12 @@ def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
 ) -> None:
     _set_head(driver, partition, U64_MAX - 1)
     before = read_stream(driver, partition)
-    with pytest.raises(StorageStreamExhaustedError):
+    with refused(
+        StorageStreamExhaustedError,
+        what="with the head at 2**64-2, the check appended a batch of 2 records (the last would need "
+        "2**64-1)",
+        rule=BOUNDS,
+    ):
         _append(driver, batch(partition, "too-many", 2))
     after = read_stream(driver, partition)
     assert after.head == before.head and after.records == (), "an exhausted append must change nothing"
@@ -469,7 +482,11 @@ def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
     assert view.next_position == U64_MAX, (
         "after a batch ending at position 2**64-2 the head must allocate 2**64-1 next"
     )
-    with pytest.raises(StorageStreamExhaustedError):
+    with refused(
+        StorageStreamExhaustedError,
+        what="with the head at 2**64-1, the check appended one more record",
+        rule=BOUNDS,
+    ):
         _append(driver, batch(partition, "one-more", 1))
     assert read_stream(driver, partition) == view, "an exhausted append must change nothing"
 
@@ -535,9 +552,14 @@ def test_appended_records_count_toward_the_record_limit(
             "all of them"
         )
     before = read_stream(driver, partition)
-    with pytest.raises(StorageLimitError) as refused:
+    with refused(
+        StorageLimitError,
+        what=f"the check appended {fits + 1} records (values, head and point writes one past "
+        f"max_transaction_records={limit})",
+        rule=LIMITS,
+    ) as refusal:
         run(fits + 1)
-    assert refused.value.limit is StorageLimitName.TRANSACTION_RECORDS, (
+    assert refusal.value.limit is StorageLimitName.TRANSACTION_RECORDS, (
         "an append one record past max_transaction_records must be refused naming max_transaction_records"
     )
     assert read_stream(driver, partition) == before, "an oversized append must commit nothing"
@@ -549,9 +571,13 @@ def test_an_oversized_appended_record_is_refused(driver: StorageDriver, partitio
     if limits.max_record_bytes > 8 * 1024 * 1024:
         pytest.skip(f"max_record_bytes={limits.max_record_bytes} is too large to build in a check")
     oversized = batch(partition, "big", 1, padding=limits.max_record_bytes)
-    with pytest.raises(StorageLimitError) as refused:
+    with refused(
+        StorageLimitError,
+        what=f"the check appended one record padded to more than max_record_bytes={limits.max_record_bytes}",
+        rule=LIMITS,
+    ) as refusal:
         _append(driver, oversized)
-    assert refused.value.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES), (
+    assert refusal.value.limit in (StorageLimitName.RECORD_BYTES, StorageLimitName.TRANSACTION_BYTES), (
         "an append of a record past max_record_bytes must be refused naming max_record_bytes or "
         "max_transaction_bytes"
     )
@@ -583,7 +609,11 @@ def test_changing_the_callers_values_after_append_changes_nothing(
 def test_append_after_the_attempt_ended_is_refused(driver: StorageDriver, partition: str) -> None:
     kept: list[StorageTransaction] = []
     driver.transaction(lambda tx: kept.append(tx))
-    with pytest.raises(StorageAttemptEndedError):
+    with refused(
+        StorageAttemptEndedError,
+        what="the check called append() on a transaction whose attempt had already committed",
+        rule=ENDED,
+    ):
         kept[0].append(batch(partition, "late", 1))
     _expect_untouched(driver, partition)
 

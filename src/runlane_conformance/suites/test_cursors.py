@@ -46,6 +46,7 @@ from runlane_conformance.suites._cursors_support import (
     write_records,
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._messages import refused
 
 CATALOG = "Use the closed index catalog; Verification checklist: order, range bounds, tie-breaking"
 ENCODINGS = "Use the canonical encodings (tuple-prefix ranges)"
@@ -455,7 +456,12 @@ def test_cursor_is_refused_under_a_changed_scope(
     cursor = _first_cursor(driver, via, commands["unchanged"])
     # The same cursor continues its own scope: the refusal below is about the changed component only.
     read_page(driver, commands["unchanged"].with_cursor(cursor), via)
-    with pytest.raises(StorageCursorError):
+    with refused(
+        StorageCursorError,
+        what=f"the check reused a cursor through {via}() with a changed {change} (the same cursor had just "
+        "continued its own scope)",
+        rule=SCOPE,
+    ):
         _unvalidated_read(driver, commands[change].with_cursor(cursor), via)
 
 
@@ -487,7 +493,12 @@ def test_garbled_cursor_is_refused(driver: StorageDriver, leases: Leases, via: V
     assert garbled != cursor, (
         f"the check's {garbling} cursor equals the real one (a fault in the check, not the driver)"
     )
-    with pytest.raises(StorageCursorError):
+    with refused(
+        StorageCursorError,
+        what=f"the check passed a {garbling} cursor to {via}() (a real cursor of that query, altered)",
+        accepted="the driver read a page with it (nothing was raised)",
+        rule=GARBLED,
+    ):
         _unvalidated_read(driver, command.with_cursor(garbled), via)
 
 

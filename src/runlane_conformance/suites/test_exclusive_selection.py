@@ -23,7 +23,7 @@ from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import Via, in_transaction_scan, read_page, write_records
-from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._messages import missing, propagated
 
 CLAUSE = "Add optional exclusive candidates"
 CAPABILITY = "exclusive_candidates"
@@ -202,7 +202,7 @@ def test_rows_are_released_when_the_callback_raises(
         )
         raise _Raised
 
-    with pytest.raises(_Raised):
+    with propagated(_Raised, what="the callback selected two rows exclusively and then raised"):
         driver.transaction(callback)
     for instance in (other_driver, driver):
         assert _selected_after(instance, command) == rows[:2], (

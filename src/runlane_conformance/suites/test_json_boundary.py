@@ -24,9 +24,9 @@ from runlane_conformance.contract.protocols import StorageDriver, StorageTransac
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEntry
 from runlane_conformance.fixtures.records import Leases, expiry
-from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.requirements import Requirement, RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._messages import missing, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Keep logical records in core"
@@ -97,25 +97,45 @@ def message(environment: str, message_id: str, payload: object = None) -> NewSto
 
 
 def _expect_refused_create(
-    driver: StorageDriver, leases: Leases, bad: dict[str, Any], absent_key: NewStorageRecord
+    driver: StorageDriver,
+    leases: Leases,
+    bad: dict[str, Any],
+    absent_key: NewStorageRecord,
+    *,
+    what: str,
+    rule: Requirement,
 ) -> None:
-    """Creating ``bad`` (with a valid sibling write) is refused and neither write commits."""
+    """Creating ``bad`` (with a valid sibling write) is refused and neither write commits.
+
+    ``what`` describes ``bad`` and ``rule`` is the requirement it breaks, for the message when the
+    driver accepts it.
+    """
     sibling = leases.unique("sibling")
 
     def create_both(tx: StorageTransaction) -> None:
         tx.create(sibling)
         tx.create(bad)  # type: ignore[arg-type]
 
-    with pytest.raises(REFUSED):
+    with refused(
+        REFUSED, what=f"the check created {what} (beside a valid create in the same attempt)", rule=rule
+    ):
         driver.transaction(create_both)
     assert read_one(driver, absent_key.key) is None, "the refused record was committed"
     assert read_one(driver, sibling.key) is None, "the attempt with a refused write committed another write"
 
 
 def _expect_refused_replace(
-    driver: StorageDriver, current_record: NewStorageRecord, bad: dict[str, Any]
+    driver: StorageDriver,
+    current_record: NewStorageRecord,
+    bad: dict[str, Any],
+    *,
+    what: str,
+    rule: Requirement,
 ) -> None:
-    """Replacing the stored ``current_record`` with ``bad`` is refused and the record is unchanged."""
+    """Replacing the stored ``current_record`` with ``bad`` is refused and the record is unchanged.
+
+    ``what`` describes ``bad`` and ``rule`` is the requirement it breaks, as for ``_expect_refused_create``.
+    """
     create_all(driver, [current_record])
     before = read_one(driver, current_record.key)
     assert before is not None, missing("the current record", written="the check created it just before")
@@ -127,7 +147,7 @@ def _expect_refused_replace(
         )
         tx.replace(current, bad)  # type: ignore[arg-type]
 
-    with pytest.raises(REFUSED):
+    with refused(REFUSED, what=f"the check replaced a stored record with {what}", rule=rule):
         driver.transaction(replace)
     assert read_one(driver, current_record.key) == before, "a refused replacement changed the stored record"
 
@@ -184,7 +204,14 @@ def test_non_finite_numbers_are_refused_on_create(
         {"top": value} if where == "top" else {"a": {"b": value}} if where == "nested-object" else [1, value]
     )
     bad["document"]["value"]["payload"] = payload
-    _expect_refused_create(driver, leases, bad, built)
+    _expect_refused_create(
+        driver,
+        leases,
+        bad,
+        built,
+        what=f"a mapping holding {number} ({where} of the payload)",
+        rule=NON_FINITE,
+    )
 
 
 @NON_FINITE
@@ -195,7 +222,7 @@ def test_non_finite_numbers_are_refused_on_replace(
     original = message(leases.environment, "target")
     bad = raw(original)
     bad["document"]["value"]["payload"] = {"n": NON_FINITE_VALUES[number]}
-    _expect_refused_replace(driver, original, bad)
+    _expect_refused_replace(driver, original, bad, what=f"a mapping holding {number}", rule=NON_FINITE)
 
 
 _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=5))
@@ -224,7 +251,14 @@ def test_a_non_finite_number_anywhere_is_refused(
     built = message(leases.environment, "bad")
     bad = raw(built)
     bad["document"]["value"]["payload"] = {"data": payload, "poisoned": poisoned}
-    _expect_refused_create(driver, leases, bad, built)
+    _expect_refused_create(
+        driver,
+        leases,
+        bad,
+        built,
+        what=f"a mapping holding {number} nested {depth} level(s) deep",
+        rule=NON_FINITE,
+    )
 
 
 # -- reference cycles ----------------------------------------------------------------------------------
@@ -250,7 +284,9 @@ def test_reference_cycles_are_refused_on_create(driver: StorageDriver, leases: L
     built = message(leases.environment, "bad")
     bad = raw(built)
     bad["document"]["value"]["payload"] = _cyclic(shape)
-    _expect_refused_create(driver, leases, bad, built)
+    _expect_refused_create(
+        driver, leases, bad, built, what=f"a mapping with a reference cycle ({shape})", rule=CYCLES
+    )
 
 
 @CYCLES
@@ -258,7 +294,9 @@ def test_reference_cycles_are_refused_on_replace(driver: StorageDriver, leases: 
     original = message(leases.environment, "target")
     bad = raw(original)
     bad["document"]["value"]["payload"] = _cyclic("indirect")
-    _expect_refused_replace(driver, original, bad)
+    _expect_refused_replace(
+        driver, original, bad, what="a mapping with an indirect reference cycle", rule=CYCLES
+    )
 
 
 @CYCLES
@@ -304,7 +342,14 @@ def test_only_schema_version_one_is_accepted_on_create(
     built = leases.unique("versioned")
     bad = raw(built)
     ENVELOPES[envelope](bad["document"])
-    _expect_refused_create(driver, leases, bad, built)
+    _expect_refused_create(
+        driver,
+        leases,
+        bad,
+        built,
+        what=f"a mapping whose document envelope is not version 1 ({envelope})",
+        rule=SCHEMA_VERSION,
+    )
 
 
 @SCHEMA_VERSION
@@ -312,7 +357,9 @@ def test_schema_version_two_is_refused_on_replace(driver: StorageDriver, leases:
     original = leases.unique("versioned", at=1)
     bad = raw(leases.unique("versioned", at=2))
     bad["document"]["schemaVersion"] = 2
-    _expect_refused_replace(driver, original, bad)
+    _expect_refused_replace(
+        driver, original, bad, what="a mapping whose document has schemaVersion 2", rule=SCHEMA_VERSION
+    )
 
 
 @SCHEMA_VERSION
@@ -320,7 +367,14 @@ def test_schema_version_two_is_refused_in_json_text(driver: StorageDriver, lease
     built = leases.unique("text")
     bad = raw(built)
     bad["document"] = built.document.text.replace('"schemaVersion":1', '"schemaVersion":2')
-    _expect_refused_create(driver, leases, bad, built)
+    _expect_refused_create(
+        driver,
+        leases,
+        bad,
+        built,
+        what="a mapping whose document is JSON text with schemaVersion 2",
+        rule=SCHEMA_VERSION,
+    )
 
 
 # -- key / document / index agreement ----------------------------------------------------------------
@@ -381,7 +435,14 @@ def test_disagreeing_key_document_or_indexes_are_refused_on_create(
     driver: StorageDriver, leases: Leases, case: str
 ) -> None:
     bad, must_stay_absent = _mismatches(leases)[case]
-    _expect_refused_create(driver, leases, bad, must_stay_absent)
+    _expect_refused_create(
+        driver,
+        leases,
+        bad,
+        must_stay_absent,
+        what=f"a mapping whose key, document and index entries disagree ({case})",
+        rule=MISMATCH,
+    )
     assert read_one(driver, leases.key("held")) is None, "the refused record was committed under its own key"
 
 
@@ -389,4 +450,10 @@ def test_disagreeing_key_document_or_indexes_are_refused_on_create(
 @pytest.mark.parametrize("case", ["index-entry-missing", "index-sort-differs", "index-of-another-table"])
 def test_disagreeing_indexes_are_refused_on_replace(driver: StorageDriver, leases: Leases, case: str) -> None:
     bad, _ = _mismatches(leases)[case]
-    _expect_refused_replace(driver, leases.unique("held", at=1), bad)
+    _expect_refused_replace(
+        driver,
+        leases.unique("held", at=1),
+        bad,
+        what=f"a mapping whose index entries disagree with its document ({case})",
+        rule=MISMATCH,
+    )

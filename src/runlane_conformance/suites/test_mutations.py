@@ -26,7 +26,7 @@ from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._messages import differs, missing
+from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -160,7 +160,11 @@ def test_create_of_an_unread_key_that_exists_never_overwrites(driver: StorageDri
         tx.create(bystander)
         tx.create(intruder)
 
-    with pytest.raises((StorageConflictError, StorageDuplicateMutationError)):
+    with refused(
+        (StorageConflictError, StorageDuplicateMutationError),
+        what="the check created a key its attempt never read while a record already existed at that key",
+        rule=CREATE_UNREAD,
+    ):
         driver.transaction(create_both)
     after = read_one(driver, original.key)
     assert after == before, "a create of an existing key overwrote it"
@@ -228,7 +232,11 @@ def test_create_of_a_key_read_as_present_is_refused(driver: StorageDriver, lease
         tx.create(other)
         tx.create(leases.unique("present", at=4))
 
-    with pytest.raises(StorageDuplicateMutationError):
+    with refused(
+        StorageDuplicateMutationError,
+        what="the check created a key its attempt had just read as present",
+        rule=CREATE_READ_PRESENT,
+    ):
         driver.transaction(create)
     assert read_one(driver, original.key) == before, "the record read as present was overwritten"
     assert read_one(driver, other.key) is None, "the refused attempt committed another of its writes"
@@ -256,7 +264,11 @@ def test_replace_of_a_record_not_read_in_this_attempt_is_refused(
     create_all(driver, [leases.unique("fenced", at=1)])
     earlier = read_one(driver, leases.key("fenced"))
     assert earlier is not None, missing("the fenced record", written="the check created it just before")
-    with pytest.raises(StorageKeyChangeError):
+    with refused(
+        StorageKeyChangeError,
+        what="the check replaced a record read in an earlier attempt, not in the replacing one",
+        rule=EXACT_REPLACE,
+    ):
         driver.transaction(lambda tx: tx.replace(earlier, leases.unique("fenced", at=2)))
     assert read_one(driver, earlier.key) == earlier, "a replace of an unread record committed"
 
@@ -278,7 +290,11 @@ def test_replace_of_a_stale_version_is_refused(driver: StorageDriver, leases: Le
         )
         tx.replace(old, leases.unique("stale", at=3))
 
-    with pytest.raises(StorageKeyChangeError):
+    with refused(
+        StorageKeyChangeError,
+        what="the check replaced an old version of a record after its attempt had read the newer one",
+        rule=EXACT_REPLACE,
+    ):
         driver.transaction(replace_stale)
     assert read_one(driver, old.key) == current, "a replace of a stale version committed"
 
@@ -297,7 +313,11 @@ def test_delete_of_a_record_not_read_in_this_attempt_is_refused(
     create_all(driver, [leases.unique("kept")])
     earlier = read_one(driver, leases.key("kept"))
     assert earlier is not None, missing("the kept record", written="the check created it just before")
-    with pytest.raises(StorageKeyChangeError):
+    with refused(
+        StorageKeyChangeError,
+        what="the check deleted a record read in an earlier attempt, not in the deleting one",
+        rule=EXACT_DELETE,
+    ):
         driver.transaction(lambda tx: tx.delete(earlier))
     assert read_one(driver, earlier.key) == earlier, "a delete of an unread record committed"
 
@@ -314,7 +334,11 @@ def test_delete_of_a_stale_version_is_refused(driver: StorageDriver, leases: Lea
         tx.get([old.key])
         tx.delete(old)
 
-    with pytest.raises(StorageKeyChangeError):
+    with refused(
+        StorageKeyChangeError,
+        what="the check deleted an old version of a record after its attempt had read the newer one",
+        rule=EXACT_DELETE,
+    ):
         driver.transaction(delete_stale)
     assert read_one(driver, old.key) == current, "a delete of a stale version committed"
 
@@ -383,7 +407,11 @@ def test_a_second_mutation_of_one_key_is_refused(driver: StorageDriver, leases: 
     create_all(driver, [leases.unique("twice", at=1)])
     before = read_one(driver, leases.key("twice"))
     callback = _second_mutations(leases)[shape]
-    with pytest.raises(StorageDuplicateMutationError):
+    with refused(
+        StorageDuplicateMutationError,
+        what=f"the check mutated one key twice in one attempt ({shape})",
+        rule=ONE_PER_KEY,
+    ):
         driver.transaction(callback)  # type: ignore[arg-type]
     assert read_one(driver, leases.key("twice")) == before, f"{shape}: the refused attempt changed the record"
     assert read_one(driver, leases.key("new-twice")) is None, f"{shape}: the refused attempt created a record"
@@ -401,7 +429,11 @@ def test_a_replacement_cannot_change_the_key(driver: StorageDriver, leases: Leas
         )
         tx.replace(current, leases.unique("elsewhere", at=1))
 
-    with pytest.raises(StorageKeyChangeError):
+    with refused(
+        StorageKeyChangeError,
+        what="the check replaced the record home with a record whose key is elsewhere",
+        rule=NO_KEY_CHANGE,
+    ):
         driver.transaction(move)
     assert read_one(driver, leases.key("home")) == before, "the original record changed"
     assert read_one(driver, leases.key("elsewhere")) is None, "a replacement created a record at another key"
@@ -422,7 +454,11 @@ def test_a_replacement_cannot_move_a_record_to_another_partition(
         )
         tx.replace(current, leases.record("home", at=1, environment=elsewhere))
 
-    with pytest.raises(StorageKeyChangeError):
+    with refused(
+        StorageKeyChangeError,
+        what="the check replaced the record home with the same name in another environment (another key)",
+        rule=NO_KEY_CHANGE,
+    ):
         driver.transaction(move)
     assert read_one(driver, leases.key("home")) == before, differs(
         "the record home after a replace that tried to change its key was refused",
@@ -529,7 +565,12 @@ def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver
         tx.create(leases.unique("created-b", at=5))
         raise raised
 
-    with pytest.raises(Boom) as caught:
+    with refused(
+        Boom,
+        what="the callback staged a create, a replace, a delete and another create, then raised",
+        accepted="driver.transaction() returned normally (the callback's exception never reached the caller)",
+        rule=ROLLBACK,
+    ) as caught:
         driver.transaction(stage_then_raise)
     assert caught.value is raised, "the callback's own exception must propagate unchanged"
     after = read(driver, [leases.key(n) for n in ("replaced", "deleted", "created-a", "created-b")])
@@ -578,6 +619,11 @@ def test_no_subset_of_staged_writes_survives_a_raising_callback(
                 tx.delete(record)
         raise Boom("after staging")
 
-    with pytest.raises(Boom):
+    with refused(
+        Boom,
+        what=f"the callback staged {', '.join(plan)} (in that order), then raised",
+        accepted="driver.transaction() returned normally (the callback's exception never reached the caller)",
+        rule=ROLLBACK,
+    ):
         driver.transaction(stage_then_raise)
     assert read(driver, keys) == before, f"a staged write of the raising attempt became visible (plan {plan})"

@@ -79,7 +79,7 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
     tombstone_counts,
 )
-from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import collect_pages, document_of, page_of
 
 CLAUSE = "Preserve pruning invariants"
@@ -377,7 +377,7 @@ def test_a_pass_that_raises_midway_leaves_nothing_and_cleanup_resumes(
     def interrupted(tx: StorageTransaction) -> CleanupPass:
         return cleanup_pass(_staging_tripwire(tx, after, boom), env, built.run_id, _budget(driver))
 
-    with pytest.raises(Interrupted):
+    with propagated(Interrupted, what=f"the cleanup pass's callback raised before its staged write {after}"):
         driver.transaction(interrupted)
     assert counted_children(other_driver, built) == before, "a pass that raised deleted children"
     _assert_counters_match(other_driver, built, "after the interrupted pass")

@@ -27,7 +27,7 @@ from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
-from runlane_conformance.suites._messages import differs, missing
+from runlane_conformance.suites._messages import differs, missing, refused
 
 CLAUSE = "Treat each transaction callback as a new attempt"
 
@@ -502,7 +502,12 @@ def test_an_error_raised_by_the_callback_reaches_the_caller_unchanged(
         tx.replace(current, leases.record("k", holder="t1"))
         raise raised
 
-    with pytest.raises(CallbackFailure) as caught:
+    with refused(
+        CallbackFailure,
+        what="T1's callback created a record, replaced lease k and then raised",
+        accepted="driver.transaction() returned normally (the callback's exception never reached the caller)",
+        rule=CALLBACK_ERROR,
+    ) as caught:
         driver.transaction(t1)
     assert caught.value is raised, "the caller must receive the callback's own exception object"
     assert attempts.count == 1, "an error raised by the callback is not a conflict and must not be replayed"
@@ -528,7 +533,12 @@ def test_the_store_stays_usable_after_a_callback_error(
         tx.replace(current, leases.record("k", holder="t1"))
         raise CallbackFailure("fail after staging")
 
-    with pytest.raises(CallbackFailure):
+    with refused(
+        CallbackFailure,
+        what="T1's callback replaced lease k and then raised",
+        accepted="driver.transaction() returned normally (the callback's exception never reached the caller)",
+        rule=CALLBACK_ERROR,
+    ):
         driver.transaction(t1)
     _follow_up_commits(other_driver, leases, "from-other-instance")
     _follow_up_commits(driver, leases, "from-same-instance")

@@ -23,7 +23,7 @@ from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Treat each transaction callback as a new attempt"
@@ -157,13 +157,21 @@ def test_a_read_after_now_is_refused(driver: StorageDriver, leases: Leases, read
         tx.now()
         READS[read_call](tx, leases)
 
-    with pytest.raises(StorageSealedError):
+    with refused(
+        StorageSealedError,
+        what=f"the callback read, called now(), then called {read_call}()",
+        rule=SEALED_BY_NOW,
+    ):
         driver.transaction(read_after_now)
 
 
 @SEALED_BY_NOW
 def test_a_read_after_now_is_refused_even_as_the_first_read(driver: StorageDriver, leases: Leases) -> None:
-    with pytest.raises(StorageSealedError):
+    with refused(
+        StorageSealedError,
+        what="the callback called now() and then get(), its first read",
+        rule=SEALED_BY_NOW,
+    ):
         driver.transaction(lambda tx: (tx.now(), tx.get([leases.key("x")])))
 
 
@@ -192,7 +200,11 @@ def test_a_read_after_the_first_mutation_is_refused(
         _mutate(tx, leases, mutation)
         READS[read_call](tx, leases)
 
-    with pytest.raises(StorageSealedError):
+    with refused(
+        StorageSealedError,
+        what=f"the callback staged a {mutation}, then called {read_call}()",
+        rule=SEALED_BY_MUTATION,
+    ):
         driver.transaction(read_after_mutation)
     assert read_one(driver, leases.key("x")) == before, "the refused attempt changed what is stored"
     assert read_one(driver, leases.key("new")) is None, "the refused attempt committed its create"
@@ -216,9 +228,10 @@ def _every_call(
 
 def _assert_all_refused(tx: StorageTransaction, leases: Leases, record: StoredRecord, when: str) -> None:
     for name, call in _every_call(tx, leases, record).items():
-        with pytest.raises(StorageAttemptEndedError):
+        with refused(
+            StorageAttemptEndedError, what=f"the check called {name}() on a transaction {when}", rule=ENDED
+        ):
             call()
-            pytest.fail(f"{name}() on a transaction {when} was accepted")
 
 
 @ENDED
@@ -261,7 +274,7 @@ def test_a_rolled_back_attempt_refuses_every_call(driver: StorageDriver, leases:
         tx.get([leases.key("x")])
         raise RuntimeError("roll back")
 
-    with pytest.raises(RuntimeError):
+    with propagated(RuntimeError, what="the callback read the record x and then raised"):
         driver.transaction(fail)
     record = read_one(driver, leases.key("x"))
     assert record is not None, missing(

@@ -554,8 +554,8 @@ def test_appended_records_count_toward_the_record_limit(
     before = read_stream(driver, partition)
     with refused(
         StorageLimitError,
-        what=f"the check appended {fits + 1} records (values, head and point writes one past "
-        f"max_transaction_records={limit})",
+        what=f"the check appended {fits + 1} records{' beside one create' if point else ''}, which with the "
+        f"stream head is one record past max_transaction_records={limit}",
         rule=LIMITS,
     ) as refusal:
         run(fits + 1)

@@ -23,21 +23,16 @@ def invoke(*args: str) -> Any:
     return cli.invoke(app, list(args))
 
 
+def run_lost_update_declared_known(fake_suite: str, reason: str, *extra: str) -> Any:
+    """Run the fake suite with the lost-update rule broken and declared a known failure."""
+    return invoke("run", "-d", fake_suite, "-o", f"break={LOST}", "--expect-fail", f"{LOST}={reason}", *extra)
+
+
 def test_a_failing_expected_requirement_is_a_known_failure_that_still_denies_certification(
     fake_suite: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "report.json"
-    result = invoke(
-        "run",
-        "-d",
-        fake_suite,
-        "-o",
-        f"break={LOST}",
-        "--expect-fail",
-        f"{LOST}={REASON}",
-        "--report",
-        str(path),
-    )
+    result = run_lost_update_declared_known(fake_suite, REASON, "--report", str(path))
     assert result.exit_code == 1, result.output
     out = result.stdout
     assert f"\u25cb {LOST} (MUST): known failure: {REASON}; it failed with: AssertionError" in out
@@ -90,9 +85,7 @@ def test_a_report_with_a_known_failure_cannot_be_forged_into_a_certified_badge(
     fake_suite: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "report.json"
-    invoke(
-        "run", "-d", fake_suite, "-o", f"break={LOST}", "--expect-fail", f"{LOST}=x", "--report", str(path)
-    )
+    run_lost_update_declared_known(fake_suite, "x", "--report", str(path))
     document = read_report(path)
     badge = invoke("badge", str(path), "--svg", str(tmp_path / "badge.svg"))
     assert badge.exit_code == 0 and "not certified" in badge.stdout
@@ -107,9 +100,7 @@ def test_a_report_with_a_known_failure_cannot_be_forged_into_a_certified_badge(
 
 
 def test_tb_no_shows_a_known_failure_on_its_one_line(fake_suite: str) -> None:
-    result = invoke(
-        "run", "-d", fake_suite, "-o", f"break={LOST}", "--expect-fail", f"{LOST}=x", "--tb", "no"
-    )
+    result = run_lost_update_declared_known(fake_suite, "x", "--tb", "no")
     assert f"\u25cb {LOST} (MUST): known failure: x" in result.stdout
 
 
@@ -129,17 +120,7 @@ def test_bad_declarations_are_one_line_usage_errors(fake_suite: str) -> None:
 
 def test_junit_keeps_a_known_failure_a_failure_and_names_it_known(fake_suite: str, tmp_path: Path) -> None:
     path = tmp_path / "junit.xml"
-    invoke(
-        "run",
-        "-d",
-        fake_suite,
-        "-o",
-        f"break={LOST}",
-        "--expect-fail",
-        f"{LOST}={REASON}",
-        "--junit",
-        str(path),
-    )
+    run_lost_update_declared_known(fake_suite, REASON, "--junit", str(path))
     case = next(c for c in ET.parse(path).iter("testcase") if c.get("name") == LOST)
     failure = case.find("failure")
     assert failure is not None

@@ -7,7 +7,6 @@ carry the result and derive read-only views (summaries, reproduce lines).
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections import Counter
 from collections.abc import Mapping
@@ -154,7 +153,7 @@ class CheckResult:
     @property
     def driver_frame(self) -> str | None:
         """Where in the driver's own code the failure escaped (``file:line in function``), when known."""
-        return _frame_text(self.recorded(DRIVER_FRAME_PROPERTY))
+        return self.recorded(DRIVER_FRAME_PROPERTY) or None
 
     @property
     def shrink_note(self) -> str | None:
@@ -425,23 +424,6 @@ class RunResult:
         if self.examples is not None:
             words += ["--runlane-examples", path_from_here(self.examples)]
         return shlex.join(words)
-
-
-def _frame_text(value: str | None) -> str | None:
-    """A recorded driver frame as ``file:line in function``, whether it was stored as that text or
-    as a JSON object with ``file``/``line``/``function``."""
-    if not value:
-        return None
-    if value.startswith("{"):
-        try:
-            data = json.loads(value)
-        except ValueError:
-            return value
-        if isinstance(data, dict) and data.get("file"):
-            where = f"{data['file']}:{data['line']}" if data.get("line") is not None else str(data["file"])
-            function = data.get("function") or data.get("func") or data.get("name")
-            return f"{where} in {function}" if function else where
-    return value
 
 
 def _suite_target_for(nodeid: str) -> list[str]:

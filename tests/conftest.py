@@ -8,12 +8,34 @@ module-level list (a worker's list never reaches the controller).
 
 from __future__ import annotations
 
+import importlib
+import os
+from types import ModuleType
 from typing import Any
+
+import pytest
 
 #: The user-property name under which a kill-table test reports its row.
 KILL_TABLE_ROW = "kill_table_row"
 
 _rows: list[tuple[str, str, str]] = []
+
+
+def example_package(module: str, example: str) -> ModuleType:
+    """Import an example driver package a test needs, or skip naming the command that installs it.
+
+    Under ``CI=true`` a missing example fails instead: CI installs every example, so its absence there
+    is a broken set-up, not a reason to test less.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name != module:
+            raise
+        reason = f"examples/{example} is not installed (pip install -e examples/{example})"
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(f"{reason} and CI=true")
+        pytest.skip(reason)
 
 
 def pytest_runtest_logreport(report: Any) -> None:

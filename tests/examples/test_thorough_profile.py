@@ -22,6 +22,7 @@ import pytest
 
 from runlane_conformance.requirements import AREAS
 from runlane_conformance.runner import run_suites
+from tests.conftest import example_package
 
 
 def _profile_dependent_requirements() -> list[str]:
@@ -48,14 +49,15 @@ def _profile_dependent_requirements() -> list[str]:
 
 def _server_problem(driver: str) -> str | None:
     """Why the example's server cannot be reached (None when it can, or when it needs none)."""
+    module = {"tiny": "runlane_tiny_driver", "sqlite": "runlane_sqlite_driver",
+              "postgres": "runlane_postgres_driver", "redis": "runlane_redis_driver"}[driver]  # fmt: skip
+    package = example_package(module, driver)
     if driver == "postgres":
-        import runlane_postgres_driver as postgres
-
-        return postgres.probe(postgres.DEFAULT_DSN)
+        problem: str | None = package.probe(package.DEFAULT_DSN)
+        return problem
     if driver == "redis":
-        import runlane_redis_driver as redis
-
-        return redis.probe(redis.DEFAULT_URL)
+        problem = package.probe(package.DEFAULT_URL)
+        return problem
     return None
 
 

@@ -9,12 +9,13 @@ import pytest
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.harness import DriverLoadError
 from runlane_conformance.protocol.process import ProcessHarness
+from tests.conftest import example_package
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def test_a_store_opened_in_one_backend_is_shared_with_another_backend_through_its_address() -> None:
-    pytest.importorskip("runlane_sqlite_driver", reason="examples/sqlite is not installed")
+    example_package("runlane_sqlite_driver", "sqlite")
     command = f"{sys.executable} -m runlane_conformance.backend --driver sqlite"
     first, second = ProcessHarness(command), ProcessHarness(command)
     try:

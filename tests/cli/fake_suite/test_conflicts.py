@@ -25,7 +25,7 @@ def test_lost_update_property(driver, requirement_id, request, n):
     failing = requirement_id in driver.broken and n >= 3
     if failing and driver.options.get("shrink") == "true":
         request.config.hook.pytest_runlane_shrinking(item=request.node)
-    assert not failing, "lost update with at least 3 writers"
+    assert not failing, f"lost update with at least 3 writers (this example: n={n})"
 
 
 @check("conflicts.write-skew-advice")

@@ -40,7 +40,7 @@ class Clock:
         return self.now
 
 
-def setup(timeout: timedelta | None = None) -> tuple[LocalStorageDriver, Clock, WaitTokenSpec]:
+def make_token_store(timeout: timedelta | None = None) -> tuple[LocalStorageDriver, Clock, WaitTokenSpec]:
     clock = Clock()
     store = LocalStorageDriver(LocalStore(), clock=clock)
     spec = WaitTokenSpec(ENV, "tok", "creator", "key", None if timeout is None else T0 + timeout)
@@ -55,7 +55,7 @@ def value(store: LocalStorageDriver, key: object) -> dict[str, object] | None:
 
 
 def test_a_token_is_created_with_an_owner_that_names_it_back() -> None:
-    store, _clock, spec = setup()
+    store, _clock, spec = make_token_store()
     token, owner = value(store, spec.key), value(store, spec.owner_key)
     assert token is not None and owner is not None
     assert token["status"] == "pending" and token["linkCount"] == "0"
@@ -63,14 +63,14 @@ def test_a_token_is_created_with_an_owner_that_names_it_back() -> None:
 
 
 def test_a_second_create_with_the_same_key_returns_the_first_token() -> None:
-    store, _clock, _spec = setup()
+    store, _clock, _spec = make_token_store()
     again = WaitTokenSpec(ENV, "other-tok", "creator", "key")
     assert store.transaction(lambda tx: create_wait_token(tx, again)) == "tok"
     assert value(store, again.key) is None
 
 
 def test_a_token_without_its_owner_is_reported_not_recreated() -> None:
-    store, _clock, spec = setup()
+    store, _clock, spec = make_token_store()
     store.transaction(lambda tx: tx.delete(tx.get([spec.owner_key])[0]))  # type: ignore[arg-type]
     with pytest.raises(CoreInvariantError) as caught:
         store.transaction(lambda tx: create_wait_token(tx, spec))
@@ -78,7 +78,7 @@ def test_a_token_without_its_owner_is_reported_not_recreated() -> None:
 
 
 def test_linking_counts_on_both_sides_once() -> None:
-    store, _clock, spec = setup()
+    store, _clock, spec = make_token_store()
     store.transaction(lambda tx: create_run(tx, ENV, "waiter"))
     assert store.transaction(lambda tx: link_run(tx, ENV, "tok", "waiter")) is LinkOutcome.LINKED
     assert store.transaction(lambda tx: link_run(tx, ENV, "tok", "waiter")) is LinkOutcome.ALREADY_LINKED
@@ -89,7 +89,7 @@ def test_linking_counts_on_both_sides_once() -> None:
 
 
 def test_linking_a_missing_token_or_run_is_refused() -> None:
-    store, _clock, _spec = setup()
+    store, _clock, _spec = make_token_store()
     with pytest.raises(CoreInvariantError, match="missing wait token"):
         store.transaction(lambda tx: link_run(tx, ENV, "nope", "creator"))
     with pytest.raises(CoreInvariantError, match="tombstoned run"):
@@ -97,7 +97,7 @@ def test_linking_a_missing_token_or_run_is_refused() -> None:
 
 
 def test_the_first_resolution_wins_and_later_ones_lose() -> None:
-    store, _clock, spec = setup(timedelta(minutes=5))
+    store, _clock, spec = make_token_store(timedelta(minutes=5))
     assert (
         store.transaction(lambda tx: complete_wait_token(tx, ENV, "tok", {"ok": 1}))
         is ResolveOutcome.RESOLVED
@@ -114,7 +114,7 @@ def test_the_first_resolution_wins_and_later_ones_lose() -> None:
 
 
 def test_a_timeout_applies_at_its_time_and_not_a_microsecond_before() -> None:
-    store, clock, spec = setup(timedelta(minutes=5))
+    store, clock, spec = make_token_store(timedelta(minutes=5))
     clock.now = T0 + timedelta(minutes=5) - timedelta(microseconds=1)
     assert store.transaction(lambda tx: time_out_wait_token(tx, ENV, "tok")) is ResolveOutcome.NOT_DUE
     early = store.transaction(lambda tx: due_wait_tokens(tx, ENV, as_of=clock.now, limit=5))
@@ -128,13 +128,13 @@ def test_a_timeout_applies_at_its_time_and_not_a_microsecond_before() -> None:
 
 
 def test_a_token_without_a_timeout_never_times_out() -> None:
-    store, clock, _spec = setup()
+    store, clock, _spec = make_token_store()
     clock.now = T0 + timedelta(days=3650)
     assert store.transaction(lambda tx: time_out_wait_token(tx, ENV, "tok")) is ResolveOutcome.NOT_DUE
 
 
 def test_pruning_keeps_pending_and_linked_tokens_and_deletes_the_rest_with_their_owner() -> None:
-    store, _clock, spec = setup()
+    store, _clock, spec = make_token_store()
     assert store.transaction(lambda tx: prune_wait_token(tx, ENV, "tok")) is TokenPruneOutcome.KEPT_PENDING
     store.transaction(lambda tx: link_run(tx, ENV, "tok", "creator"))
     store.transaction(lambda tx: complete_wait_token(tx, ENV, "tok", None))
@@ -152,7 +152,7 @@ def test_pruning_keeps_pending_and_linked_tokens_and_deletes_the_rest_with_their
 
 
 def test_a_missing_owner_is_an_invariant_failure_and_the_token_stays() -> None:
-    store, _clock, spec = setup()
+    store, _clock, spec = make_token_store()
     store.transaction(lambda tx: complete_wait_token(tx, ENV, "tok", None))
     store.transaction(lambda tx: tx.delete(tx.get([spec.owner_key])[0]))  # type: ignore[arg-type]
     with pytest.raises(CoreInvariantError) as caught:
@@ -162,7 +162,7 @@ def test_a_missing_owner_is_an_invariant_failure_and_the_token_stays() -> None:
 
 
 def test_an_owner_naming_another_token_is_an_invariant_failure_and_both_stay() -> None:
-    store, _clock, spec = setup()
+    store, _clock, spec = make_token_store()
     store.transaction(lambda tx: complete_wait_token(tx, ENV, "tok", None))
 
     def point_owner_elsewhere(tx: object) -> None:

@@ -1,0 +1,282 @@
+"""The checker on its own: hand-made histories of every anomaly class, and serializable ones that look
+suspicious (the kind that a checker drawing edges it cannot prove would flag)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runlane_conformance.history import (
+    Anomaly,
+    EdgeKind,
+    History,
+    HistoryFormatError,
+    Outcome,
+    check_history,
+    from_json,
+    save,
+    to_json,
+)
+from runlane_conformance.history.__main__ import main
+from tests.history.histories import create, delete, read, replace, scan, txn
+
+SETUP = txn("t0", create("x", "x0"), create("y", "y0"))
+
+
+def anomalies(*attempts: object) -> frozenset[Anomaly]:
+    return check_history(History(tuple(attempts))).anomalies  # type: ignore[arg-type]
+
+
+def test_a_serial_history_has_no_anomaly() -> None:
+    report = check_history(
+        History(
+            (
+                SETUP,
+                txn("t1", read("x", "1", "x0"), replace("x", "1", "x0", "x1")),
+                txn("t2", read("x", "3", "x1"), read("y", "2", "y0"), replace("y", "2", "y0", "y2")),
+                txn("t3", read("x", "3", "x1"), read("y", "4", "y2")),
+            )
+        )
+    )
+    assert report.ok, report.render(History(()))
+    assert report.committed == 4
+    assert report.edges > 0
+
+
+def test_g0_write_cycle() -> None:
+    found = anomalies(
+        SETUP,
+        txn("t1", replace("x", "1", "x0", "x1"), replace("y", "5", "y2", "y1")),
+        txn("t2", replace("x", "3", "x1", "x2"), replace("y", "2", "y0", "y2")),
+    )
+    assert Anomaly.G0 in found
+
+
+def test_g1a_aborted_read() -> None:
+    found = anomalies(
+        txn("t1.a1", create("x", "x1"), outcome=Outcome.ABORTED),
+        txn("t2", read("x", "7", "x1")),
+    )
+    assert found == {Anomaly.G1A}
+
+
+def test_g1a_a_value_no_attempt_wrote() -> None:
+    assert anomalies(txn("t1", read("x", "7", "garbage"))) == {Anomaly.G1A}
+
+
+def test_g1a_through_an_index_scan() -> None:
+    found = anomalies(
+        txn("t1.a1", create("k", "k1", sort="s1"), outcome=Outcome.ABORTED),
+        txn("t2", scan(("s1", "k", "k1"))),
+    )
+    assert found == {Anomaly.G1A}
+
+
+def test_g1b_intermediate_read() -> None:
+    found = anomalies(
+        txn("t1", create("x", "x1"), replace("x", "?", "x1", "x2")),
+        txn("t2", read("x", "5", "x1")),
+    )
+    assert Anomaly.G1B in found
+
+
+def test_g1c_circular_information_flow() -> None:
+    found = anomalies(
+        txn("t1", read("y", "2", "y2"), create("x", "x1")),
+        txn("t2", read("x", "1", "x1"), create("y", "y2")),
+    )
+    assert found == {Anomaly.G1C}
+
+
+def test_g_single_read_skew() -> None:
+    history = History(
+        (
+            SETUP,
+            txn(
+                "t2",
+                read("x", "1", "x0"),
+                read("y", "2", "y0"),
+                replace("x", "1", "x0", "x2"),
+                replace("y", "2", "y0", "y2"),
+            ),
+            txn("t1", read("x", "1", "x0"), read("y", "4", "y2")),
+        )
+    )
+    report = check_history(history)
+    assert report.anomalies == {Anomaly.G_SINGLE}
+    (finding,) = report.findings
+    assert [s.edge.kind for s in finding.steps].count(EdgeKind.RW) == 1
+    text = report.render(history)
+    assert "t1 -rw(x)-> t2" in text and "t2 -wr(y)-> t1" in text
+
+
+def test_g2_item_write_skew() -> None:
+    report = check_history(
+        History(
+            (
+                SETUP,
+                txn("t1", read("x", "1", "x0"), read("y", "2", "y0"), replace("x", "1", "x0", "x1")),
+                txn("t2", read("x", "1", "x0"), read("y", "2", "y0"), replace("y", "2", "y0", "y2")),
+            )
+        )
+    )
+    assert report.anomalies == {Anomaly.G2_ITEM}
+    (finding,) = report.findings
+    assert [s.edge.kind for s in finding.steps] == [EdgeKind.RW, EdgeKind.RW]
+
+
+def test_lost_update_is_named() -> None:
+    found = anomalies(
+        SETUP,
+        txn("t1", read("x", "1", "x0"), replace("x", "1", "x0", "x1")),
+        txn("t2", read("x", "1", "x0"), replace("x", "1", "x0", "x2")),
+    )
+    assert Anomaly.LOST_UPDATE in found
+    assert Anomaly.G2_ITEM in found  # each read what the other overwrote
+
+
+def test_two_creates_of_a_never_deleted_key_are_a_lost_update() -> None:
+    assert Anomaly.LOST_UPDATE in anomalies(txn("t1", create("x", "x1")), txn("t2", create("x", "x2")))
+
+
+def test_g2_predicate_skew() -> None:
+    report = check_history(
+        History(
+            (
+                txn("t1", scan(lower="a", upper="m"), create("k1", "k1v", sort="c")),
+                txn("t2", scan(lower="a", upper="m"), create("k2", "k2v", sort="d")),
+            )
+        )
+    )
+    assert report.anomalies == {Anomaly.G2}
+    assert {s.edge.kind for s in report.findings[0].steps} == {EdgeKind.PRW}
+
+
+def test_the_witness_is_the_shortest_cycle() -> None:
+    three = [
+        txn("a", read("p", "1", "p0"), read("q", "2", "q0"), replace("p", "1", "p0", "p1")),
+        txn("b", read("q", "2", "q0"), read("r", "3", "r0"), replace("q", "2", "q0", "q1")),
+        txn("c", read("r", "3", "r0"), read("p", "1", "p0"), replace("r", "3", "r0", "r1")),
+    ]
+    two = [
+        txn("d", read("x", "5", "x0"), read("y", "6", "y0"), replace("x", "5", "x0", "x1")),
+        txn("e", read("x", "5", "x0"), read("y", "6", "y0"), replace("y", "6", "y0", "y1")),
+    ]
+    setup = txn("s", *(create(k, f"{k}0") for k in "pqrxy"))
+    report = check_history(History((setup, *three, *two)))
+    (finding,) = report.of(Anomaly.G2_ITEM)
+    assert set(finding.attempts) == {"d", "e"}
+    three_only = check_history(History((setup, *three)))
+    assert len(three_only.of(Anomaly.G2_ITEM)[0].steps) == 3
+
+
+# -- serializable, but suspicious --------------------------------------------------------------------
+
+
+def test_an_absent_read_after_a_delete_draws_no_edge() -> None:
+    # Serial order t0, t1, t2: t2 saw x absent *after* t1 deleted it. Blaming t2 for reading x before
+    # t0 created it would close a false cycle with t0 -wr(y)-> t2.
+    assert not anomalies(
+        txn("t0", create("x", "x0"), create("y", "y0")),
+        txn("t1", read("x", "1", "x0"), delete("x", "1", "x0")),
+        txn("t2", read("x"), read("y", "2", "y0")),
+    )
+
+
+def test_a_full_page_says_nothing_about_entries_beyond_its_last_item() -> None:
+    # t1 read t2's write, then paged one item; k2 (sorted after that item) was never looked at.
+    assert not anomalies(
+        txn("t0", create("k1", "k1v", sort="b")),
+        txn("t2", create("k2", "k2v", sort="d"), create("w", "w2")),
+        txn("t1", read("w", "9", "w2"), scan(("b", "k1", "k1v"), lower="a", upper="m", limit=1)),
+    )
+
+
+def test_an_exclusive_page_may_skip_rows_and_a_lagging_index_may_miss_them() -> None:
+    for page in (scan(lower="a", upper="m", exclusive=True), scan(lower="a", upper="m", exact=False)):
+        assert not anomalies(
+            txn("t2", create("k2", "k2v", sort="d"), create("w", "w2")),
+            txn("t1", read("w", "9", "w2"), page),
+        )
+
+
+def test_a_later_version_outside_the_range_explains_a_page_without_the_key() -> None:
+    # k moved into the range (k1), then out of the index (k2); t1's empty page saw k2, after t3.
+    assert not anomalies(
+        txn("t0", create("k", "k0")),
+        txn("t3", read("k", "1", "k0"), replace("k", "1", "k0", "k1", sort="c")),
+        txn("t4", read("k", "2", "k1"), replace("k", "2", "k1", "k2"), create("w", "w4")),
+        txn("t1", read("w", "3", "w4"), scan(lower="a", upper="m")),
+    )
+
+
+def test_replays_and_unknown_outcomes() -> None:
+    assert not anomalies(
+        txn("t1.a1", create("x", "x1"), outcome=Outcome.ABORTED),
+        txn("t1.a2", create("x", "x2")),
+        txn("t2", read("x", "4", "x2")),
+        txn("t3.a1", create("z", "z3"), outcome=Outcome.UNKNOWN),
+        txn("t4", read("z", "8", "z3")),  # the unknown commit happened: t4 saw it
+        txn("t5.a1", create("u", "u5"), outcome=Outcome.UNKNOWN),
+    )
+
+
+def test_a_stale_read_only_snapshot_is_serializable() -> None:
+    assert not anomalies(
+        SETUP,
+        txn(
+            "t1",
+            read("x", "1", "x0"),
+            read("y", "2", "y0"),
+            replace("x", "1", "x0", "x1"),
+            replace("y", "2", "y0", "y1"),
+        ),
+        txn("t2", read("x", "1", "x0"), read("y", "2", "y0")),
+    )
+
+
+# -- files -------------------------------------------------------------------------------------------
+
+
+def _skewed() -> History:
+    return History(
+        (
+            SETUP,
+            txn(
+                "t1",
+                read("x", "1", "x0"),
+                read("y", "2", "y0"),
+                replace("x", "1", "x0", "x1"),
+                scan(("s", "x", "x1"), lower="a", upper="z"),
+            ),
+            txn("t2", read("x", "1", "x0"), read("y", "2", "y0"), replace("y", "2", "y0", "y2")),
+        ),
+        meta=(("driver", "hand-made"),),
+    )
+
+
+def test_json_round_trip_is_exact_and_stable() -> None:
+    history = _skewed()
+    text = to_json(history)
+    assert from_json(text) == history
+    assert to_json(from_json(text)) == text
+    assert check_history(from_json(text)).render(history) == check_history(history).render(history)
+
+
+def test_another_schema_version_is_refused() -> None:
+    text = to_json(_skewed()).replace('"version":1', '"version":2', 1)
+    with pytest.raises(HistoryFormatError, match="version 2"):
+        from_json(text)
+
+
+def test_the_command_line_rechecks_a_saved_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = save(_skewed(), tmp_path / "bad.json")
+    good = save(History((SETUP,)), tmp_path / "good.json")
+    (tmp_path / "junk.json").write_text("{}")
+    assert main([str(good)]) == 0
+    assert main([str(bad)]) == 1
+    assert "G2-item" in capsys.readouterr().out
+    assert main([str(tmp_path / "junk.json")]) == 2

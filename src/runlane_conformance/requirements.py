@@ -45,6 +45,7 @@ AREAS: tuple[str, ...] = (
     "limits",
     "profile",
     "model",
+    "histories",
     "operator_reads",
     "completion_waits",
     "pruning",

@@ -1,0 +1,523 @@
+"""The histories workload: several clients run random transactions on one store and record everything.
+
+Each client is a thread with its own driver instance (``store.connect()``).
+The run is a fixed number of *rounds* (set by the Hypothesis profile, never by
+the clock); in each round every client runs one transaction drawn from the
+seed. Rounds are shaped to provoke the anomalies a weak store lets through,
+on a handful of hot keys:
+
+* ``rmw``: every client reads one key and writes it back (lost update);
+* ``skew``: every client reads two keys and writes one of them (write skew);
+* ``read-skew``: one client reads one key, waits for the others to rewrite
+  both keys and commit, then reads the second key (read skew);
+* ``phantom``: every client scans an index range and creates a fresh key in
+  it (predicate skew);
+* ``exclusive`` (where offered): every client selects one row exclusively
+  and rewrites it;
+* ``random``: a mix of point reads, scans, creates, replaces, deletes,
+  releases (a write that drops the index entry), appends where offered, and
+  callbacks that raise after staging their writes (aborted attempts).
+
+Clients meet at *sync points* inside their first attempt (after their reads)
+so that reads of one round really overlap the writes of the next client.
+A sync point is a barrier with a bounded wait: a locking driver that makes a
+client wait outside its callback simply lets the wait run out, which is
+correct behaviour and costs only the wait (it shrinks after each timeout, so
+a store that serializes everything pays a few milliseconds per round).
+
+Every callback invocation is one recorded attempt. The transaction's result
+says which attempt committed (the last one, when ``transaction`` returns);
+every earlier one, and every attempt of a transaction that raised, is
+aborted; a ``StorageCommitUnknownError`` leaves the last one ``unknown``.
+
+Every document written is unique: its expiry encodes a serial number
+(``w<serial>``) that is the write's value in the history, so a read or an
+index entry names the exact write it saw.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ..contract.catalog import StorageIndexName, StorageQueryDirection, StorageTableName
+from ..contract.encodings import iso_date_codec, storage_tuple_codec
+from ..contract.errors import StorageCommitUnknownError, StorageConflictError, StorageError
+from ..contract.protocols import StorageDriver, StorageTransaction
+from ..contract.records import build_storage_record
+from ..contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageQueryRange,
+    StorageRangeBound,
+    StorageRecordKey,
+    StoredRecord,
+)
+from ..fixtures.records import BASE_TIME
+from ..history import (
+    Append,
+    Attempt,
+    Bound,
+    History,
+    IndexEntry,
+    Operation,
+    Outcome,
+    Read,
+    Scan,
+    ScanItem,
+    Seen,
+    Write,
+    WriteKind,
+)
+
+__all__ = ["CLIENTS", "ROUNDS", "Workload", "rounds_for_profile", "run_workload"]
+
+ENVIRONMENT = "hist"
+HOT = ("h0", "h1", "h2", "h3")
+BUCKETS = 3
+CLIENTS = 4
+INDEX = StorageIndexName.LEASES_BY_EXPIRY
+#: Rounds per Hypothesis profile; each round is one transaction per client.
+ROUNDS = {"quick": 60, "default": 250, "thorough": 1000}
+#: The longest a client waits at a sync point; halved after each timeout down to FLOOR_WAIT.
+SYNC_WAIT = 0.2
+FLOOR_WAIT = 0.005
+#: Room for serials per process: a serial is counter * STRIDE + process * CLIENTS + client.
+STRIDE = 256
+_KINDS = ("rmw", "skew", "read-skew", "phantom", "exclusive", "random", "random")
+
+
+def rounds_for_profile(name: str) -> int:
+    """Rounds the workload runs under Hypothesis profile ``name`` (``quick`` if unknown)."""
+    return ROUNDS.get(name, ROUNDS["quick"])
+
+
+class Boom(Exception):
+    """Raised by a callback on purpose after staging writes: the attempt must leave nothing behind."""
+
+
+def _bucket_sort(bucket: int) -> str:
+    return storage_tuple_codec.encode([iso_date_codec.encode(BASE_TIME + timedelta(days=bucket))])
+
+
+def _bucket_range(bucket: int) -> StorageQueryRange:
+    return StorageQueryRange(
+        StorageRangeBound(_bucket_sort(bucket), True), StorageRangeBound(_bucket_sort(bucket + 1), False)
+    )
+
+
+def value_of_expiry(text: str) -> str:
+    """The write a lease's expiry names (``w<serial>``), or a marker when it names none of ours."""
+    try:
+        delta = iso_date_codec.decode(text) - BASE_TIME
+    except (StorageError, ValueError):
+        return f"unknown-expiry:{text}"
+    micros = delta.seconds * 1_000_000 + delta.microseconds
+    return f"w{micros}" if delta.days >= 0 else f"unknown-expiry:{text}"
+
+
+def value_of_sort(sort: str) -> str:
+    try:
+        (text,) = storage_tuple_codec.decode(sort)
+    except (StorageError, ValueError):
+        return f"unknown-sort:{sort}"
+    return value_of_expiry(text)
+
+
+def _key(name: str) -> StorageRecordKey:
+    return StorageRecordKey(StorageTableName.LEASES, (ENVIRONMENT, name))
+
+
+def _seen(record: StoredRecord) -> Seen:
+    return Seen(record.version.value, value_of_expiry(str(record.document.value["expiresAt"])))
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    """``put`` replaces what was read or creates; ``release`` replaces without an index entry;
+    ``delete`` removes what was read; ``fresh`` creates a key no one has used."""
+
+    name: str
+    action: str
+    bucket: int
+
+
+@dataclass(frozen=True)
+class PlannedScan:
+    bucket: int
+    limit: int
+    descending: bool
+    exclusive: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One client's transaction in a round: its phases in order.
+
+    A phase is ``("read", names)``, ``("scan", PlannedScan)``, ``("sync",)``
+    (meet the round's other clients), ``("await",)`` (wait until the round's
+    writers committed), ``("write", writes)``, ``("append",)`` or ``("raise",)``.
+    """
+
+    phases: tuple[tuple[Any, ...], ...]
+    writer: bool
+
+
+def _random_plan(rng: random.Random, client: int, serials: Callable[[], int], *, append: bool) -> Plan:
+    reads = rng.sample(HOT, rng.randint(0, 3))
+    phases: list[tuple[Any, ...]] = []
+    if reads:
+        phases.append(("read", tuple(reads)))
+    if rng.random() < 0.4:
+        phases.append(("scan", PlannedScan(rng.randrange(BUCKETS), rng.randint(1, 5), rng.random() < 0.5)))
+    phases.append(("sync",))
+    writes = [
+        PlannedWrite(name, rng.choice(("put", "put", "put", "delete", "release")), rng.randrange(BUCKETS))
+        for name in reads
+        if rng.random() < 0.6
+    ]
+    if rng.random() < 0.2:
+        writes.append(PlannedWrite(f"n{serials()}", "fresh", rng.randrange(BUCKETS)))
+    if writes:
+        phases.append(("write", tuple(writes)))
+    if append and rng.random() < 0.2:
+        phases.append(("append",))
+    if writes and rng.random() < 0.15:
+        phases.append(("raise",))
+    return Plan(tuple(phases), writer=bool(writes))
+
+
+def plan_round(
+    rng: random.Random, clients: int, serials: Callable[[], int], *, exclusive: bool, append: bool
+) -> tuple[str, list[Plan]]:
+    """The kind of one round and each client's plan in it, drawn from ``rng`` alone."""
+    kind = rng.choice(_KINDS)
+    if kind == "exclusive" and not exclusive:
+        kind = "random"
+    bucket = rng.randrange(BUCKETS)
+    if kind == "rmw":
+        name = rng.choice(HOT)
+        return kind, [
+            Plan((("read", (name,)), ("sync",), ("write", (PlannedWrite(name, "put", bucket),))), True)
+            for _ in range(clients)
+        ]
+    if kind == "skew":
+        pair = tuple(rng.sample(HOT, 2))
+        return kind, [
+            Plan((("read", pair), ("sync",), ("write", (PlannedWrite(pair[i % 2], "put", bucket),))), True)
+            for i in range(clients)
+        ]
+    if kind == "read-skew":
+        x, y = rng.sample(HOT, 2)
+        reader = Plan((("read", (x,)), ("sync",), ("await",), ("read", (y,))), False)
+        writer = Plan(
+            (
+                ("sync",),
+                ("read", (x, y)),
+                ("write", (PlannedWrite(x, "put", bucket), PlannedWrite(y, "put", bucket))),
+            ),
+            True,
+        )
+        return kind, [reader, *(writer for _ in range(clients - 1))]
+    if kind == "phantom":
+        return kind, [
+            Plan(
+                (
+                    ("scan", PlannedScan(bucket, 10, rng.random() < 0.5)),
+                    ("sync",),
+                    ("write", (PlannedWrite(f"n{serials()}", "fresh", bucket),)),
+                ),
+                True,
+            )
+            for _ in range(clients)
+        ]
+    if kind == "exclusive":
+        return kind, [
+            Plan(
+                (("scan", PlannedScan(bucket, 1, False, exclusive=True)), ("sync",), ("claim", bucket)), True
+            )
+            for _ in range(clients)
+        ]
+    return kind, [_random_plan(rng, client, serials, append=append) for client in range(clients)]
+
+
+@dataclass
+class _Sync:
+    """A round's meeting point and its writers' finish line, both with bounded waits."""
+
+    barrier: threading.Barrier
+    writers: int
+    wait: float
+    done: int = 0
+    finished: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    timeouts: int = 0
+
+    def meet(self) -> None:
+        try:
+            self.barrier.wait(self.wait)
+        except threading.BrokenBarrierError:
+            with self.lock:
+                self.timeouts += 1
+
+    def writer_done(self) -> None:
+        with self.lock:
+            self.done += 1
+            if self.done >= self.writers:
+                self.finished.set()
+
+    def await_writers(self) -> None:
+        if not self.finished.wait(self.wait):
+            with self.lock:
+                self.timeouts += 1
+
+
+class _Client:
+    """One client: its own driver instance and serial space; runs one plan per round and records it."""
+
+    def __init__(self, workload: Workload, index: int, driver: StorageDriver) -> None:
+        self.workload = workload
+        self.index = index
+        self.driver = driver
+        self.counter = 0
+        self.transactions = 0
+        self.attempts: list[Attempt] = []
+
+    def serial(self) -> int:
+        self.counter += 1
+        return self.counter * STRIDE + self.workload.process * CLIENTS + self.index
+
+    def record(self, name: str, bucket: int, *, indexed: bool = True) -> tuple[NewStorageRecord, str]:
+        serial = self.serial()
+        expiry = BASE_TIME + timedelta(days=bucket, microseconds=serial)
+        value = f"w{serial}"
+        record = build_storage_record(
+            StorageTableName.LEASES,
+            {
+                "environment": ENVIRONMENT,
+                "name": name,
+                "holder": value if indexed else None,
+                "expiresAt": iso_date_codec.encode(expiry),
+            },
+        )
+        return record, value
+
+    def run(self, plan: Plan, sync: _Sync) -> None:
+        self.transactions += 1
+        transaction = f"p{self.workload.process}.c{self.index}.t{self.transactions}"
+        recorded: list[list[Operation]] = []
+
+        def callback(tx: StorageTransaction) -> None:
+            ops: list[Operation] = []
+            recorded.append(ops)
+            self._attempt(tx, plan, sync if len(recorded) == 1 else None, ops)
+
+        outcome_of_last = Outcome.COMMITTED
+        try:
+            self.driver.transaction(callback)
+        except StorageCommitUnknownError:
+            outcome_of_last = Outcome.UNKNOWN
+        except (Boom, StorageConflictError):
+            outcome_of_last = Outcome.ABORTED
+        finally:
+            if plan.writer:
+                sync.writer_done()
+        for number, ops in enumerate(recorded, 1):
+            outcome = outcome_of_last if number == len(recorded) else Outcome.ABORTED
+            self.attempts.append(
+                Attempt(
+                    f"{transaction}.a{number}",
+                    transaction,
+                    self.workload.process,
+                    self.index,
+                    self.index,
+                    tuple(ops),
+                    outcome,
+                )
+            )
+
+    def _attempt(self, tx: StorageTransaction, plan: Plan, sync: _Sync | None, ops: list[Operation]) -> None:
+        current: dict[str, StoredRecord | None] = {}
+        selected: list[str] = []
+        for phase in plan.phases:
+            step = phase[0]
+            if step == "read":
+                names = [name for name in phase[1] if name not in current]
+                if names:
+                    for name, found in zip(names, tx.get([_key(n) for n in names]), strict=True):
+                        current[name] = found
+                        ops.append(Read(name, None if found is None else _seen(found)))
+            elif step == "scan":
+                selected = self._scan(tx, phase[1], ops)
+            elif step == "sync" and sync is not None:
+                sync.meet()
+            elif step == "await" and sync is not None:
+                sync.await_writers()
+            elif step == "claim":
+                self._claim(tx, selected, phase[1], current, ops)
+            elif step == "write":
+                for write in phase[1]:
+                    self._write(tx, write, current, ops)
+            elif step == "append":
+                self._append(tx, ops)
+            elif step == "raise":
+                raise Boom("the callback raised on purpose after staging its writes")
+
+    def _scan(self, tx: StorageTransaction, planned: PlannedScan, ops: list[Operation]) -> list[str]:
+        from ..contract.catalog import StorageCandidateMode
+
+        direction = (
+            StorageQueryDirection.DESCENDING if planned.descending else StorageQueryDirection.ASCENDING
+        )
+        limit = min(planned.limit, self.driver.profile.limits.max_query_results)
+        command = QueryRecordsCommand(
+            INDEX, ENVIRONMENT, limit, range=_bucket_range(planned.bucket), direction=direction
+        )
+        if planned.exclusive:
+            result = tx.query_candidates(command, mode=StorageCandidateMode.EXCLUSIVE)
+        else:
+            result = tx.query_candidates(command)
+        items = tuple(
+            ScanItem(item.sort, str(item.key.id[1]), value_of_sort(item.sort)) for item in result.items
+        )
+        bounds = command.range
+        assert bounds.lower is not None and bounds.upper is not None
+        ops.append(
+            Scan(
+                INDEX.value,
+                ENVIRONMENT,
+                Bound(bounds.lower.value, bounds.lower.inclusive),
+                Bound(bounds.upper.value, bounds.upper.inclusive),
+                planned.descending,
+                limit,
+                planned.exclusive,
+                self.workload.exact_index,
+                items,
+            )
+        )
+        return [item.key for item in items]
+
+    def _claim(
+        self,
+        tx: StorageTransaction,
+        selected: Sequence[str],
+        bucket: int,
+        current: dict[str, StoredRecord | None],
+        ops: list[Operation],
+    ) -> None:
+        """Rewrite the exclusively selected row (point-read first), or create a fresh one if none."""
+        if not selected:
+            self._write(tx, PlannedWrite(f"n{self.serial()}", "fresh", bucket), current, ops)
+            return
+        name = selected[0]
+        (found,) = tx.get([_key(name)])
+        current[name] = found
+        ops.append(Read(name, None if found is None else _seen(found)))
+        if found is not None:
+            self._write(tx, PlannedWrite(name, "put", bucket), current, ops)
+
+    def _write(
+        self,
+        tx: StorageTransaction,
+        write: PlannedWrite,
+        current: dict[str, StoredRecord | None],
+        ops: list[Operation],
+    ) -> None:
+        existing = current.get(write.name)
+        if write.action == "delete":
+            if existing is not None:
+                tx.delete(existing)
+                ops.append(Write(write.name, WriteKind.DELETE, _seen(existing), None))
+            return
+        record, value = self.record(write.name, write.bucket, indexed=write.action != "release")
+        entries = [e for e in record.indexes if e.index is INDEX]
+        entry = IndexEntry(INDEX.value, ENVIRONMENT, entries[0].sort) if entries else None
+        if existing is None:
+            if write.action == "release":
+                return
+            tx.create(record)
+            ops.append(Write(write.name, WriteKind.CREATE, None, value, entry))
+        else:
+            tx.replace(existing, record)
+            ops.append(Write(write.name, WriteKind.REPLACE, _seen(existing), value, entry))
+
+    def _append(self, tx: StorageTransaction, ops: list[Operation]) -> None:
+        from ._append_support import batch
+
+        tag = f"a{self.serial()}"
+        tx.append(batch(ENVIRONMENT, tag, 1))
+        ops.append(Append("observations", ENVIRONMENT, (tag,)))
+
+
+@dataclass
+class Workload:
+    """One run's settings: how many rounds and clients, what the store offers, and the seed."""
+
+    rounds: int
+    seed: int
+    clients: int = CLIENTS
+    exclusive: bool = False
+    append: bool = False
+    exact_index: bool = True
+    process: int = 0
+    round_kinds: dict[str, int] = field(default_factory=dict)
+    sync_timeouts: int = 0
+
+
+def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> History:
+    """Run ``workload`` with one client per driver instance and return everything recorded.
+
+    The plans come from ``random.Random(seed)`` alone, so the same seed and
+    profile give the same transactions on every machine; only the
+    interleaving is the store's.
+    """
+    rng = random.Random(workload.seed)
+    clients = [_Client(workload, index, driver) for index, driver in enumerate(drivers)]
+    planner = _Client(workload, len(drivers), drivers[0])  # serials for fresh names, its own space
+    wait = SYNC_WAIT
+    for _round in range(workload.rounds):
+        kind, plans = plan_round(
+            rng, len(clients), planner.serial, exclusive=workload.exclusive, append=workload.append
+        )
+        workload.round_kinds[kind] = workload.round_kinds.get(kind, 0) + 1
+        sync = _Sync(threading.Barrier(len(clients)), sum(p.writer for p in plans), wait)
+        errors: list[BaseException] = []
+
+        def body(
+            client: _Client, plan: Plan, sync: _Sync = sync, errors: list[BaseException] = errors
+        ) -> None:
+            try:
+                client.run(plan, sync)
+            except BaseException as error:  # reported by the caller after every client finished
+                errors.append(error)
+
+        threads = [
+            threading.Thread(
+                target=body, args=(client, plan), name=f"history-client-{client.index}", daemon=True
+            )
+            for client, plan in zip(clients, plans, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        workload.sync_timeouts += sync.timeouts
+        wait = max(FLOOR_WAIT, wait / 2) if sync.timeouts else SYNC_WAIT
+    attempts = sorted((a for c in clients for a in c.attempts), key=_attempt_order)
+    meta = (
+        ("clients", str(len(clients))),
+        ("rounds", str(workload.rounds)),
+        ("seed", str(workload.seed)),
+    )
+    return History(tuple(attempts), meta)
+
+
+def _attempt_order(attempt: Attempt) -> tuple[int, int, int, int]:
+    process, client, number, tries = (int(part[1:]) for part in attempt.id.split("."))
+    return (number, client, process, tries)

@@ -1,0 +1,195 @@
+"""Concurrent histories judged by their dependency graph: no anomaly of Adya's classes may appear.
+
+Several clients, each with its own driver instance, run random transactions
+on one store (see ``_histories_support``: rounds shaped to provoke lost
+updates, read skew, write skew and phantoms on a few hot keys). Every attempt
+is recorded with the versions it read, the index pages it got and the writes
+it staged; ``runlane_conformance.history`` turns the record into a graph and
+names what it finds, with the shortest cycle as the witness.
+
+The workload runs once per driver, seed and profile in a process, and each
+requirement below judges one anomaly class of that one history. A failing
+check saves the history as JSON (the path is in the message) so that
+``python -m runlane_conformance.history FILE`` re-checks it without the driver.
+
+Why some classes have no requirement of their own: a write cycle (G0) and
+circular information flow (G1c) need an attempt to read a value that had not
+yet been written, because every attempt reads before it writes and every
+replace names a version the attempt itself read; G1b (an intermediate read)
+needs an attempt that writes one key twice, which the contract refuses. The
+checker still names all three, and ``histories.reads-only-committed-writes``
+fails if any of them ever shows up.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from runlane_conformance.contract.values import StorageIndexConsistency
+from runlane_conformance.fixtures.gating import STRONG_INDEX_REASON
+from runlane_conformance.harness import DriverHarness
+from runlane_conformance.history import Anomaly, History, Report, check_history, save
+from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._histories_support import CLIENTS, Workload, rounds_for_profile, run_workload
+from runlane_conformance.suites._hypothesis_support import searches
+
+ATTEMPT_CLAUSE = "Treat each transaction callback as a new attempt"
+
+COMMITTED_READS = requirement(
+    "histories.reads-only-committed-writes",
+    RequirementLevel.MUST,
+    f"{ATTEMPT_CLAUSE} (only the committed attempt's effects escape; a raising callback rolls back)",
+    "In a concurrent history no committed transaction observes a value that only an aborted or replayed "
+    "attempt wrote (G1a), nor an intermediate value (G1b), and no transactions read or overwrite each "
+    "other's writes in a cycle (G0, G1c).",
+)
+LOST_UPDATES = requirement(
+    "histories.no-lost-updates",
+    RequirementLevel.MUST,
+    f"{ATTEMPT_CLAUSE} (replace() and delete() require the unchanged record and version)",
+    "In a concurrent history no two committed transactions supersede the same version of a key, and no "
+    "two create a key that was never deleted.",
+)
+READ_SKEW = requirement(
+    "histories.no-read-skew",
+    RequirementLevel.MUST,
+    f"{ATTEMPT_CLAUSE} (get() results join the validated read set)",
+    "In a concurrent history there is no cycle with exactly one anti-dependency (G-single): no committed "
+    "transaction saw part of another's writes and missed the rest.",
+)
+WRITE_SKEW = requirement(
+    "histories.no-write-skew",
+    RequirementLevel.MUST,
+    f"{ATTEMPT_CLAUSE} (the provider validates the read set, including keys only read)",
+    "In a concurrent history there is no cycle through two or more item anti-dependencies (G2-item): "
+    "transactions that each read what the other then overwrote cannot both commit.",
+)
+PREDICATE_SKEW = requirement(
+    "histories.no-predicate-skew",
+    RequirementLevel.MUST,
+    f"{ATTEMPT_CLAUSE} (queryCandidates); Use the closed index catalog",
+    "In a concurrent history there is no cycle through a predicate anti-dependency (G2): transactions "
+    "that each scanned an index range the other then changed cannot both commit.",
+)
+
+#: Where failing histories are written, relative to the current directory.
+HISTORY_DIR = Path(".runlane") / "histories"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One workload run on one store and its verdict."""
+
+    history: History
+    report: Report
+    workload: Workload
+    seconds: float
+    exact_index: bool
+
+
+_RUNS: dict[tuple[int, int, str], Recorded] = {}
+
+
+def _profile_name() -> str:
+    return settings.get_current_profile_name().removeprefix("runlane-")
+
+
+def recorded(harness: DriverHarness, seed: int) -> Recorded:
+    """The history of this process's workload run for ``harness`` (run on first use, then reused)."""
+    profile = _profile_name()
+    key = (id(harness), seed, profile)
+    if key not in _RUNS:
+        started = time.monotonic()
+        store = harness.open_store()
+        try:
+            drivers = [store.connect() for _ in range(CLIENTS)]
+            try:
+                facts = drivers[0].profile
+                workload = Workload(
+                    rounds=rounds_for_profile(profile),
+                    seed=seed,
+                    exclusive=facts.exclusive_candidates,
+                    append=facts.append,
+                    exact_index=facts.index_consistency is StorageIndexConsistency.STRONG,
+                )
+                history = run_workload(drivers, workload)
+            finally:
+                for driver in drivers:
+                    driver.close()
+        finally:
+            store.close()
+        _RUNS[key] = Recorded(
+            history, check_history(history), workload, time.monotonic() - started, workload.exact_index
+        )
+    return _RUNS[key]
+
+
+def _seed(request: pytest.FixtureRequest) -> int:
+    """The run's Hypothesis seed (the plugin always forces one), as the workload's seed."""
+    raw = getattr(request.config.option, "hypothesis_seed", None)
+    if raw is None:
+        return 0
+    text = str(raw)
+    return int(text) if text.isdigit() else sum(text.encode())
+
+
+def _judge(request: pytest.FixtureRequest, harness: DriverHarness, *anomalies: Anomaly) -> Recorded:
+    run = recorded(harness, _seed(request))
+    history, report = run.history, run.report
+    assert report.committed > 0 and report.edges > 0, (
+        f"the workload recorded {report.attempts} attempts, {report.committed} committed, with "
+        f"{report.edges} dependency edges: no evidence either way (a fault in the check or a driver that "
+        "commits nothing)"
+    )
+    found = report.of(*anomalies)
+    if found:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{request.node.name}-{run.workload.seed}")
+        path = save(history, Path.cwd() / HISTORY_DIR / f"{name}.json")
+        raise AssertionError(
+            f"the concurrent history shows {', '.join(sorted({f.anomaly.value for f in found}))}: no serial "
+            "order of the committed transactions explains what they read\n"
+            f"{report.render(history, only=anomalies)}\n"
+            f"history saved to {path}; re-check it without the driver: "
+            f"python -m runlane_conformance.history {path}"
+        )
+    return run
+
+
+@COMMITTED_READS
+@searches
+def test_committed_transactions_read_only_committed_writes(
+    runlane_harness: DriverHarness, request: pytest.FixtureRequest
+) -> None:
+    _judge(request, runlane_harness, Anomaly.G0, Anomaly.G1A, Anomaly.G1B, Anomaly.G1C)
+
+
+@LOST_UPDATES
+@searches
+def test_no_update_is_lost(runlane_harness: DriverHarness, request: pytest.FixtureRequest) -> None:
+    _judge(request, runlane_harness, Anomaly.LOST_UPDATE)
+
+
+@READ_SKEW
+@searches
+def test_no_read_skew(runlane_harness: DriverHarness, request: pytest.FixtureRequest) -> None:
+    _judge(request, runlane_harness, Anomaly.G_SINGLE)
+
+
+@WRITE_SKEW
+@searches
+def test_no_write_skew(runlane_harness: DriverHarness, request: pytest.FixtureRequest) -> None:
+    _judge(request, runlane_harness, Anomaly.G2_ITEM)
+
+
+@PREDICATE_SKEW
+@searches
+def test_no_predicate_skew(runlane_harness: DriverHarness, request: pytest.FixtureRequest) -> None:
+    run = _judge(request, runlane_harness, Anomaly.G2)
+    if not run.exact_index:
+        pytest.skip(f"{STRONG_INDEX_REASON}: a lagging index page is no evidence of what a range held")

@@ -1,0 +1,134 @@
+"""Broken drivers for the histories area: each lets one anomaly class into a concurrent history.
+
+The store-level ones patch the reference driver's shared store (its
+optimistic validation and snapshot reads cannot be broken from outside a
+commit), each in the cheapest way a driver author gets that rule wrong:
+
+* ``unconditional-writes``: the versions of records it writes are not
+  checked at commit (reads are, which looks careful): lost updates;
+* ``first-committer-wins``: only written keys are validated (snapshot
+  isolation): write skew;
+* ``unvalidated-scans``: index ranges are not validated: phantoms;
+* ``reads-latest-committed``: every get() reads the latest commit instead of
+  the attempt's snapshot (read committed): read skew in read-only attempts;
+* ``commits-raising-callbacks``: a callback that raises still has its writes
+  committed (the error is re-raised after): others read aborted writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from runlane_conformance.contract.errors import StorageError
+from tests.mutants.catalog import Mutant
+from tests.mutants.m_model import _PatchedStoreDriver
+from tests.mutants.wrapping import WrappedDriver, mutant_harness
+
+T = TypeVar("T")
+
+
+def _written(plan: Any) -> set[str]:
+    return {ekey for ekey, _ in plan.replaces} | set(plan.deletes)
+
+
+class UnconditionalWrites(_PatchedStoreDriver):
+    def patch(self, local: Any) -> None:
+        original = local._validate
+
+        def validate(plan: Any) -> None:
+            written = _written(plan)
+            original(replace(plan, reads={k: v for k, v in plan.reads.items() if k not in written}))
+
+        local._validate = validate
+
+
+class FirstCommitterWins(_PatchedStoreDriver):
+    def patch(self, local: Any) -> None:
+        original = local._validate
+
+        def validate(plan: Any) -> None:
+            written = _written(plan)
+            original(replace(plan, reads={k: v for k, v in plan.reads.items() if k in written}))
+
+        local._validate = validate
+
+
+class UnvalidatedScans(_PatchedStoreDriver):
+    def patch(self, local: Any) -> None:
+        original = local._validate
+
+        def validate(plan: Any) -> None:
+            original(replace(plan, ranges=()))
+
+        local._validate = validate
+
+
+class ReadsLatestCommitted(_PatchedStoreDriver):
+    def patch(self, local: Any) -> None:
+        original = local.read
+
+        def read(snapshot: int, ekeys: Sequence[str]) -> list[Any]:
+            return original(local.latest_seq(), ekeys)  # type: ignore[no-any-return]
+
+        local.read = read
+
+
+class CommitsRaisingCallbacks(WrappedDriver):
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        failures: list[Exception] = []
+
+        def body(tx: Any) -> Any:
+            try:
+                return callback(self.transaction_class(tx, self))
+            except StorageError:
+                raise
+            except Exception as error:  # the bug: the attempt's staged writes commit anyway
+                failures.append(error)
+                return None
+
+        result = self.inner.transaction(body)
+        if failures:
+            raise failures[-1]
+        return result  # type: ignore[no-any-return]
+
+
+MUTANTS = [
+    Mutant(
+        "histories-unconditional-writes",
+        "tests.mutants.m_histories:unconditional_writes",
+        "histories.no-lost-updates",
+        "validates the records an attempt only read, never the versions it replaces or deletes",
+    ),
+    Mutant(
+        "histories-first-committer-wins",
+        "tests.mutants.m_histories:first_committer_wins",
+        "histories.no-write-skew",
+        "validates only the keys an attempt writes (snapshot isolation)",
+    ),
+    Mutant(
+        "histories-unvalidated-scans",
+        "tests.mutants.m_histories:unvalidated_scans",
+        "histories.no-predicate-skew",
+        "does not validate the index ranges an attempt scanned",
+    ),
+    Mutant(
+        "histories-reads-latest-committed",
+        "tests.mutants.m_histories:reads_latest_committed",
+        "histories.no-read-skew",
+        "each get() reads the latest commit rather than the attempt's snapshot (read committed)",
+    ),
+    Mutant(
+        "histories-commits-raising-callbacks",
+        "tests.mutants.m_histories:commits_raising_callbacks",
+        "histories.reads-only-committed-writes",
+        "commits the staged writes of a callback that raised, then re-raises its error",
+    ),
+]
+
+unconditional_writes = mutant_harness(UnconditionalWrites)
+first_committer_wins = mutant_harness(FirstCommitterWins)
+unvalidated_scans = mutant_harness(UnvalidatedScans)
+reads_latest_committed = mutant_harness(ReadsLatestCommitted)
+commits_raising_callbacks = mutant_harness(CommitsRaisingCallbacks)

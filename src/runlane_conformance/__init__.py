@@ -143,6 +143,9 @@ from .harness import (
     settle_store,
     storage_limits_from_options,
 )
+from .history import Anomaly as HistoryAnomaly
+from .history import History, check_history
+from .history import Report as HistoryReport
 from .local import LocalStorageDriver, create_local_storage_driver
 from .protocol.errors import (
     BackendDriverError,
@@ -151,6 +154,7 @@ from .protocol.errors import (
     BackendProtocolError,
     BackendTimeoutError,
 )
+from .suites._histories_support import record_concurrent_history
 
 __version__ = "0.1.0"
 """This toolkit's version; every certification report records it (docs/releasing.md says what changes it)."""
@@ -179,6 +183,9 @@ __all__ = [
     "FaultProxyError",
     "FrozenJsonObject",
     "HarnessFactory",
+    "History",
+    "HistoryAnomaly",
+    "HistoryReport",
     "InjectedFault",
     "Leases",
     "LocalStorageDriver",
@@ -245,6 +252,7 @@ __all__ = [
     "__version__",
     "build_storage_record",
     "canonical_json",
+    "check_history",
     "check_reciprocal_idempotency",
     "check_storage_record_size",
     "compare_storage_encoded_values",
@@ -276,6 +284,7 @@ __all__ = [
     "positive_int_option",
     "queue_capacity_record_key",
     "read_storage_stream_position",
+    "record_concurrent_history",
     "run_completion_wait_presence_record_key",
     "run_record_key",
     "schedule_occurrence_id",

@@ -1092,6 +1092,30 @@ def badge(
     )
 
 
+@app.command("check-history")
+def check_history_command(
+    history: Annotated[
+        Path, typer.Argument(help="A history saved by a failing histories.* check.", show_default=False)
+    ],
+) -> None:
+    """Re-check a saved concurrent history without the driver: every anomaly with its shortest cycle.
+
+    Exit 0 when the history shows no anomaly, 1 when it shows one, 2 when the
+    file is not a history this toolkit reads.
+    """
+    from ..history import HistoryFormatError, check_history, load
+
+    _begin()
+    try:
+        recorded = load(history)
+    except (OSError, HistoryFormatError) as error:
+        _stop(ExitCode.USAGE, f"cannot read history {str(history)!r}: {error}")
+    verdict = check_history(recorded)
+    for line in verdict.render(recorded).splitlines():
+        console.print(Text(_shown(line, limit=None)), soft_wrap=True)
+    raise typer.Exit(int(ExitCode.CERTIFIED if verdict.ok else ExitCode.REQUIREMENT_FAILED))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: like the typer app, but command-line mistakes are one line too."""
     command = typer.main.get_command(app)

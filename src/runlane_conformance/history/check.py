@@ -40,8 +40,10 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .model import Attempt, History, Outcome, Read, Scan, Seen, Write, WriteKind
 
@@ -217,7 +219,9 @@ class _Builder:
         self.history = history
         self.attempts = history.attempts
         self.findings: list[Finding] = []
-        self.graph: nx.DiGraph[int] = nx.DiGraph()
+        import networkx  # imported on first use: the facade need not pay for it
+
+        self.graph: nx.DiGraph[int] = networkx.DiGraph()
         self.edge_count = 0
         self.by_value: dict[str, _Written] = {}
         for index, attempt in enumerate(self.attempts):
@@ -506,7 +510,9 @@ class _Builder:
     # -- cycles -----------------------------------------------------------------------------------
 
     def cycles(self) -> None:
-        components = [sorted(c) for c in nx.strongly_connected_components(self.graph) if len(c) > 1]
+        import networkx
+
+        components = [sorted(c) for c in networkx.strongly_connected_components(self.graph) if len(c) > 1]
         components.sort()
         for anomaly, need in _NEEDS:
             best: list[tuple[int, Edge, int]] | None = None

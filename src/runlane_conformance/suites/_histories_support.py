@@ -52,12 +52,14 @@ from ..contract.records import build_storage_record
 from ..contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
+    StorageIndexConsistency,
     StorageQueryRange,
     StorageRangeBound,
     StorageRecordKey,
     StoredRecord,
 )
 from ..fixtures.records import BASE_TIME
+from ..harness import StoreHandle
 from ..history import (
     Append,
     Attempt,
@@ -74,7 +76,7 @@ from ..history import (
     WriteKind,
 )
 
-__all__ = ["CLIENTS", "ROUNDS", "Workload", "rounds_for_profile", "run_workload"]
+__all__ = ["CLIENTS", "ROUNDS", "Workload", "record_concurrent_history", "rounds_for_profile", "run_workload"]
 
 ENVIRONMENT = "hist"
 HOT = ("h0", "h1", "h2", "h3")
@@ -516,6 +518,32 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
         ("seed", str(workload.seed)),
     )
     return History(tuple(attempts), meta)
+
+
+def record_concurrent_history(
+    store: StoreHandle, *, rounds: int, seed: int, clients: int = CLIENTS
+) -> tuple[History, Workload]:
+    """Run the workload on ``store`` with ``clients`` fresh instances (closed afterwards) and record it.
+
+    ``rounds`` transactions per client, drawn from ``seed``; the instances'
+    profile decides whether exclusive selections and appends are used and
+    whether index pages count as exact. The store itself stays open.
+    """
+    drivers = [store.connect() for _ in range(clients)]
+    try:
+        facts = drivers[0].profile
+        workload = Workload(
+            rounds=rounds,
+            seed=seed,
+            clients=clients,
+            exclusive=facts.exclusive_candidates,
+            append=facts.append,
+            exact_index=facts.index_consistency is StorageIndexConsistency.STRONG,
+        )
+        return run_workload(drivers, workload), workload
+    finally:
+        for driver in drivers:
+            driver.close()
 
 
 def _attempt_order(attempt: Attempt) -> tuple[int, int, int, int]:

@@ -31,12 +31,15 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from runlane_conformance.contract.values import StorageIndexConsistency
 from runlane_conformance.fixtures.gating import STRONG_INDEX_REASON
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.history import Anomaly, History, Report, check_history, save
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._histories_support import CLIENTS, Workload, rounds_for_profile, run_workload
+from runlane_conformance.suites._histories_support import (
+    Workload,
+    record_concurrent_history,
+    rounds_for_profile,
+)
 from runlane_conformance.suites._hypothesis_support import searches
 
 ATTEMPT_CLAUSE = "Treat each transaction callback as a new attempt"
@@ -44,7 +47,7 @@ ATTEMPT_CLAUSE = "Treat each transaction callback as a new attempt"
 COMMITTED_READS = requirement(
     "histories.reads-only-committed-writes",
     RequirementLevel.MUST,
-    f"{ATTEMPT_CLAUSE} (only the committed attempt's effects escape; a raising callback rolls back)",
+    f"{ATTEMPT_CLAUSE} (only the committed attempt's effects escape, a raising callback rolls back)",
     "In a concurrent history no committed transaction observes a value that only an aborted or replayed "
     "attempt wrote (G1a), nor an intermediate value (G1b), and no transactions read or overwrite each "
     "other's writes in a cycle (G0, G1c).",
@@ -108,20 +111,9 @@ def recorded(harness: DriverHarness, seed: int) -> Recorded:
         started = time.monotonic()
         store = harness.open_store()
         try:
-            drivers = [store.connect() for _ in range(CLIENTS)]
-            try:
-                facts = drivers[0].profile
-                workload = Workload(
-                    rounds=rounds_for_profile(profile),
-                    seed=seed,
-                    exclusive=facts.exclusive_candidates,
-                    append=facts.append,
-                    exact_index=facts.index_consistency is StorageIndexConsistency.STRONG,
-                )
-                history = run_workload(drivers, workload)
-            finally:
-                for driver in drivers:
-                    driver.close()
+            history, workload = record_concurrent_history(
+                store, rounds=rounds_for_profile(profile), seed=seed
+            )
         finally:
             store.close()
         _RUNS[key] = Recorded(
@@ -156,7 +148,7 @@ def _judge(request: pytest.FixtureRequest, harness: DriverHarness, *anomalies: A
             "order of the committed transactions explains what they read\n"
             f"{report.render(history, only=anomalies)}\n"
             f"history saved to {path}; re-check it without the driver: "
-            f"python -m runlane_conformance.history {path}"
+            f"runlane-certify check-history {path} (or python -m runlane_conformance.history {path})"
         )
     return run
 

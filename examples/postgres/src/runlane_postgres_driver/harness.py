@@ -6,6 +6,9 @@ Options (``--runlane-option key=value``):
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
 * ``exclusive_candidates``: ``true`` (default) to advertise and serve exclusive
   candidate selection (``FOR UPDATE SKIP LOCKED``), ``false`` to refuse it;
+* ``isolation``: ``serializable`` (default, the only level that keeps the contract),
+  ``repeatable_read`` or ``read_committed``: a driver that relies on that level alone,
+  to see which anomalies each lets through;
 * the five limits (``max_point_reads``, ``max_query_results``,
   ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
   each replaces that one default; together they must stay coherent.
@@ -39,12 +42,12 @@ from runlane_conformance import (
     storage_limits_from_options,
 )
 
-from .driver import PostgresStorageDriver, create_schema
+from .driver import ISOLATION_LEVELS, PostgresStorageDriver, create_schema
 
 __all__ = ["DEFAULT_DSN", "PostgresHarness", "PostgresOptionError", "PostgresStoreHandle", "harness", "probe"]
 
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
-_OPTIONS = ("dsn", "max_transaction_attempts", "exclusive_candidates", *STORAGE_LIMIT_OPTIONS)
+_OPTIONS = ("dsn", "max_transaction_attempts", "exclusive_candidates", "isolation", *STORAGE_LIMIT_OPTIONS)
 #: How long dropping a store may wait for a lock before it gives up (a leaked transaction holds one).
 _DROP_LOCK_TIMEOUT = "10s"
 
@@ -110,6 +113,7 @@ class PostgresStoreHandle:
             limits=harness.limits,
             max_transaction_attempts=harness.max_transaction_attempts,
             exclusive_candidates=harness.exclusive_candidates,
+            isolation=harness.isolation,
         )
         self._drivers.append(driver)
         return driver
@@ -139,11 +143,13 @@ class PostgresHarness:
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 32,
         exclusive_candidates: bool = True,
+        isolation: str = "serializable",
     ) -> None:
         self.dsn = dsn
         self.limits = limits
         self.max_transaction_attempts = max_transaction_attempts
         self.exclusive_candidates = exclusive_candidates
+        self.isolation = isolation
         self._admin: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._open: list[PostgresStoreHandle] = []
@@ -224,6 +230,15 @@ def harness(options: Mapping[str, str]) -> PostgresHarness:
     )
     exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "true"))
     limits = storage_limits_from_options("postgres", options, error=PostgresOptionError)
+    isolation = options.get("isolation", "serializable").strip()
+    if isolation not in ISOLATION_LEVELS:
+        raise PostgresOptionError(
+            f"postgres driver option isolation={isolation!r}: use {', '.join(ISOLATION_LEVELS)}"
+        )
     return PostgresHarness(
-        dsn=dsn, limits=limits, max_transaction_attempts=attempts, exclusive_candidates=exclusive
+        dsn=dsn,
+        limits=limits,
+        max_transaction_attempts=attempts,
+        exclusive_candidates=exclusive,
+        isolation=isolation,
     )

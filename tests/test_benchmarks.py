@@ -161,3 +161,13 @@ def test_time_to_failure_via_the_cli_times_the_same_bug_through_runlane_certify(
 def test_time_to_failure_refuses_an_unknown_case() -> None:
     with pytest.raises(SystemExit):
         load_script("time_to_failure").main(["--case", "no such bug"])
+
+
+def test_history_checker_benchmark_prints_one_line_per_history(capsys: pytest.CaptureFixture[str]) -> None:
+    load_script("history_checker").main(["--transactions", "120", "--repeat", "1"])
+    out = capsys.readouterr().out
+    lines = re.findall(
+        r"^(.+): 120 transactions, .* anomalies: (.+); checked in [\d.]+ s$", out, re.MULTILINE
+    )
+    assert [label for label, _ in lines] == ["serializable (local)", "snapshot isolation (local, weakened)"]
+    assert lines[0][1] == "none"

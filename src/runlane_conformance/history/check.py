@@ -36,6 +36,7 @@ deterministic: attempts are visited in history order, edges in sorted order.
 from __future__ import annotations
 
 import bisect
+import gc
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -219,9 +220,8 @@ class _Builder:
         self.history = history
         self.attempts = history.attempts
         self.findings: list[Finding] = []
-        import networkx  # imported on first use: the facade need not pay for it
-
-        self.graph: nx.DiGraph[int] = networkx.DiGraph()
+        # source -> target -> labels; networkx gets the bare pairs once, for the components.
+        self.adjacency: dict[int, dict[int, set[Edge]]] = defaultdict(dict)
         self.edge_count = 0
         self.by_value: dict[str, _Written] = {}
         for index, attempt in enumerate(self.attempts):
@@ -254,11 +254,11 @@ class _Builder:
     def edge(self, source: int, target: int, edge: Edge) -> None:
         if source == target:
             return
-        data = self.graph.get_edge_data(source, target)
-        if data is None:
-            self.graph.add_edge(source, target, labels={edge})
-        elif edge not in data["labels"]:
-            data["labels"].add(edge)
+        labels = self.adjacency[source].get(target)
+        if labels is None:
+            self.adjacency[source][target] = {edge}
+        elif edge not in labels:
+            labels.add(edge)
         else:
             return
         self.edge_count += 1
@@ -510,9 +510,11 @@ class _Builder:
     # -- cycles -----------------------------------------------------------------------------------
 
     def cycles(self) -> None:
-        import networkx
+        import networkx  # imported on first use: the facade need not pay for it
 
-        components = [sorted(c) for c in networkx.strongly_connected_components(self.graph) if len(c) > 1]
+        graph: nx.DiGraph[int] = networkx.DiGraph()
+        graph.add_edges_from((s, t) for s, targets in self.adjacency.items() for t in targets)
+        components = [sorted(c) for c in networkx.strongly_connected_components(graph) if len(c) > 1]
         components.sort()
         for anomaly, need in _NEEDS:
             best: list[tuple[int, Edge, int]] | None = None
@@ -537,11 +539,12 @@ class _Builder:
         adjacency: dict[int, list[tuple[int, Edge]]] = {}
         starts: list[int] = []
         for node in component:
+            targets = self.adjacency.get(node, {})
             out = [
                 (target, label)
-                for target in sorted(self.graph.successors(node))
+                for target in sorted(targets)
                 if target in members
-                for label in sorted(self.graph.edges[node, target]["labels"])
+                for label in sorted(targets[target])
                 if label.kind in need.allowed
             ]
             adjacency[node] = out
@@ -603,5 +606,16 @@ class _Builder:
 
 
 def check_history(history: History) -> Report:
-    """Every anomaly the history proves, each with its shortest witness; an empty report if none."""
-    return _Builder(history).report()
+    """Every anomaly the history proves, each with its shortest witness; an empty report if none.
+
+    The cyclic garbage collector is paused meanwhile: the graph is hundreds of thousands of small
+    objects that all stay alive until the report is made, and repeated full collections over them
+    would otherwise cost more than building them.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _Builder(history).report()
+    finally:
+        if paused:
+            gc.enable()

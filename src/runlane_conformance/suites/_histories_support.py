@@ -80,7 +80,11 @@ __all__ = ["CLIENTS", "ROUNDS", "Workload", "record_concurrent_history", "rounds
 
 ENVIRONMENT = "hist"
 HOT = ("h0", "h1", "h2", "h3")
-BUCKETS = 3
+#: Index buckets (one day of expiry each) in play at a time; the window moves on every
+#: ``ROUNDS_PER_WINDOW`` rounds, so a range keeps a bounded population (and the predicate graph
+#: a bounded number of edges per scan) however long the run.
+BUCKETS = 2
+ROUNDS_PER_WINDOW = 15
 CLIENTS = 4
 INDEX = StorageIndexName.LEASES_BY_EXPIRY
 #: Rounds per Hypothesis profile; each round is one transaction per client.
@@ -90,6 +94,7 @@ SYNC_WAIT = 0.2
 FLOOR_WAIT = 0.005
 #: Room for serials per process: a serial is counter * STRIDE + process * CLIENTS + client.
 STRIDE = 256
+_ACTIONS = ("put", "put", "put", "delete", "release")
 _KINDS = ("rmw", "skew", "read-skew", "phantom", "exclusive", "random", "random")
 
 
@@ -169,21 +174,22 @@ class Plan:
     writer: bool
 
 
-def _random_plan(rng: random.Random, client: int, serials: Callable[[], int], *, append: bool) -> Plan:
+def _random_plan(rng: random.Random, window: int, serials: Callable[[], int], *, append: bool) -> Plan:
     reads = rng.sample(HOT, rng.randint(0, 3))
     phases: list[tuple[Any, ...]] = []
     if reads:
         phases.append(("read", tuple(reads)))
     if rng.random() < 0.4:
-        phases.append(("scan", PlannedScan(rng.randrange(BUCKETS), rng.randint(1, 5), rng.random() < 0.5)))
+        bucket = window + rng.randrange(BUCKETS)
+        phases.append(("scan", PlannedScan(bucket, rng.randint(1, 5), rng.random() < 0.5)))
     phases.append(("sync",))
     writes = [
-        PlannedWrite(name, rng.choice(("put", "put", "put", "delete", "release")), rng.randrange(BUCKETS))
+        PlannedWrite(name, rng.choice(_ACTIONS), window + rng.randrange(BUCKETS))
         for name in reads
         if rng.random() < 0.6
     ]
     if rng.random() < 0.2:
-        writes.append(PlannedWrite(f"n{serials()}", "fresh", rng.randrange(BUCKETS)))
+        writes.append(PlannedWrite(f"n{serials()}", "fresh", window + rng.randrange(BUCKETS)))
     if writes:
         phases.append(("write", tuple(writes)))
     if append and rng.random() < 0.2:
@@ -194,13 +200,20 @@ def _random_plan(rng: random.Random, client: int, serials: Callable[[], int], *,
 
 
 def plan_round(
-    rng: random.Random, clients: int, serials: Callable[[], int], *, exclusive: bool, append: bool
+    rng: random.Random,
+    number: int,
+    clients: int,
+    serials: Callable[[], int],
+    *,
+    exclusive: bool,
+    append: bool,
 ) -> tuple[str, list[Plan]]:
-    """The kind of one round and each client's plan in it, drawn from ``rng`` alone."""
+    """The kind of round ``number`` and each client's plan in it, drawn from ``rng`` alone."""
+    window = number // ROUNDS_PER_WINDOW
     kind = rng.choice(_KINDS)
     if kind == "exclusive" and not exclusive:
         kind = "random"
-    bucket = rng.randrange(BUCKETS)
+    bucket = window + rng.randrange(BUCKETS)
     if kind == "rmw":
         name = rng.choice(HOT)
         return kind, [
@@ -244,7 +257,7 @@ def plan_round(
             )
             for _ in range(clients)
         ]
-    return kind, [_random_plan(rng, client, serials, append=append) for client in range(clients)]
+    return kind, [_random_plan(rng, window, serials, append=append) for _ in range(clients)]
 
 
 @dataclass
@@ -481,9 +494,9 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
     clients = [_Client(workload, index, driver) for index, driver in enumerate(drivers)]
     planner = _Client(workload, len(drivers), drivers[0])  # serials for fresh names, its own space
     wait = SYNC_WAIT
-    for _round in range(workload.rounds):
+    for number in range(workload.rounds):
         kind, plans = plan_round(
-            rng, len(clients), planner.serial, exclusive=workload.exclusive, append=workload.append
+            rng, number, len(clients), planner.serial, exclusive=workload.exclusive, append=workload.append
         )
         workload.round_kinds[kind] = workload.round_kinds.get(kind, 0) + 1
         sync = _Sync(threading.Barrier(len(clients)), sum(p.writer for p in plans), wait)

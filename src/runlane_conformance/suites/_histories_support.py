@@ -74,6 +74,8 @@ from ..history import (
     Seen,
     Write,
     WriteKind,
+    from_json,
+    to_json,
 )
 
 __all__ = ["CLIENTS", "ROUNDS", "Workload", "record_concurrent_history", "rounds_for_profile", "run_workload"]
@@ -92,7 +94,11 @@ ROUNDS = {"quick": 60, "default": 250, "thorough": 1000}
 #: The longest a client waits at a sync point; halved after each timeout down to FLOOR_WAIT.
 SYNC_WAIT = 0.2
 FLOOR_WAIT = 0.005
-#: Room for serials per process: a serial is counter * STRIDE + process * CLIENTS + client.
+#: Worker processes (where the store has an address) and the clients each runs, beside this process's.
+WORKERS = 2
+WORKER_CLIENTS = 2
+#: Serial spaces: a serial is counter * STRIDE + process * SLOTS + client (slot CLIENTS: the planner).
+SLOTS = CLIENTS + 1
 STRIDE = 256
 _ACTIONS = ("put", "put", "put", "delete", "release")
 _KINDS = ("rmw", "skew", "read-skew", "phantom", "exclusive", "random", "random")
@@ -304,7 +310,7 @@ class _Client:
 
     def serial(self) -> int:
         self.counter += 1
-        return self.counter * STRIDE + self.workload.process * CLIENTS + self.index
+        return self.counter * STRIDE + self.workload.process * SLOTS + self.index
 
     def record(self, name: str, bucket: int, *, indexed: bool = True) -> tuple[NewStorageRecord, str]:
         serial = self.serial()
@@ -492,7 +498,7 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
     """
     rng = random.Random(workload.seed)
     clients = [_Client(workload, index, driver) for index, driver in enumerate(drivers)]
-    planner = _Client(workload, len(drivers), drivers[0])  # serials for fresh names, its own space
+    planner = _Client(workload, CLIENTS, drivers[0])  # serials for fresh names, its own space
     wait = SYNC_WAIT
     for number in range(workload.rounds):
         kind, plans = plan_round(
@@ -533,30 +539,58 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
     return History(tuple(attempts), meta)
 
 
+def _workload_for(drivers: Sequence[StorageDriver], rounds: int, seed: int, process: int) -> Workload:
+    facts = drivers[0].profile
+    return Workload(
+        rounds=rounds,
+        seed=seed,
+        clients=len(drivers),
+        exclusive=facts.exclusive_candidates,
+        append=facts.append,
+        exact_index=facts.index_consistency is StorageIndexConsistency.STRONG,
+        process=process,
+    )
+
+
+def worker_clients(call: Any, rounds: int, seed: int, process: int, clients: int) -> str:
+    """Run in a worker process (``fixtures.processes``): its own clients on the store; the history as JSON."""
+    drivers = [call.driver, *(call.connect() for _ in range(clients - 1))]
+    return to_json(run_workload(drivers, _workload_for(drivers, rounds, seed, process)))
+
+
 def record_concurrent_history(
-    store: StoreHandle, *, rounds: int, seed: int, clients: int = CLIENTS
+    store: StoreHandle,
+    *,
+    rounds: int,
+    seed: int,
+    clients: int = CLIENTS,
+    workers: Sequence[Any] = (),
+    worker_timeout: float = 600.0,
 ) -> tuple[History, Workload]:
     """Run the workload on ``store`` with ``clients`` fresh instances (closed afterwards) and record it.
 
     ``rounds`` transactions per client, drawn from ``seed``; the instances'
     profile decides whether exclusive selections and appends are used and
-    whether index pages count as exact. The store itself stays open.
+    whether index pages count as exact. The store itself stays open. Each of
+    ``workers`` (processes attached to the same store, see
+    ``fixtures.processes``) runs ``WORKER_CLIENTS`` more clients at the same
+    time, with its own seed; their attempts join the one history.
     """
+    for number, worker in enumerate(workers, 1):
+        worker.start(worker_clients, rounds, seed + number, number, WORKER_CLIENTS)
     drivers = [store.connect() for _ in range(clients)]
     try:
-        facts = drivers[0].profile
-        workload = Workload(
-            rounds=rounds,
-            seed=seed,
-            clients=clients,
-            exclusive=facts.exclusive_candidates,
-            append=facts.append,
-            exact_index=facts.index_consistency is StorageIndexConsistency.STRONG,
-        )
-        return run_workload(drivers, workload), workload
+        workload = _workload_for(drivers, rounds, seed, 0)
+        history = run_workload(drivers, workload)
     finally:
         for driver in drivers:
             driver.close()
+    attempts = list(history.attempts)
+    for worker in workers:
+        attempts.extend(from_json(worker.result(timeout=worker_timeout)).attempts)
+    attempts.sort(key=_attempt_order)
+    meta = (*history.meta, ("processes", str(1 + len(workers))))
+    return History(tuple(attempts), meta), workload
 
 
 def _attempt_order(attempt: Attempt) -> tuple[int, int, int, int]:

@@ -36,6 +36,7 @@ from runlane_conformance.harness import DriverHarness
 from runlane_conformance.history import Anomaly, History, Report, check_history, save
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._histories_support import (
+    WORKERS,
     Workload,
     record_concurrent_history,
     rounds_for_profile,
@@ -103,19 +104,21 @@ def _profile_name() -> str:
     return settings.get_current_profile_name().removeprefix("runlane-")
 
 
-def recorded(harness: DriverHarness, seed: int) -> Recorded:
-    """The history of this process's workload run for ``harness`` (run on first use, then reused)."""
+def recorded(request: pytest.FixtureRequest, harness: DriverHarness, seed: int) -> Recorded:
+    """The history of this process's workload run for ``harness`` (run on first use, then reused).
+
+    It runs on the check's store; where that store has an address, worker
+    processes attached to it run clients of their own at the same time.
+    """
     profile = _profile_name()
     key = (id(harness), seed, profile)
     if key not in _RUNS:
         started = time.monotonic()
-        store = harness.open_store()
-        try:
-            history, workload = record_concurrent_history(
-                store, rounds=rounds_for_profile(profile), seed=seed
-            )
-        finally:
-            store.close()
+        store = request.getfixturevalue("runlane_store")
+        workers = request.getfixturevalue("runlane_workers")(WORKERS) if store.address() is not None else []
+        history, workload = record_concurrent_history(
+            store, rounds=rounds_for_profile(profile), seed=seed, workers=workers
+        )
         _RUNS[key] = Recorded(
             history, check_history(history), workload, time.monotonic() - started, workload.exact_index
         )
@@ -132,7 +135,7 @@ def _seed(request: pytest.FixtureRequest) -> int:
 
 
 def _judge(request: pytest.FixtureRequest, harness: DriverHarness, *anomalies: Anomaly) -> Recorded:
-    run = recorded(harness, _seed(request))
+    run = recorded(request, harness, _seed(request))
     history, report = run.history, run.report
     assert report.committed > 0 and report.edges > 0, (
         f"the workload recorded {report.attempts} attempts, {report.committed} committed, with "

@@ -280,3 +280,18 @@ def test_the_command_line_rechecks_a_saved_history(
     assert main([str(bad)]) == 1
     assert "G2-item" in capsys.readouterr().out
     assert main([str(tmp_path / "junk.json")]) == 2
+
+
+def test_the_account_spells_out_a_few_findings_per_class_and_counts_the_rest() -> None:
+    setup = txn("s", *(create(f"k{i}", f"k{i}v0") for i in range(5)))
+    pairs = [
+        txn(f"{who}{i}", read(f"k{i}", "1", f"k{i}v0"), replace(f"k{i}", "1", f"k{i}v0", f"k{i}{who}"))
+        for i in range(5)
+        for who in "ab"
+    ]
+    history = History((setup, *pairs))
+    report = check_history(history)
+    assert len(report.of(Anomaly.LOST_UPDATE)) == 5
+    text = report.render(history, only=[Anomaly.LOST_UPDATE], per_class=2)
+    assert text.count("lost-update: ") == 2
+    assert "... and 3 more lost-update finding(s)" in text

@@ -134,14 +134,22 @@ class Report:
     def of(self, *anomalies: Anomaly) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.anomaly in anomalies)
 
-    def render(self, history: History, only: Iterable[Anomaly] | None = None) -> str:
-        """A deterministic text account: each finding, each attempt in it with its reads and writes."""
+    def render(self, history: History, only: Iterable[Anomaly] | None = None, per_class: int = 3) -> str:
+        """A deterministic text account: each finding, each attempt in it with its reads and writes.
+
+        At most ``per_class`` findings of one class are spelled out (the first, in history order;
+        a cycle class has only its shortest witness); the rest are counted.
+        """
         chosen = self.findings if only is None else self.of(*only)
         by_id = {a.id: a for a in history.attempts}
         lines = [f"{self.attempts} attempts, {self.committed} committed, {self.edges} dependency edges"]
         if not chosen:
             lines.append("no anomaly found")
+        shown: dict[Anomaly, int] = {}
         for finding in chosen:
+            count = shown[finding.anomaly] = shown.get(finding.anomaly, 0) + 1
+            if count > per_class:
+                continue
             lines.append(f"{finding.anomaly.value}: {MEANING[finding.anomaly]}")
             lines.append(f"  {finding.explanation}")
             for attempt_id in finding.attempts:
@@ -149,6 +157,9 @@ class Report:
             for step in finding.steps:
                 arrow = f"-{step.edge.kind.value}({step.edge.key})->"
                 lines.append(f"  {step.source} {arrow} {step.target}: {step.edge.detail}")
+        for anomaly, count in shown.items():
+            if count > per_class:
+                lines.append(f"... and {count - per_class} more {anomaly.value} finding(s) of the same kind")
         return "\n".join(lines)
 
 

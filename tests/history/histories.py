@@ -51,6 +51,7 @@ def scan(
     limit: int = 10,
     exact: bool = True,
     exclusive: bool = False,
+    more: bool = False,
 ) -> Scan:
     """``items`` are (sort, key, value); bounds are inclusive lower, exclusive upper."""
     return Scan(
@@ -63,4 +64,5 @@ def scan(
         exclusive,
         exact,
         tuple(ScanItem(sort, key, value) for sort, key, value in items),
+        more,
     )

@@ -193,6 +193,18 @@ def test_a_full_page_says_nothing_about_entries_beyond_its_last_item() -> None:
     )
 
 
+def test_a_page_that_ended_early_with_a_cursor_looked_only_as_far_as_its_last_item() -> None:
+    for page in (
+        scan(("b", "k1", "k1v"), lower="a", upper="m", limit=5, more=True),
+        scan(lower="a", upper="m", limit=5, more=True),
+    ):
+        assert not anomalies(
+            txn("t0", create("k1", "k1v", sort="b")),
+            txn("t2", create("k2", "k2v", sort="d"), create("w", "w2")),
+            txn("t1", read("w", "9", "w2"), page),
+        )
+
+
 def test_an_exclusive_page_may_skip_rows_and_a_lagging_index_may_miss_them() -> None:
     for page in (scan(lower="a", upper="m", exclusive=True), scan(lower="a", upper="m", exact=False)):
         assert not anomalies(

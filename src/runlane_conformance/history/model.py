@@ -100,7 +100,9 @@ class Scan:
     ``exact`` says whether the driver promised a current index (strong
     consistency); only an exact, non-exclusive page is evidence about what was
     *not* in the range, so only such pages give predicate anti-dependencies.
-    An exclusive page legitimately skips rows other attempts hold.
+    An exclusive page legitimately skips rows other attempts hold. ``more``
+    says the page came with a cursor: a driver may end a page early, so a
+    continued page looked only as far as its last item, however short it is.
     """
 
     index: str
@@ -112,6 +114,7 @@ class Scan:
     exclusive: bool
     exact: bool
     items: tuple[ScanItem, ...]
+    more: bool = False
 
     def in_range(self, sort: str) -> bool:
         """Whether ``sort`` lies inside the scan's range bounds (ignoring the page limit)."""
@@ -127,12 +130,14 @@ class Scan:
     def covers(self, sort: str, key: str) -> bool:
         """Whether an entry ``(sort, key)`` was inside what this page looked at.
 
-        A full page looked only up to its last item (in its direction); a page
-        with fewer items than its limit looked at the whole range.
+        A full or continued page looked only up to its last item (in its
+        direction); a short page without a cursor looked at the whole range.
         """
         if not self.in_range(sort):
             return False
-        if len(self.items) < self.limit or not self.items:
+        if not self.items:
+            return not self.more
+        if len(self.items) < self.limit and not self.more:
             return True
         last = (self.items[-1].sort, self.items[-1].key)
         return (sort, key) >= last if self.descending else (sort, key) <= last

@@ -62,6 +62,7 @@ def _op(op: Operation) -> dict[str, Any]:
             "exclusive": op.exclusive,
             "exact": op.exact,
             "items": [{"sort": i.sort, "key": i.key, "value": i.value} for i in op.items],
+            "more": op.more,
         }
     if isinstance(op, Write):
         entry = op.entry
@@ -131,6 +132,7 @@ def _load_op(raw: dict[str, Any]) -> Operation:
                 ScanItem(str(i["sort"]), str(i["key"]), None if i["value"] is None else str(i["value"]))
                 for i in raw["items"]
             ),
+            more=bool(raw["more"]),
         )
     if kind == "write":
         entry = raw["entry"]

@@ -248,7 +248,7 @@ def plan_round(
         return kind, [
             Plan(
                 (
-                    ("scan", PlannedScan(bucket, 10, rng.random() < 0.5)),
+                    ("scan", PlannedScan(bucket, 10, rng.random() < 0.75)),
                     ("sync",),
                     ("write", (PlannedWrite(f"n{serials()}", "fresh", bucket),)),
                 ),
@@ -418,6 +418,7 @@ class _Client:
                 planned.exclusive,
                 self.workload.exact_index,
                 items,
+                more=result.cursor is not None,
             )
         )
         return [item.key for item in items]

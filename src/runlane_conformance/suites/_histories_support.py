@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..contract.catalog import StorageIndexName, StorageQueryDirection, StorageTableName
 from ..contract.encodings import iso_date_codec, storage_tuple_codec
@@ -77,6 +77,9 @@ from ..history import (
     from_json,
     to_json,
 )
+
+if TYPE_CHECKING:
+    from ..fixtures.processes import Worker, WorkerCall
 
 __all__ = ["CLIENTS", "ROUNDS", "Workload", "record_concurrent_history", "rounds_for_profile", "run_workload"]
 
@@ -168,27 +171,64 @@ class PlannedScan:
 
 
 @dataclass(frozen=True)
+class ReadKeys:
+    """Point-read these keys in one ``get`` (keys this attempt already read are left out)."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Meet:
+    """Wait (bounded) until every client of the round got here; only in a transaction's first attempt."""
+
+
+@dataclass(frozen=True)
+class AwaitWriters:
+    """Wait (bounded) until the round's writing clients finished their transactions."""
+
+
+@dataclass(frozen=True)
+class WriteKeys:
+    writes: tuple[PlannedWrite, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Point-read and rewrite the row the last exclusive scan selected, or create a fresh one."""
+
+    bucket: int
+
+
+@dataclass(frozen=True)
+class AppendOne:
+    """Stage one append batch of one value (where the store offers append)."""
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Raise ``Boom`` after the writes: the attempt must leave nothing behind."""
+
+
+Phase = ReadKeys | PlannedScan | Meet | AwaitWriters | WriteKeys | Claim | AppendOne | Fail
+
+
+@dataclass(frozen=True)
 class Plan:
-    """One client's transaction in a round: its phases in order.
+    """One client's transaction in a round: its phases in order; ``writer`` if it stages writes."""
 
-    A phase is ``("read", names)``, ``("scan", PlannedScan)``, ``("sync",)``
-    (meet the round's other clients), ``("await",)`` (wait until the round's
-    writers committed), ``("write", writes)``, ``("append",)`` or ``("raise",)``.
-    """
-
-    phases: tuple[tuple[Any, ...], ...]
+    phases: tuple[Phase, ...]
     writer: bool
 
 
 def _random_plan(rng: random.Random, window: int, serials: Callable[[], int], *, append: bool) -> Plan:
     reads = rng.sample(HOT, rng.randint(0, 3))
-    phases: list[tuple[Any, ...]] = []
+    phases: list[Phase] = []
     if reads:
-        phases.append(("read", tuple(reads)))
+        phases.append(ReadKeys(tuple(reads)))
     if rng.random() < 0.4:
         bucket = window + rng.randrange(BUCKETS)
-        phases.append(("scan", PlannedScan(bucket, rng.randint(1, 5), rng.random() < 0.5)))
-    phases.append(("sync",))
+        phases.append(PlannedScan(bucket, rng.randint(1, 5), rng.random() < 0.5))
+    phases.append(Meet())
     writes = [
         PlannedWrite(name, rng.choice(_ACTIONS), window + rng.randrange(BUCKETS))
         for name in reads
@@ -197,11 +237,11 @@ def _random_plan(rng: random.Random, window: int, serials: Callable[[], int], *,
     if rng.random() < 0.2:
         writes.append(PlannedWrite(f"n{serials()}", "fresh", window + rng.randrange(BUCKETS)))
     if writes:
-        phases.append(("write", tuple(writes)))
+        phases.append(WriteKeys(tuple(writes)))
     if append and rng.random() < 0.2:
-        phases.append(("append",))
+        phases.append(AppendOne())
     if writes and rng.random() < 0.15:
-        phases.append(("raise",))
+        phases.append(Fail())
     return Plan(tuple(phases), writer=bool(writes))
 
 
@@ -223,23 +263,23 @@ def plan_round(
     if kind == "rmw":
         name = rng.choice(HOT)
         return kind, [
-            Plan((("read", (name,)), ("sync",), ("write", (PlannedWrite(name, "put", bucket),))), True)
+            Plan((ReadKeys((name,)), Meet(), WriteKeys((PlannedWrite(name, "put", bucket),))), True)
             for _ in range(clients)
         ]
     if kind == "skew":
         pair = tuple(rng.sample(HOT, 2))
         return kind, [
-            Plan((("read", pair), ("sync",), ("write", (PlannedWrite(pair[i % 2], "put", bucket),))), True)
+            Plan((ReadKeys(pair), Meet(), WriteKeys((PlannedWrite(pair[i % 2], "put", bucket),))), True)
             for i in range(clients)
         ]
     if kind == "read-skew":
         x, y = rng.sample(HOT, 2)
-        reader = Plan((("read", (x,)), ("sync",), ("await",), ("read", (y,))), False)
+        reader = Plan((ReadKeys((x,)), Meet(), AwaitWriters(), ReadKeys((y,))), False)
         writer = Plan(
             (
-                ("sync",),
-                ("read", (x, y)),
-                ("write", (PlannedWrite(x, "put", bucket), PlannedWrite(y, "put", bucket))),
+                Meet(),
+                ReadKeys((x, y)),
+                WriteKeys((PlannedWrite(x, "put", bucket), PlannedWrite(y, "put", bucket))),
             ),
             True,
         )
@@ -248,9 +288,9 @@ def plan_round(
         return kind, [
             Plan(
                 (
-                    ("scan", PlannedScan(bucket, 10, rng.random() < 0.75)),
-                    ("sync",),
-                    ("write", (PlannedWrite(f"n{serials()}", "fresh", bucket),)),
+                    PlannedScan(bucket, 10, rng.random() < 0.75),
+                    Meet(),
+                    WriteKeys((PlannedWrite(f"n{serials()}", "fresh", bucket),)),
                 ),
                 True,
             )
@@ -258,9 +298,7 @@ def plan_round(
         ]
     if kind == "exclusive":
         return kind, [
-            Plan(
-                (("scan", PlannedScan(bucket, 1, False, exclusive=True)), ("sync",), ("claim", bucket)), True
-            )
+            Plan((PlannedScan(bucket, 1, False, exclusive=True), Meet(), Claim(bucket)), True)
             for _ in range(clients)
         ]
     return kind, [_random_plan(rng, window, serials, append=append) for _ in range(clients)]
@@ -365,28 +403,30 @@ class _Client:
         current: dict[str, StoredRecord | None] = {}
         selected: list[str] = []
         for phase in plan.phases:
-            step = phase[0]
-            if step == "read":
-                names = [name for name in phase[1] if name not in current]
-                if names:
-                    for name, found in zip(names, tx.get([_key(n) for n in names]), strict=True):
-                        current[name] = found
-                        ops.append(Read(name, None if found is None else _seen(found)))
-            elif step == "scan":
-                selected = self._scan(tx, phase[1], ops)
-            elif step == "sync" and sync is not None:
-                sync.meet()
-            elif step == "await" and sync is not None:
-                sync.await_writers()
-            elif step == "claim":
-                self._claim(tx, selected, phase[1], current, ops)
-            elif step == "write":
-                for write in phase[1]:
-                    self._write(tx, write, current, ops)
-            elif step == "append":
-                self._append(tx, ops)
-            elif step == "raise":
-                raise Boom("the callback raised on purpose after staging its writes")
+            match phase:
+                case ReadKeys(names=wanted):
+                    names = [name for name in wanted if name not in current]
+                    if names:
+                        for name, found in zip(names, tx.get([_key(n) for n in names]), strict=True):
+                            current[name] = found
+                            ops.append(Read(name, None if found is None else _seen(found)))
+                case PlannedScan():
+                    selected = self._scan(tx, phase, ops)
+                case Meet():
+                    if sync is not None:
+                        sync.meet()
+                case AwaitWriters():
+                    if sync is not None:
+                        sync.await_writers()
+                case Claim(bucket=bucket):
+                    self._claim(tx, selected, bucket, current, ops)
+                case WriteKeys(writes=writes):
+                    for write in writes:
+                        self._write(tx, write, current, ops)
+                case AppendOne():
+                    self._append(tx, ops)
+                case Fail():
+                    raise Boom("the callback raised on purpose after staging its writes")
 
     def _scan(self, tx: StorageTransaction, planned: PlannedScan, ops: list[Operation]) -> list[str]:
         from ..contract.catalog import StorageCandidateMode
@@ -553,7 +593,7 @@ def _workload_for(drivers: Sequence[StorageDriver], rounds: int, seed: int, proc
     )
 
 
-def worker_clients(call: Any, rounds: int, seed: int, process: int, clients: int) -> str:
+def worker_clients(call: WorkerCall, rounds: int, seed: int, process: int, clients: int) -> str:
     """Run in a worker process (``fixtures.processes``): its own clients on the store; the history as JSON."""
     drivers = [call.driver, *(call.connect() for _ in range(clients - 1))]
     return to_json(run_workload(drivers, _workload_for(drivers, rounds, seed, process)))
@@ -565,7 +605,7 @@ def record_concurrent_history(
     rounds: int,
     seed: int,
     clients: int = CLIENTS,
-    workers: Sequence[Any] = (),
+    workers: Sequence[Worker] = (),
     worker_timeout: float = 600.0,
 ) -> tuple[History, Workload]:
     """Run the workload on ``store`` with ``clients`` fresh instances (closed afterwards) and record it.

@@ -307,3 +307,17 @@ def test_the_account_spells_out_a_few_findings_per_class_and_counts_the_rest() -
     text = report.render(history, only=[Anomaly.LOST_UPDATE], per_class=2)
     assert text.count("lost-update: ") == 2
     assert "... and 3 more lost-update finding(s)" in text
+
+
+def test_a_page_that_misses_a_write_whose_sibling_was_read_is_read_skew() -> None:
+    # t1 saw t2's w but its exact page missed the k2 that t2 created in the same commit.
+    history = History(
+        (
+            txn("t2", create("k2", "k2v", sort="d"), create("w", "w2")),
+            txn("t1", read("w", "9", "w2"), scan(lower="a", upper="m")),
+        )
+    )
+    report = check_history(history)
+    assert report.anomalies == {Anomaly.G_SINGLE}
+    assert sorted(s.edge.kind for s in report.findings[0].steps) == [EdgeKind.PRW, EdgeKind.WR]
+    assert report.render(history) == check_history(history).render(history)

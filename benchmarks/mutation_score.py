@@ -201,9 +201,7 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             nodes.append(node.returns)
-        elif isinstance(node, ast.arg):
-            nodes.append(node.annotation)
-        elif isinstance(node, ast.AnnAssign):
+        elif isinstance(node, ast.arg | ast.AnnAssign):
             nodes.append(node.annotation)
     for expr in nodes:
         if expr is not None and expr.end_lineno is not None and expr.end_col_offset is not None:
@@ -211,7 +209,9 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     return spans
 
 
-def inside(span: tuple[tuple[int, int], tuple[int, int]], start: tuple[int, int], end: tuple[int, int]) -> bool:
+def inside(
+    span: tuple[tuple[int, int], tuple[int, int]], start: tuple[int, int], end: tuple[int, int]
+) -> bool:
     """Whether the positions ``start``..``end`` lie within ``span``."""
     return span[0] <= start and end <= span[1]
 
@@ -222,8 +222,11 @@ def statement_lines(source: str) -> dict[int, int]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.stmt) and node.end_lineno is not None:
             body_start = min(
-                (child.lineno for name in ("body", "orelse", "finalbody", "handlers")
-                 for child in getattr(node, name, []) or []),
+                (
+                    child.lineno
+                    for name in ("body", "orelse", "finalbody", "handlers")
+                    for child in getattr(node, name, []) or []
+                ),
                 default=node.end_lineno + 1,
             )
             for line in range(node.lineno, min(node.end_lineno, body_start - 1) + 1):
@@ -264,7 +267,9 @@ class Score:
 
     @property
     def ran(self) -> int:
-        return sum(n for status, n in self.counts.items() if status not in (Status.SKIPPED, Status.INCOMPETENT))
+        return sum(
+            n for status, n in self.counts.items() if status not in (Status.SKIPPED, Status.INCOMPETENT)
+        )
 
     @property
     def denominator(self) -> int:
@@ -289,8 +294,8 @@ def target_modules(root: Path) -> list[Path]:
 
 def enumerate_mutants(session: Path, root: Path) -> list[Mutant]:
     """Cosmic Ray's mutants of the target modules under ``root``, recorded in a fresh session database."""
-    from cosmic_ray.commands.init import init
-    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.commands.init import init  # type: ignore[import-untyped]
+    from cosmic_ray.work_db import WorkDB, use_db  # type: ignore[import-untyped]
 
     session.parent.mkdir(parents=True, exist_ok=True)
     session.unlink(missing_ok=True)
@@ -302,9 +307,17 @@ def enumerate_mutants(session: Path, root: Path) -> list[Mutant]:
             spec = item.mutations[0]
             relative = Path(spec.module_path).resolve().relative_to(root.resolve())
             lines = sources.setdefault(relative, (root / relative).read_text(encoding="utf-8").splitlines())
-            start, end = tuple(spec.start_pos), tuple(spec.end_pos)
-            base = Mutant(item.job_id, relative, spec.operator_name, spec.occurrence, start, end,  # type: ignore[arg-type]
-                          spec.definition_name or "<module>")
+            start: tuple[int, int] = (int(spec.start_pos[0]), int(spec.start_pos[1]))
+            end: tuple[int, int] = (int(spec.end_pos[0]), int(spec.end_pos[1]))
+            base = Mutant(
+                item.job_id,
+                relative,
+                spec.operator_name,
+                spec.occurrence,
+                start,
+                end,
+                spec.definition_name or "<module>",
+            )
             identity = mutant_identity(
                 base.module, base.definition, base.operator, lines[start[0] - 1], node_text(lines, start, end)
             )
@@ -313,11 +326,29 @@ def enumerate_mutants(session: Path, root: Path) -> list[Mutant]:
     return with_ordinals(found)
 
 
+def is_keyword_only_marker(line: str, start: tuple[int, int], end: tuple[int, int]) -> bool:
+    """Whether the ``*`` at ``start`` is a parameter list's bare keyword-only marker, not a product.
+
+    Cosmic Ray's binary-operator replacement also rewrites that marker: into
+    ``/`` (a positional-only marker, which callers passing keywords never
+    notice) or into invalid syntax. Neither is a mutation of behaviour.
+    """
+    if start[0] != end[0] or line[start[1] : end[1]] != "*":
+        return False
+    return line[end[1] :].lstrip()[:1] in (",", ")", "")
+
+
 def skipped_in_annotations(mutants: Sequence[Mutant], root: Path) -> set[str]:
-    """The identities of mutants that lie inside an annotation."""
+    """The identities of mutants inside an annotation or on a bare keyword-only ``*``."""
     spans: dict[Path, list[tuple[tuple[int, int], tuple[int, int]]]] = {}
+    lines: dict[Path, list[str]] = {}
     skipped = set()
     for mutant in mutants:
+        if mutant.module_path not in lines:
+            lines[mutant.module_path] = (root / mutant.module_path).read_text(encoding="utf-8").splitlines()
+        if is_keyword_only_marker(lines[mutant.module_path][mutant.start[0] - 1], mutant.start, mutant.end):
+            skipped.add(mutant.identity)
+            continue
         if mutant.module_path not in spans:
             source = (root / mutant.module_path).read_text(encoding="utf-8")
             if "from __future__ import annotations" not in source:
@@ -378,13 +409,30 @@ class CoverageMap:
     seconds: Mapping[str, float]
 
 
-def suite_command(config: DriverConfig, areas: Sequence[str], check_timeout: float | None, seed: int) -> list[str]:
+def suite_command(
+    config: DriverConfig, areas: Sequence[str], check_timeout: float | None, seed: int
+) -> list[str]:
     """The pytest plugin command that runs ``areas`` (all when empty) on ``config``."""
     modules = [f"{AREA_MODULE_PREFIX}{a}" for a in areas] or [f"{PACKAGE_NAME}.suites"]
     command = [
-        "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rf", "--no-header",
-        "--pyargs", *modules, "--runlane-driver", "local", "--runlane-hypothesis-profile", "quick",
-        "--runlane-examples", "none", f"--hypothesis-seed={seed}",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-q",
+        "-rf",
+        "--no-header",
+        "--pyargs",
+        *modules,
+        "--runlane-driver",
+        "local",
+        "--runlane-hypothesis-profile",
+        "quick",
+        "--runlane-examples",
+        "none",
+        f"--hypothesis-seed={seed}",
     ]
     for option in config.options:
         command += ["--runlane-option", option]
@@ -401,13 +449,24 @@ def build_coverage(root: Path, work: Path, config: DriverConfig, seed: int) -> C
     times = work / f"times-{len(config.options)}.jsonl"
     times.unlink(missing_ok=True)
     include = ",".join(str(root / PACKAGE_NAME / t / "*") for t in TARGETS)
-    command = [sys.executable, "-m", "coverage", "run", f"--data-file={data_file}", f"--include={include}",
-               *suite_command(config, (), None, seed), "-p", "mutation_score"]
+    command = [
+        sys.executable,
+        "-m",
+        "coverage",
+        "run",
+        f"--data-file={data_file}",
+        f"--include={include}",
+        *suite_command(config, (), None, seed),
+        "-p",
+        "mutation_score",
+    ]
     env = child_environment(root) | {_CONTEXT_FILE_VARIABLE: str(times)}
     env["PYTHONPATH"] += os.pathsep + str(Path(__file__).resolve().parent)
     completed = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
-        raise SystemExit(f"the clean suites fail on {config.label}; fix that first:\n{completed.stdout[-3000:]}")
+        raise SystemExit(
+            f"the clean suites fail on {config.label}; fix that first:\n{completed.stdout[-3000:]}"
+        )
     from coverage import CoverageData
 
     data = CoverageData(basename=str(data_file))
@@ -452,8 +511,9 @@ def child_environment(root: Path) -> dict[str, str]:
 def _run(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float) -> tuple[int | None, str]:
     """Run ``command`` in its own process group; ``None`` as status when it was killed at ``timeout``."""
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as output:
-        process = subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=output, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=cwd, env=dict(env), stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             status: int | None = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -479,10 +539,25 @@ def first_failure(output: str) -> str:
     return tail[-1][:160] if tail else "no output"
 
 
-def confirm_with_cli(root: Path, work: Path, config: DriverConfig, areas: Sequence[str], seed: int) -> bool | None:
+def confirm_with_cli(
+    root: Path, work: Path, config: DriverConfig, areas: Sequence[str], seed: int
+) -> bool | None:
     """Whether ``runlane-certify run`` on ``areas``, with the profile's own budget, is not certified."""
-    command = [sys.executable, "-m", "runlane_conformance.cli.app", "run", "--driver", "local",
-               "--profile", "quick", "--seed", str(seed), "--examples", "none", "-x"]
+    command = [
+        sys.executable,
+        "-m",
+        "runlane_conformance.cli.app",
+        "run",
+        "--driver",
+        "local",
+        "--profile",
+        "quick",
+        "--seed",
+        str(seed),
+        "--examples",
+        "none",
+        "-x",
+    ]
     for option in config.options:
         command += ["--option", option]
     for area in areas:
@@ -508,8 +583,8 @@ def run_mutant(
     settings: RunSettings,
 ) -> Outcome:
     """Apply ``mutant`` to the copy under ``root``, run the areas covering it, restore the copy."""
-    from cosmic_ray.mutating import mutate_code
-    from cosmic_ray.plugins import get_operator
+    from cosmic_ray.mutating import mutate_code  # type: ignore[import-untyped]
+    from cosmic_ray.plugins import get_operator  # type: ignore[import-untyped]
 
     path = root / mutant.module_path
     original = path.read_text(encoding="utf-8")
@@ -534,17 +609,39 @@ def run_mutant(
             status, output = _run(command, work, child_environment(root), settings.run_timeout)
             timed_out = status is None or "Failed: Timeout" in output or "Timeout (0:" in output
             if timed_out:
-                verdict = confirm_with_cli(root, work, config, areas, settings.seed) if settings.confirm_timeouts else None
+                verdict = (
+                    confirm_with_cli(root, work, config, areas, settings.seed)
+                    if settings.confirm_timeouts
+                    else None
+                )
                 if verdict is True:
-                    return Outcome(Status.KILLED, "timeout; runlane-certify: not certified",
-                                   time.monotonic() - started, config.label, areas, diff)
+                    return Outcome(
+                        Status.KILLED,
+                        "timeout; runlane-certify: not certified",
+                        time.monotonic() - started,
+                        config.label,
+                        areas,
+                        diff,
+                    )
                 if verdict is None:
-                    return Outcome(Status.TIMEOUT, "timed out (not confirmed)", time.monotonic() - started,
-                                   config.label, areas, diff)
+                    return Outcome(
+                        Status.TIMEOUT,
+                        "timed out (not confirmed)",
+                        time.monotonic() - started,
+                        config.label,
+                        areas,
+                        diff,
+                    )
                 continue  # slow, but certified: not a kill
             if status != 0:
-                return Outcome(Status.KILLED, first_failure(output), time.monotonic() - started,
-                               config.label, areas, diff)
+                return Outcome(
+                    Status.KILLED,
+                    first_failure(output),
+                    time.monotonic() - started,
+                    config.label,
+                    areas,
+                    diff,
+                )
     finally:
         _write_source(path, original)
     status_ = Status.SURVIVED if ran_any else Status.UNCOVERED
@@ -565,22 +662,29 @@ def _changed_lines(original: str, mutated: str) -> str:
     if len(before) != len(after) or not changed:
         import difflib
 
-        return "\n".join(line for line in difflib.unified_diff(before, after, lineterm="", n=0)
-                         if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+        return "\n".join(
+            line
+            for line in difflib.unified_diff(before, after, lineterm="", n=0)
+            if line[:1] in "+-" and line[:3] not in ("+++", "---")
+        )
     return "\n".join(f"-{before[i].strip()}\n+{after[i].strip()}" for i in changed)
 
 
 def record(session: Path, mutant: Mutant, outcome: Outcome) -> None:
     """Store the outcome in Cosmic Ray's session database (``cr-report SESSION`` reads it)."""
     from cosmic_ray.work_db import WorkDB, use_db
-    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult  # type: ignore[import-untyped]
 
     if outcome.status in (Status.SKIPPED, Status.INCOMPETENT):
         result = WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=outcome.detail)
     else:
         test = TestOutcome.KILLED if outcome.status is Status.KILLED else TestOutcome.SURVIVED
-        result = WorkResult(worker_outcome=WorkerOutcome.NORMAL, test_outcome=test,
-                            output=f"{outcome.status}: {outcome.detail}", diff=outcome.diff)
+        result = WorkResult(
+            worker_outcome=WorkerOutcome.NORMAL,
+            test_outcome=test,
+            output=f"{outcome.status}: {outcome.detail}",
+            diff=outcome.diff,
+        )
     with use_db(str(session), WorkDB.Mode.open) as db:
         db.set_result(mutant.job_id, result)
 
@@ -590,10 +694,28 @@ def record(session: Path, mutant: Mutant, outcome: Outcome) -> None:
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--module", action="append", default=[],
-                        help="only mutants of these modules (glob on local/store.py or the dotted name)")
-    parser.add_argument("--function", action="append", default=[], help="only mutants in these functions (glob)")
+    parser.add_argument(
+        "--module",
+        action="append",
+        default=[],
+        help="only mutants of these modules (glob on local/store.py or the dotted name)",
+    )
+    parser.add_argument(
+        "--function", action="append", default=[], help="only mutants in these functions (glob)"
+    )
     parser.add_argument("--operator", action="append", default=[], help="only operators containing this text")
+    parser.add_argument(
+        "--identity",
+        action="append",
+        default=[],
+        help="only this mutant (its identity as printed; repeatable)",
+    )
+    parser.add_argument(
+        "--survivors-of",
+        type=Path,
+        default=None,
+        help="only the survivors recorded in this --json file of an earlier run",
+    )
     parser.add_argument("--sample", type=int, default=None, help="a deterministic sample of N mutants")
     parser.add_argument("--sample-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0, help="the Hypothesis seed of every suite run")
@@ -614,17 +736,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mutation-score-") as scratch:
         work = Path(scratch)
         root = work / "src"
-        shutil.copytree(SOURCE_ROOT / PACKAGE_NAME, root / PACKAGE_NAME,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            SOURCE_ROOT / PACKAGE_NAME, root / PACKAGE_NAME, ignore=shutil.ignore_patterns("__pycache__")
+        )
         mutants = enumerate_mutants(args.session, root)
         skipped = skipped_in_annotations(mutants, root)
         eligible = [m for m in mutants if m.identity not in skipped]
-        chosen = sample(select(eligible, args.module, args.function, args.operator), args.sample, args.sample_seed)
-        print(f"mutants: {len(mutants)} generated by Cosmic Ray, {len(skipped)} in annotations (skipped), "
-              f"{len(eligible)} eligible, {len(chosen)} selected"
-              + (f" (sample of {args.sample}, seed {args.sample_seed})" if args.sample is not None else "")
-              + (f"; filters: module={args.module} function={args.function} operator={args.operator}"
-                 if args.module or args.function or args.operator else ""))
+        wanted = set(args.identity)
+        if args.survivors_of is not None:
+            wanted |= {
+                row["identity"]
+                for row in json.loads(args.survivors_of.read_text(encoding="utf-8"))
+                if row["status"] in (Status.SURVIVED, Status.UNCOVERED, Status.TIMEOUT)
+            }
+        if wanted:
+            eligible = [m for m in eligible if m.identity in wanted]
+        chosen = sample(
+            select(eligible, args.module, args.function, args.operator), args.sample, args.sample_seed
+        )
+        print(
+            f"mutants: {len(mutants)} generated by Cosmic Ray, "
+            f"{len(skipped)} in annotations or on a keyword-only * (skipped), "
+            f"{len(eligible)} eligible, {len(chosen)} selected"
+            + (f" (sample of {args.sample}, seed {args.sample_seed})" if args.sample is not None else "")
+            + (
+                f"; filters: module={args.module} function={args.function} operator={args.operator}"
+                if args.module or args.function or args.operator
+                else ""
+            )
+        )
         if args.list:
             for m in chosen:
                 print(f"  {m.identity}  {m.location}")
@@ -632,10 +772,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_copy_is_imported(root, work)
         started = time.monotonic()
         coverages = [(config, build_coverage(root, work, config, args.seed)) for config in CONFIGS]
-        print(f"coverage: {time.monotonic() - started:.0f} s for {len(CONFIGS)} configurations; "
-              f"clean area times (s): " + ", ".join(f"{a} {s:.1f}" for a, s in sorted(coverages[0][1].seconds.items())))
-        first_lines = {path: statement_lines((root / path).read_text(encoding="utf-8"))
-                       for path in {m.module_path for m in chosen}}
+        print(
+            f"coverage: {time.monotonic() - started:.0f} s for {len(CONFIGS)} configurations; "
+            f"clean area times (s): "
+            + ", ".join(f"{a} {s:.1f}" for a, s in sorted(coverages[0][1].seconds.items()))
+        )
+        first_lines = {
+            path: statement_lines((root / path).read_text(encoding="utf-8"))
+            for path in {m.module_path for m in chosen}
+        }
         settings = RunSettings(args.check_timeout, args.run_timeout, not args.no_confirm_timeouts, args.seed)
         score = Score()
         rows: list[dict[str, Any]] = []
@@ -644,12 +789,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             record(args.session, mutant, outcome)
             entry = triage.get(mutant.identity)
             score.add(outcome, entry)
-            rows.append({"identity": mutant.identity, "location": mutant.location, "status": str(outcome.status),
-                         "detail": outcome.detail, "config": outcome.config, "areas": list(outcome.areas),
-                         "seconds": round(outcome.seconds, 2), "diff": outcome.diff,
-                         "triage": None if entry is None else entry.verdict})
-            print(f"[{index}/{len(chosen)}] {outcome.status:<9} {outcome.seconds:5.1f}s {mutant.location} "
-                  f"{mutant.operator.removeprefix('core/')} {outcome.detail}", flush=True)
+            rows.append(
+                {
+                    "identity": mutant.identity,
+                    "location": mutant.location,
+                    "status": str(outcome.status),
+                    "detail": outcome.detail,
+                    "config": outcome.config,
+                    "areas": list(outcome.areas),
+                    "seconds": round(outcome.seconds, 2),
+                    "diff": outcome.diff,
+                    "triage": None if entry is None else entry.verdict,
+                }
+            )
+            print(
+                f"[{index}/{len(chosen)}] {outcome.status:<9} {outcome.seconds:5.1f}s {mutant.location} "
+                f"{mutant.operator.removeprefix('core/')} {outcome.detail}",
+                flush=True,
+            )
         elapsed = time.monotonic() - started
     survivors = [r for r in rows if r["status"] in (Status.SURVIVED, Status.UNCOVERED, Status.TIMEOUT)]
     print(f"\nsurvivors ({len(survivors)}):")
@@ -660,13 +817,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in row["diff"].splitlines():
             print(f"      {line}")
     counts = score.counts
-    print(f"\nran {score.ran} mutants in {elapsed / 60:.1f} min: killed {counts[Status.KILLED]}, "
-          f"survived {counts[Status.SURVIVED]}, uncovered {counts[Status.UNCOVERED]}, "
-          f"timeout {counts[Status.TIMEOUT]}, incompetent {counts[Status.INCOMPETENT]} (not counted); "
-          f"triaged equivalent "
-          f"{score.equivalent}, out-of-scope {score.out_of_scope}")
-    print(f"mutation score: {score.raw:.1%} of all that ran; {score.triaged:.1%} of the non-equivalent "
-          f"({counts[Status.KILLED]}/{score.denominator})")
+    print(
+        f"\nran {score.ran} mutants in {elapsed / 60:.1f} min: killed {counts[Status.KILLED]}, "
+        f"survived {counts[Status.SURVIVED]}, uncovered {counts[Status.UNCOVERED]}, "
+        f"timeout {counts[Status.TIMEOUT]}, incompetent {counts[Status.INCOMPETENT]} (not counted); "
+        f"triaged equivalent "
+        f"{score.equivalent}, out-of-scope {score.out_of_scope}"
+    )
+    print(
+        f"mutation score: {score.raw:.1%} of all that ran; {score.triaged:.1%} of the non-equivalent "
+        f"({counts[Status.KILLED]}/{score.denominator})"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0
@@ -676,7 +837,11 @@ def _check_copy_is_imported(root: Path, work: Path) -> None:
     """The suites must import the copy being mutated, not the checkout: otherwise nothing is measured."""
     probe = subprocess.run(
         [sys.executable, "-c", f"import {PACKAGE_NAME}.local.store as m; print(m.__file__)"],
-        cwd=work, env=child_environment(root), capture_output=True, text=True, check=True,
+        cwd=work,
+        env=child_environment(root),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     if not Path(probe.stdout.strip()).resolve().is_relative_to(root.resolve()):
         raise SystemExit(f"the suites would import {probe.stdout.strip()}, not the mutated copy under {root}")

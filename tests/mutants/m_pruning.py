@@ -294,6 +294,12 @@ MUTANTS = [
         "pruning.passes-fit-advertised-limits",
         "advertises 100 transaction records but refuses attempts past 60",
     ),
+    Mutant(
+        "candidate-page-keeps-lookahead-row",
+        "tests.mutants.m_pruning:keeps_lookahead_row",
+        "pruning.passes-stay-within-budget",
+        "query_candidates fetches one row past the page to learn whether more follow, and returns it too",
+    ),
 ]
 
 drops_run_count_updates = mutant_harness(transaction_class=DropsRunCountUpdates)
@@ -302,3 +308,19 @@ ghost_entries = mutant_harness(GhostDriver)
 unfenced_tombstones = store_mutant(UnfencedTombstones)
 keeps_deletes_on_raise = mutant_harness(KeepsDeletesOnRaise)
 accepts_fewer_records = mutant_harness(transaction_class=AcceptsFewerRecords)
+
+
+class KeepsLookaheadRow(WrappedTransaction):
+    """Asks the store for one candidate more than the page holds and forgets to trim it off.
+
+    The lookahead row is how a driver learns whether a cursor is needed; returning it makes every
+    page one longer than asked, so a cleanup pass sized to its budget reads past that budget.
+    """
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        if command.limit >= self.driver.profile.limits.max_query_results:
+            return self.inner.query_candidates(command, **kwargs)
+        return self.inner.query_candidates(replace(command, limit=command.limit + 1), **kwargs)
+
+
+keeps_lookahead_row = mutant_harness(transaction_class=KeepsLookaheadRow)

@@ -58,7 +58,12 @@ from runlane_conformance.core.runs import (
     finish_run,
 )
 from runlane_conformance.core.wait_tokens import link_run
-from runlane_conformance.fixtures.convergence import forget_instance, register_instance, until_indexed
+from runlane_conformance.fixtures.convergence import (
+    forget_instance,
+    index_waiter,
+    register_instance,
+    until_indexed,
+)
 from runlane_conformance.fixtures.gating import OPERATOR_READ_METHODS
 from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
@@ -677,3 +682,100 @@ def test_random_pruning_histories_keep_the_invariants(runlane_harness: DriverHar
     # No fixed time limit here: the check gets the profile's budget, like every other check.
     with plain_hypothesis_errors("random pruning histories"):
         run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+
+
+# -- bounded passes ----------------------------------------------------------------------------------
+
+BOUNDED = requirement(
+    "pruning.passes-stay-within-budget",
+    RequirementLevel.MUST,
+    "Preserve pruning invariants; Report a profile that is true",
+    "Every cleanup attempt point-reads and writes no more keys than the budget it was sized to, for "
+    "budgets tighter than the driver's limits in one dimension at a time; this bound rests on the driver "
+    "never returning a candidate page longer than the page size asked for.",
+)
+
+#: (point reads, records, page): each dimension in turn the tight one, and the smallest pass of three keys.
+TIGHT_BUDGETS = ((3, 3, 1), (3, 3, 4), (7, 4, 5), (4, 7, 5), (6, 6, 2))
+
+
+@dataclass
+class _AttemptUse:
+    """What one attempt of a cleanup pass asked of the driver."""
+
+    reads: int = 0
+    writes: int = 0
+    pages: list[tuple[int, int]] = field(default_factory=list)  # (page size asked, items returned)
+
+
+def _metered(tx: StorageTransaction, use: _AttemptUse) -> StorageTransaction:
+    """``tx`` that counts the keys each call reads or writes, and each candidate page's length."""
+
+    class Metered:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(tx, name)
+
+        def get(self, keys: Any) -> Any:
+            use.reads += len(keys)
+            return tx.get(keys)
+
+        def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+            result = tx.query_candidates(command, **kwargs)
+            use.pages.append((command.limit, len(result.items)))
+            return result
+
+        def create(self, record: Any) -> None:
+            use.writes += 1
+            tx.create(record)
+
+        def replace(self, current: Any, record: Any) -> None:
+            use.writes += 1
+            tx.replace(current, record)
+
+        def delete(self, current: Any) -> None:
+            use.writes += 1
+            tx.delete(current)
+
+    return Metered()  # type: ignore[return-value]
+
+
+@BOUNDED
+@pytest.mark.parametrize("tight", TIGHT_BUDGETS, ids=[f"{r}-{w}-{p}" for r, w, p in TIGHT_BUDGETS])
+def test_every_cleanup_attempt_stays_within_the_budget_it_was_sized_to(
+    driver: StorageDriver, other_driver: StorageDriver, tight: tuple[int, int, int]
+) -> None:
+    reads, records, page = tight
+    budget = PassBudget.from_limits(driver.profile.limits, point_reads=reads, records=records, page=page)
+    env = fresh_environment("bounded")
+    built = build_run(driver, env, "r1", events=4, steps=2, outbox=2, tokens=("t1", "t2"))
+    _tombstone(driver, built)
+    waiter = index_waiter(driver)
+    stalls = 0
+    for number in range(1, 60):
+        attempts: list[_AttemptUse] = []
+
+        def one_pass(tx: StorageTransaction, attempts: list[_AttemptUse] = attempts) -> CleanupPass:
+            use = _AttemptUse()
+            attempts.append(use)
+            return cleanup_pass(_metered(tx, use), env, built.run_id, budget)
+
+        result = driver.transaction(one_pass)
+        for use in attempts:
+            for asked, returned in use.pages:
+                assert returned <= asked, (
+                    f"pass {number}: query_candidates returned {returned} candidates for a page of {asked}"
+                )
+            assert use.reads <= budget.point_reads and use.writes <= budget.records, (
+                f"pass {number} with budget {budget} point-read {use.reads} and wrote {use.writes} keys"
+            )
+        if result.status in (PassStatus.FINISHED, PassStatus.GONE):
+            break
+        if result.status is not PassStatus.STALLED:
+            stalls = 0
+            continue
+        stalls += 1  # an eventual index behind: wait (boundedly) for it, as core's prune_run does
+        assert stalls <= waiter.max_calls, f"cleanup stalled {stalls} passes in a row with budget {budget}"
+        waiter()
+    else:
+        pytest.fail(f"cleanup with budget {budget} did not finish in 59 passes")
+    _assert_gone(other_driver, built)

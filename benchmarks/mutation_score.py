@@ -766,8 +766,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         if args.list:
+            from cosmic_ray.mutating import mutate_code
+            from cosmic_ray.plugins import get_operator
+
             for m in chosen:
                 print(f"  {m.identity}  {m.location}")
+                source = (root / m.module_path).read_text(encoding="utf-8")
+                mutated = mutate_code(source, get_operator(m.operator)(), m.occurrence)
+                for line in _changed_lines(source, mutated or source).splitlines():
+                    print(f"      {line}")
             return 0
         _check_copy_is_imported(root, work)
         started = time.monotonic()
@@ -802,6 +809,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "triage": None if entry is None else entry.verdict,
                 }
             )
+            if args.json is not None:  # after every mutant, so an interrupted run keeps what it measured
+                args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
             print(
                 f"[{index}/{len(chosen)}] {outcome.status:<9} {outcome.seconds:5.1f}s {mutant.location} "
                 f"{mutant.operator.removeprefix('core/')} {outcome.detail}",

@@ -17,6 +17,7 @@ point reads on another instance, never by trusting an index page.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -695,8 +696,10 @@ BOUNDED = requirement(
     "never returning a candidate page longer than the page size asked for.",
 )
 
-#: (point reads, records, page): each dimension in turn the tight one, and the smallest pass of three keys.
-TIGHT_BUDGETS = ((3, 3, 1), (3, 3, 4), (7, 4, 5), (4, 7, 5), (6, 6, 2))
+#: (point reads, records, page, bytes tight): each dimension in turn the tight one, and the smallest
+#: pass of three keys. A tight byte budget fits the tombstone and one rewritten token, no more.
+TIGHT_BUDGETS = ((3, 3, 1, False), (3, 3, 4, False), (7, 4, 5, False), (4, 7, 5, False), (6, 6, 2, False))
+TIGHT_BUDGETS += ((8, 8, 5, True),)
 
 
 @dataclass
@@ -705,6 +708,7 @@ class _AttemptUse:
 
     reads: int = 0
     writes: int = 0
+    bytes: int = 0  # of the documents created or rewritten (deletes cost none)
     pages: list[tuple[int, int]] = field(default_factory=list)  # (page size asked, items returned)
 
 
@@ -726,10 +730,12 @@ def _metered(tx: StorageTransaction, use: _AttemptUse) -> StorageTransaction:
 
         def create(self, record: Any) -> None:
             use.writes += 1
+            use.bytes += record.document.size
             tx.create(record)
 
         def replace(self, current: Any, record: Any) -> None:
             use.writes += 1
+            use.bytes += record.document.size
             tx.replace(current, record)
 
         def delete(self, current: Any) -> None:
@@ -740,15 +746,23 @@ def _metered(tx: StorageTransaction, use: _AttemptUse) -> StorageTransaction:
 
 
 @BOUNDED
-@pytest.mark.parametrize("tight", TIGHT_BUDGETS, ids=[f"{r}-{w}-{p}" for r, w, p in TIGHT_BUDGETS])
+@pytest.mark.parametrize(
+    "tight", TIGHT_BUDGETS, ids=[f"{r}-{w}-{p}{'-bytes' if b else ''}" for r, w, p, b in TIGHT_BUDGETS]
+)
 def test_every_cleanup_attempt_stays_within_the_budget_it_was_sized_to(
-    driver: StorageDriver, other_driver: StorageDriver, tight: tuple[int, int, int]
+    driver: StorageDriver, other_driver: StorageDriver, tight: tuple[int, int, int, bool]
 ) -> None:
-    reads, records, page = tight
+    reads, records, page, tight_bytes = tight
     budget = PassBudget.from_limits(driver.profile.limits, point_reads=reads, records=records, page=page)
     env = fresh_environment("bounded")
     built = build_run(driver, env, "r1", events=4, steps=2, outbox=2, tokens=("t1", "t2"))
     _tombstone(driver, built)
+    if tight_bytes:
+        stone, token = read_all(other_driver, [built.tombstone_key, built.token_keys[0]])
+        assert stone is not None and token is not None, missing(
+            "r1's tombstone and token t1", written="the check tombstoned r1 just before"
+        )
+        budget = dataclasses.replace(budget, bytes=stone.document.size + token.document.size)
     waiter = index_waiter(driver)
     stalls = 0
     for number in range(1, 60):
@@ -768,6 +782,9 @@ def test_every_cleanup_attempt_stays_within_the_budget_it_was_sized_to(
             assert use.reads <= budget.point_reads and use.writes <= budget.records, (
                 f"pass {number} with budget {budget} point-read {use.reads} and wrote {use.writes} keys"
             )
+            assert use.bytes <= budget.bytes, (
+                f"pass {number} with budget {budget} rewrote {use.bytes} bytes of documents"
+            )
         if result.status in (PassStatus.FINISHED, PassStatus.GONE):
             break
         if result.status is not PassStatus.STALLED:
@@ -779,3 +796,46 @@ def test_every_cleanup_attempt_stays_within_the_budget_it_was_sized_to(
     else:
         pytest.fail(f"cleanup with budget {budget} did not finish in 59 passes")
     _assert_gone(other_driver, built)
+
+
+def _token_links(reader: StorageDriver, built: BuiltRun) -> list[int]:
+    """The ``linkCount`` of each of ``built``'s tokens, read on ``reader``."""
+    tokens = read_all(reader, built.token_keys)
+    counts = []
+    for token_id, token in zip(built.tokens, tokens, strict=True):
+        assert token is not None, f"wait token {token_id} vanished while a run still links it"
+        counts.append(int(str(token.document.value["linkCount"])))
+    return counts
+
+
+@COUNTERS
+def test_a_token_shared_by_two_runs_loses_exactly_one_link_per_pruned_run(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """A token two runs wait on counts both links; pruning one run lowers it by one, not to zero."""
+    env = fresh_environment("shared")
+    first = build_run(driver, env, "r1", events=1, tokens=("t1", "t2"))
+    second = build_run(other_driver, env, "r2", events=1, tokens=("t1",))
+    assert _token_links(other_driver, first) == [2, 1], (
+        f"tokens t1 (linked by r1 and r2) and t2 (by r1) count {_token_links(other_driver, first)} links"
+    )
+    _tombstone(driver, first)
+    prune_fully(driver, env, first.run_id)
+    left = [
+        key
+        for key, record in zip(first.all_children, read_all(other_driver, first.all_children), strict=True)
+        if record
+    ]
+    assert not left, f"cleanup of r1 finished but its children remain (orphans): {left}"
+    assert read_all(other_driver, [first.key, first.tombstone_key]) == [None, None], (
+        "r1 or its tombstone remains"
+    )
+    assert _token_links(other_driver, first)[1] == 0, (
+        "after pruning r1, token t2 (linked by r1 only) counts links"
+    )
+    [remaining] = _token_links(other_driver, second)
+    assert remaining == 1, f"after pruning r1, token t1 (still linked by r2) counts {remaining} links"
+    _tombstone(other_driver, second)
+    prune_fully(other_driver, env, second.run_id)
+    _assert_gone(driver, second)
+    assert _token_links(driver, second) == [0], "after pruning both runs, token t1 still counts links"

@@ -799,3 +799,25 @@ def test_random_wait_token_histories_match_a_model(runlane_harness: DriverHarnes
     # No fixed time limit here: the check gets the profile's budget, like every other check.
     with plain_hypothesis_errors("random wait-token histories"):
         run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+
+
+@TIMEOUT
+def test_the_timeout_index_lists_a_token_due_exactly_at_the_instant_asked(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """ "Due at or before" is an inclusive bound, to the microsecond, on ``WaitTokensByTimeout``."""
+    env = fresh_environment("tokens")
+    instant = _now(driver) + timedelta(days=1)
+    for name, offset in (("after", 1), ("exact", 0), ("before", -1)):
+        make_token(driver, token_spec(env, name, "c", timeout_at=instant + timedelta(microseconds=offset)))
+
+    def due_listed() -> None:
+        limit = min(10, other_driver.profile.limits.max_query_results)
+        page = other_driver.transaction(lambda tx: due_wait_tokens(tx, env, as_of=instant, limit=limit))
+        found = [item.key.id[1] for item in page.items]
+        assert found == ["before", "exact"], (
+            f"WaitTokensByTimeout offers {found} as due at {instant.isoformat()}; expected the tokens due "
+            "one microsecond before and exactly then, in timeout order, and not the one a microsecond later"
+        )
+
+    until_indexed(other_driver, due_listed)

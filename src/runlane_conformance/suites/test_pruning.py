@@ -698,8 +698,14 @@ BOUNDED = requirement(
 
 #: (point reads, records, page, bytes tight): each dimension in turn the tight one, and the smallest
 #: pass of three keys. A tight byte budget fits the tombstone and one rewritten token, no more.
-TIGHT_BUDGETS = ((3, 3, 1, False), (3, 3, 4, False), (7, 4, 5, False), (4, 7, 5, False), (6, 6, 2, False))
-TIGHT_BUDGETS += ((8, 8, 5, True),)
+TIGHT_BUDGETS: tuple[tuple[int, int, int, bool], ...] = (
+    (3, 3, 1, False),
+    (3, 3, 4, False),
+    (7, 4, 5, False),
+    (4, 7, 5, False),
+    (6, 6, 2, False),
+    (8, 8, 5, True),
+)
 
 
 @dataclass
@@ -742,7 +748,7 @@ def _metered(tx: StorageTransaction, use: _AttemptUse) -> StorageTransaction:
             use.writes += 1
             tx.delete(current)
 
-    return Metered()  # type: ignore[return-value]
+    return Metered()
 
 
 @BOUNDED

@@ -845,3 +845,22 @@ def test_a_token_shared_by_two_runs_loses_exactly_one_link_per_pruned_run(
     prune_fully(other_driver, env, second.run_id)
     _assert_gone(driver, second)
     assert _token_links(driver, second) == [0], "after pruning both runs, token t1 still counts links"
+
+
+@LIMITS
+def test_a_run_needing_five_full_passes_is_pruned_to_the_end(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """Cleanup keeps going pass after full pass until every counter is zero, however many passes it takes."""
+    budget = _budget(driver)
+    per_pass = min(budget.page, budget.point_reads - 1, budget.records - 1)
+    env = fresh_environment("prune")
+    built = build_run(driver, env, "long", events=4 * per_pass + 1)
+    _tombstone(driver, built)
+    passes = prune_fully(other_driver, env, built.run_id)
+    deleted = [sum(result.deleted.values()) for result in passes]
+    assert sum(deleted) == len(built.all_children) and sum(1 for count in deleted if count) >= 5, (
+        f"{len(built.all_children)} children, at most {per_pass} a pass, were pruned in passes "
+        f"deleting {deleted}"
+    )
+    _assert_gone(driver, built)

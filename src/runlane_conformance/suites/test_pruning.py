@@ -700,10 +700,8 @@ BOUNDED = requirement(
 #: pass of three keys. A tight byte budget fits the tombstone and one rewritten token, no more.
 TIGHT_BUDGETS: tuple[tuple[int, int, int, bool], ...] = (
     (3, 3, 1, False),
-    (3, 3, 4, False),
     (7, 4, 5, False),
     (4, 7, 5, False),
-    (6, 6, 2, False),
     (8, 8, 5, True),
 )
 

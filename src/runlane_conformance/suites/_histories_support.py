@@ -446,7 +446,9 @@ class _Client:
             ScanItem(item.sort, str(item.key.id[1]), value_of_sort(item.sort)) for item in result.items
         )
         bounds = command.range
-        assert bounds.lower is not None and bounds.upper is not None
+        assert bounds.lower is not None and bounds.upper is not None, (
+            f"the workload plans closed scan ranges only; this one is {bounds!r}"
+        )
         ops.append(
             Scan(
                 INDEX.value,

@@ -14,6 +14,10 @@ pinned on that check:
 * checks handed to a dead child but not started go back to the queue, and a
   fresh child takes over; a crashed worker's check is a failure, never a gap.
 
+A child's stdout and stderr come through one pipe that this process reads as the
+output arrives, keeping only its head and tail (``capped``): whatever a driver
+prints, the parent's memory stays bounded and nothing is spooled to disk.
+
 ``--workers N`` is the same loop with N children. Ctrl-C kills every child's
 process group within a second and returns what was established, marked
 interrupted. ``--maxfail N`` stops handing out checks once N have failed: the
@@ -42,6 +46,7 @@ from typing import Any, BinaryIO
 from ..contract.values import StorageLimits, StorageProfile
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverLoadError
+from .capped import CappedOutput
 from .child import COMMANDS_FD_VARIABLE, EVENTS_FD_VARIABLE
 from .environment import closed_process_environment
 from .events import RawCheck
@@ -61,6 +66,14 @@ MAX_STARTUP_DEATHS = 3
 #: Most checks handed to one child at a time: their command lines must fit in the pipe's buffer,
 #: or a write to a child busy with a check could block this process.
 MAX_HANDED_OUT = 64
+#: Longest event line a child may send; anything longer is not ours and is dropped unread.
+MAX_EVENT_LINE = 16 * 1024 * 1024
+#: Most of a stack file read for one check (faulthandler's dump of every thread is far smaller).
+MAX_STACK_BYTES = 1024 * 1024
+#: Reads of a child's output per wake-up (64 KiB each), so a flood cannot starve the event pipes.
+OUTPUT_READS_PER_WAKE = 16
+#: Reads of a dead child's output before it is closed (a daemon it left may hold the pipe open).
+OUTPUT_READS_AFTER_DEATH = 256
 #: Fresh children started after crashes, in all, before the remaining checks are given up as not run.
 MAX_RESPAWNS = 100
 
@@ -97,9 +110,12 @@ class _Worker:
     events: BinaryIO
     commands: BinaryIO
     stack_path: Path
-    log_path: Path
+    output_stream: BinaryIO
     probe: bool
+    output: CappedOutput = field(default_factory=CappedOutput)
+    output_open: bool = True
     buffer: bytes = b""
+    skipping_line: bool = False
     assigned: deque[str] = field(default_factory=deque)
     in_flight: str | None = None
     started_at: float = 0.0
@@ -192,7 +208,6 @@ class Supervisor:
         self._spawned += 1
         spec_path = self._directory / f"child-{index}.json"
         stack_path = self._directory / f"child-{index}.stack"
-        log_path = self._directory / f"child-{index}.log"
         spec = {
             "driver": self._spec.driver,
             "options": dict(self._spec.options),
@@ -207,33 +222,37 @@ class Supervisor:
         stack_path.touch()
         events_read, events_write = os.pipe()
         commands_read, commands_write = os.pipe()
+        output_read, output_write = os.pipe()
         env = closed_process_environment()
         env[EVENTS_FD_VARIABLE] = str(events_write)
         env[COMMANDS_FD_VARIABLE] = str(commands_read)
-        with open(log_path, "wb") as log:
+        try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "runlane_conformance.run.child", str(spec_path)],
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=output_write,
                 stderr=subprocess.STDOUT,
                 env=env,
                 pass_fds=(events_write, commands_read),
                 start_new_session=True,
                 close_fds=True,
             )
-        os.close(events_write)
-        os.close(commands_read)
+        finally:
+            for fd in (events_write, commands_read, output_write):
+                os.close(fd)
         os.set_blocking(events_read, False)
+        os.set_blocking(output_read, False)
         worker = _Worker(
             index=index,
             process=process,
             events=os.fdopen(events_read, "rb", buffering=0),
             commands=os.fdopen(commands_write, "wb", buffering=0),
             stack_path=stack_path,
-            log_path=log_path,
+            output_stream=os.fdopen(output_read, "rb", buffering=0),
             probe=probe,
         )
         self._selector.register(worker.events, selectors.EVENT_READ, worker)
+        self._selector.register(worker.output_stream, selectors.EVENT_READ, worker)
         self._workers.append(worker)
         return worker
 
@@ -255,19 +274,47 @@ class Supervisor:
         worker.dead = True
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(worker.events)
+        self._read_output(worker, OUTPUT_READS_AFTER_DEATH)
+        self._close_output(worker)
         for stream in (worker.events, worker.commands):
             with contextlib.suppress(OSError):
                 stream.close()
+        text = worker.output.text()
+        if text.strip():
+            self._outputs.append(text)
+
+    def _read_output(self, worker: _Worker, reads: int = OUTPUT_READS_PER_WAKE) -> None:
+        """Take what the child printed so far into its capped buffer (never more than ``reads`` reads)."""
+        for _ in range(reads):
+            if not worker.output_open:
+                return
+            try:
+                chunk = worker.output_stream.read(65536)
+            except BlockingIOError:
+                return
+            except (OSError, ValueError):
+                chunk = b""
+            if chunk is None:
+                return
+            if not chunk:
+                self._close_output(worker)
+                return
+            worker.output.feed(chunk)
+
+    def _close_output(self, worker: _Worker) -> None:
+        if not worker.output_open:
+            return
+        worker.output_open = False
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(worker.output_stream)
         with contextlib.suppress(OSError):
-            text = worker.log_path.read_text(encoding="utf-8", errors="replace")
-            if text.strip():
-                self._outputs.append(text[-20_000:])
+            worker.output_stream.close()
 
     def _stack_since(self, worker: _Worker) -> str | None:
         with contextlib.suppress(OSError):
             with open(worker.stack_path, encoding="utf-8", errors="replace") as stream:
                 stream.seek(worker.stack_offset)
-                text = stream.read().strip()
+                text = stream.read(MAX_STACK_BYTES).strip()
             return text or None
         return None
 
@@ -383,9 +430,7 @@ class Supervisor:
         except OSError:
             chunk = b""
         if chunk:
-            worker.buffer += chunk
-            *lines, worker.buffer = worker.buffer.split(b"\n")
-            for line in lines:
+            for line in self._lines(worker, chunk):
                 if line.strip():
                     try:
                         event = json.loads(line)
@@ -393,25 +438,39 @@ class Supervisor:
                         continue
                     self._handle(worker, event)
 
+    def _lines(self, worker: _Worker, chunk: bytes) -> list[bytes]:
+        """The complete event lines ``chunk`` finishes; a line past ``MAX_EVENT_LINE`` is dropped."""
+        lines: list[bytes] = []
+        while chunk:
+            end = chunk.find(b"\n")
+            if end < 0:
+                if not worker.skipping_line:
+                    worker.buffer += chunk
+                    if len(worker.buffer) > MAX_EVENT_LINE:
+                        worker.buffer, worker.skipping_line = b"", True
+                return lines
+            if not worker.skipping_line:
+                lines.append(worker.buffer + chunk[:end])
+            worker.buffer, worker.skipping_line = b"", False
+            chunk = chunk[end + 1 :]
+        return lines
+
     def _drain(self, worker: _Worker) -> None:
+        """Handle every event still in the pipe of a child that ended (a last line may lack its newline)."""
+        lines: list[bytes] = []
         for _ in range(1000):
-            before = len(worker.buffer)
             try:
                 chunk = worker.events.read(65536)
             except (BlockingIOError, OSError, ValueError):
                 chunk = None
             if not chunk:
                 break
-            worker.buffer += chunk
-            if len(worker.buffer) == before:
-                break
-        if worker.buffer:
-            worker.buffer += b"\n"
-            *lines, worker.buffer = worker.buffer.split(b"\n")
-            for line in lines:
-                with contextlib.suppress(ValueError):
-                    if line.strip():
-                        self._handle(worker, json.loads(line))
+            lines += self._lines(worker, chunk)
+        lines += self._lines(worker, b"\n")
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                if line.strip():
+                    self._handle(worker, json.loads(line))
 
     def _fail_in_flight(self, worker: _Worker, message: str, stack: str | None, duration: float) -> None:
         nodeid = worker.in_flight
@@ -529,8 +588,8 @@ class Supervisor:
         texts = list(self._outputs)
         for worker in self._workers:
             if not worker.dead:
-                with contextlib.suppress(OSError):
-                    texts.append(worker.log_path.read_text(encoding="utf-8", errors="replace")[-20_000:])
+                self._read_output(worker)
+                texts.append(worker.output.text())
         return "\n".join(texts)
 
     def run(self) -> SupervisorOutcome:
@@ -588,7 +647,10 @@ class Supervisor:
             for key, _ in self._selector.select(timeout=0.1):
                 worker = key.data
                 assert isinstance(worker, _Worker)
-                self._read(worker)
+                if key.fileobj is worker.output_stream:
+                    self._read_output(worker)
+                else:
+                    self._read(worker)
             if not planned and self._facts is not None and self._collected is not None:
                 planned = True
                 order = self._on_plan(self._facts, self._collected)

@@ -8,6 +8,13 @@ Exit codes are part of the interface, so CI can branch on them:
 * 3 -- the run itself broke (the suites could not be collected, pytest or the toolkit failed);
 * 130 -- interrupted (Ctrl-C or SIGTERM); a ``--report`` is still written, marked interrupted.
 
+From the moment ``run`` starts, its ``--report`` and ``--junit`` files say "running" (an
+earlier file there is replaced at once), and a run that ends without a verdict leaves them
+marked broken (exit 2 or 3) or interrupted (130): a file at those paths is never an earlier
+run's. ``-`` (or ``/dev/stdout``) writes a machine output to standard output; all human
+output then goes to standard error. Before any output is written, every process the driver
+left behind is ended (``run.reaper``).
+
 A run restricted with ``--area`` or ``--requirement`` is never a certification:
 it exits 0 when everything that ran passed, 1 otherwise, and its report is
 marked partial (``badge`` refuses it).
@@ -25,6 +32,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -46,6 +55,7 @@ from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
 from ..run.model import CheckResult, Outcome, RunStatus
+from ..run.reaper import become_subreaper, end_descendants
 from ..runner import (
     HYPOTHESIS_PROFILES,
     CheckShrinking,
@@ -71,8 +81,26 @@ from ..safe_text import (
 from .badge import badge_for, endpoint_json, render_svg
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .junit import junit_xml
-from .output_files import OutputFileError, check_output_directory, check_output_path, write_text_atomically
-from .report import REPORT_SCHEMA, ReportError, build_report, check_claim, read_report, write_report
+from .output_files import (
+    OutputFileError,
+    OutputTarget,
+    check_output_directory,
+    check_output_path,
+    output_target,
+    write_output,
+    write_text_atomically,
+)
+from .report import (
+    REPORT_SCHEMA,
+    ReportError,
+    build_report,
+    check_claim,
+    is_unfinished,
+    read_report,
+    unfinished_report,
+    validate_report,
+    write_report,
+)
 from .wording import count
 
 __all__ = ["ExitCode", "app", "console", "main"]
@@ -131,10 +159,37 @@ def _shown(text: object, options: Mapping[str, str] | None = None, limit: int | 
     return one_line(redact_text(safe_str(text), secret_values(options or {})), limit)
 
 
+class _Stopped(typer.Exit):
+    """An exit whose one error line is already on stderr; ``message`` keeps it for an unfinished report."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code)
+        self.message = message
+
+
 def _stop(code: ExitCode, message: object, options: Mapping[str, str] | None = None) -> NoReturn:
     """Print one clean, redacted line on stderr and exit with ``code``."""
-    typer.echo(f"runlane-certify: error: {' '.join(_shown(message, options).split())}", err=True)
-    raise typer.Exit(int(code))
+    line = " ".join(_shown(message, options).split())
+    typer.echo(f"runlane-certify: error: {line}", err=True)
+    raise _Stopped(int(code), line)
+
+
+#: True when this process is the ``runlane-certify`` program itself (``main``), not a caller that
+#: invoked the app in its own process (a test's ``CliRunner``): only then may the CLI adopt orphans
+#: and end every process below it.
+_OWNS_PROCESS = False
+
+
+def _adopt_orphans() -> None:
+    """Become the subreaper of whatever the driver starts (see ``run.reaper``), when we own the process."""
+    if _OWNS_PROCESS:
+        become_subreaper()
+
+
+def _end_driver_processes() -> None:
+    """End every process still below this one (the driver's daemons included) before any output."""
+    if _OWNS_PROCESS:
+        end_descendants()
 
 
 def _check_output_path(path: Path | None, what: str) -> None:
@@ -145,6 +200,96 @@ def _check_output_path(path: Path | None, what: str) -> None:
         check_output_path(path, what)
     except OutputFileError as error:
         _stop(ExitCode.USAGE, error)
+
+
+def _output_target(path: Path | None, what: str) -> OutputTarget | None:
+    """The target ``path`` names (``-`` or stdout itself: standard output), refused before the run."""
+    if path is None:
+        return None
+    try:
+        return output_target(path, what)
+    except OutputFileError as error:
+        _stop(ExitCode.USAGE, error)
+
+
+@dataclass
+class _RunOutputs:
+    """The ``--report`` and ``--junit`` targets of one ``run``, from its first moment to its exit.
+
+    ``start`` replaces whatever the file targets hold with a report marked ``running`` (and a
+    JUnit file whose one testcase says so), so nothing an earlier run left there can pass for this
+    run, even if this process is killed outright. Then exactly one of ``finish`` (the verdict) or
+    ``abandon`` (broken or interrupted: no verdict) writes the final files; standard output gets
+    only that final document. Both first end every process the driver left behind, so none can
+    rewrite a file after it was written.
+    """
+
+    report: OutputTarget | None
+    junit: OutputTarget | None
+    driver: str
+    seed: int
+    profile: str
+    areas: tuple[str, ...]
+    requirements: tuple[str, ...]
+    workers: int
+    started_at: datetime
+    options: Mapping[str, str] = field(default_factory=dict)
+    done: bool = False
+
+    def _unfinished(self, status: RunStatus, code: int | None, problems: Sequence[str]) -> dict[str, Any]:
+        return unfinished_report(
+            status,
+            driver=self.driver,
+            options=self.options,
+            seed=self.seed,
+            hypothesis_profile=self.profile,
+            areas=self.areas,
+            requirements=self.requirements,
+            workers=self.workers,
+            started_at=self.started_at,
+            problems=problems,
+            exit_code=code,
+        )
+
+    def _write(self, document: dict[str, Any], *, files_only: bool = False) -> None:
+        validate_report(document)
+        for target in (self.report, self.junit):
+            if target is None or (files_only and target.is_stdout):
+                continue
+            text = json_text(document, indent=2) + "\n" if target is self.report else junit_xml(document)
+            write_output(target, text)
+
+    def start(self) -> None:
+        """Mark the file targets ``running`` before anything else happens; refuses (exit 2) if it cannot."""
+        try:
+            self._write(self._unfinished(RunStatus.RUNNING, None, ()), files_only=True)
+        except OutputFileError as error:
+            self.done = True  # nothing of ours is there to mark broken
+            _stop(ExitCode.USAGE, error)
+
+    def finish(self, document: dict[str, Any]) -> None:
+        """Write the verdict's report and JUnit (a failure to write is exit 2, the files marked broken)."""
+        _end_driver_processes()
+        try:
+            self._write(document)
+        except OutputFileError as error:
+            _stop(ExitCode.USAGE, error)
+        self.done = True
+        for target, label in ((self.report, "report: "), (self.junit, "junit:  ")):
+            if target is not None and not target.is_stdout:
+                console.print(Text(f"{label}{_shown(target.given)}"), soft_wrap=True)
+
+    def abandon(self, code: int, problem: str) -> None:
+        """Leave the targets marked interrupted (exit 130) or broken (any other exit without a verdict)."""
+        if self.done:
+            return
+        self.done = True
+        _end_driver_processes()
+        status = RunStatus.INTERRUPTED if code == ExitCode.INTERRUPTED else RunStatus.BROKEN
+        try:
+            self._write(self._unfinished(status, code, [problem] if problem else []))
+        except (OutputFileError, ReportError) as error:
+            typer.echo(f"runlane-certify: error: {_shown(error)}", err=True)
 
 
 #: Where ``run`` keeps failing examples unless told otherwise: the plugin's default, under the current
@@ -791,16 +936,81 @@ def run(
     the driver's profile).
     """
     _begin()
-    _check_output_path(report, "report")
-    _check_output_path(junit, "JUnit file")
-    database = _examples_dir(examples)
+    started_at = datetime.now(UTC)
+    report_target = _output_target(report, "report")
+    junit_target = _output_target(junit, "JUnit file")
+    if report_target is not None and junit_target is not None:
+        if report_target.is_stdout and junit_target.is_stdout:
+            _stop(ExitCode.USAGE, "--report and --junit cannot both write to standard output")
+        if report_target.path is not None and report_target.path == junit_target.path:
+            _stop(ExitCode.USAGE, f"--report and --junit name the same file {str(report_target.given)!r}")
+    if any(target is not None and target.is_stdout for target in (report_target, junit_target)):
+        console.file = sys.stderr  # standard output carries the machine output alone
     seed = secrets.randbelow(2**32) if seed is None else seed
-    areas = tuple(area or ())
+    outputs = _RunOutputs(
+        report_target,
+        junit_target,
+        driver=driver,
+        seed=seed,
+        profile=profile,
+        areas=tuple(area or ()),
+        requirements=tuple(requirement or ()),
+        workers=workers,
+        started_at=started_at,
+    )
+    _adopt_orphans()
+    outputs.start()
+    try:
+        _run_and_judge(
+            outputs,
+            driver=driver,
+            option=option,
+            examples=examples,
+            expect_fail=expect_fail,
+            exitfirst=exitfirst,
+            maxfail=maxfail,
+            check_timeout=check_timeout,
+            verbose=verbose,
+            tb=tb,
+        )
+    except _Stopped as stopped:
+        outputs.abandon(int(stopped.exit_code), stopped.message)
+        raise
+    except typer.Exit as exited:
+        # After the verdict's files were written this is the run's own exit; before, there is no verdict.
+        outputs.abandon(int(exited.exit_code), f"the run ended with exit status {exited.exit_code}")
+        raise
+    except KeyboardInterrupt:
+        outputs.abandon(int(ExitCode.INTERRUPTED), "interrupted before the run had a plan")
+        typer.echo("runlane-certify: interrupted before the run had a plan", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BaseException as error:
+        outputs.abandon(int(ExitCode.BROKEN), f"internal error: {describe_exception(error)}")
+        raise
+
+
+def _run_and_judge(
+    outputs: _RunOutputs,
+    *,
+    driver: str,
+    option: list[str] | None,
+    examples: str | None,
+    expect_fail: list[str] | None,
+    exitfirst: bool,
+    maxfail: int | None,
+    check_timeout: float | None,
+    verbose: bool,
+    tb: TracebackStyle,
+) -> NoReturn:
+    """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
+    seed, profile, areas, requirements = outputs.seed, outputs.profile, outputs.areas, outputs.requirements
+    workers = outputs.workers
+    database = _examples_dir(examples)
     try:
         options = parse_driver_options(option or [])
     except HarnessError as error:
         _stop(ExitCode.USAGE, error)
-    requirements = tuple(requirement or ())
+    outputs.options = options
     expected = _expected_failures(expect_fail or [])
     scope = (f", areas {', '.join(areas)}" if areas else "") + (
         f", requirements {', '.join(requirements)}" if requirements else ""
@@ -833,42 +1043,29 @@ def run(
         workers = usable
     live = _LiveProgress(header, verbose=verbose, options=options, expected=[e.requirement for e in expected])
     max_failures = 1 if exitfirst else maxfail
-    try:
-        with live.progress:
-            result = _execute(
-                driver,
-                option,
-                areas,
-                profile,
-                seed,
-                workers,
-                live,
-                requirements=requirements,
-                check_timeout=check_timeout,
-                max_failures=max_failures,
-                expected_failures=expected,
-                examples=database,
-            )
-    except KeyboardInterrupt:
-        message = "runlane-certify: interrupted before the run had a plan"
-        if report is not None and report.is_file():
-            # An earlier report at this path must not stand in for this run (it may say certified).
-            report.unlink()
-            message += f"; removed the earlier report {str(report)!r}"
-        typer.echo(message, err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    with live.progress:
+        result = _execute(
+            driver,
+            option,
+            areas,
+            profile,
+            seed,
+            workers,
+            live,
+            requirements=requirements,
+            check_timeout=check_timeout,
+            max_failures=max_failures,
+            expected_failures=expected,
+            examples=database,
+        )
+    # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
+    _end_driver_processes()
     console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
     console.print()
     console.print(_verdict_table(result))
     _print_failures(result, tb)
     _print_verdict(result)
-    document = _report_for(result, "certification")
-    if report is not None:
-        _write_report(report, document)
-        console.print(Text(f"report: {_shown(report)}"), soft_wrap=True)
-    if junit is not None:
-        _write(junit, junit_xml(document), "JUnit file")
-        console.print(Text(f"junit:  {_shown(junit)}"), soft_wrap=True)
+    outputs.finish(_report_for(result, "certification"))
     raise typer.Exit(int(_exit_code(result)))
 
 
@@ -995,15 +1192,21 @@ def report_command(
             document = read_report(show)
         except ReportError as error:
             _stop(ExitCode.USAGE, error)
+        if is_unfinished(document):
+            status = document["run"]["status"]
+            _stop(ExitCode.USAGE, f"report {str(show)!r} holds no results: the run is marked {status}")
     else:
         assert driver is not None
         _check_output_path(output, "report")
         seed = secrets.randbelow(2**32) if seed is None else seed
+        _adopt_orphans()
         try:
             result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
         except KeyboardInterrupt:
             typer.echo("runlane-certify: interrupted", err=True)
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        finally:
+            _end_driver_processes()
         document = _report_for(result, "capabilities")
         if output is not None:
             _write_report(output, document)
@@ -1117,7 +1320,13 @@ def check_history_command(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: like the typer app, but command-line mistakes are one line too."""
+    """Console-script entry point: like the typer app, but command-line mistakes are one line too.
+
+    The process it runs in is the CLI's own, so ``run`` and ``report`` may adopt and end every
+    process the driver leaves behind (see ``_OWNS_PROCESS``).
+    """
+    global _OWNS_PROCESS
+    _OWNS_PROCESS = True
     command = typer.main.get_command(app)
     try:
         code = command.main(args=list(argv) if argv is not None else None, standalone_mode=False)

@@ -5,6 +5,10 @@ named by its requirement id, with the id, level and clause also given as
 ``<property>`` elements. This is the shape Jenkins, GitLab, GitHub test
 reporters and most JUnit parsers accept: failures carry a ``message``
 attribute and the failure text, skips carry their reason.
+
+A report without results (a run that is still going, broke, or was interrupted
+before it had a plan) becomes one ``<testcase>`` with an ``<error>`` saying so:
+a JUnit file at the target path can then never keep an earlier run's passes.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from ..safe_text import MESSAGE_LIMIT, xml_safe
 
-__all__ = ["junit_xml"]
+__all__ = ["junit_xml", "unfinished_junit_xml"]
 
 
 #: Requirement outcomes reported as JUnit failures: a requirement that did not run is not a pass.
@@ -43,8 +47,55 @@ def _failure_text(failure: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: What the one error testcase of an unfinished run says, by the run's status.
+_UNFINISHED_MESSAGES = {
+    "running": "the run is in progress (if it is not, its process was killed): no results yet",
+    "broken": "the run broke before reaching a verdict",
+    "interrupted": "the run was interrupted before it had a plan",
+}
+
+
+def _document(root: ET.Element) -> str:
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def unfinished_junit_xml(report: Mapping[str, Any]) -> str:
+    """JUnit XML for a report without results: one testcase in error, naming the run's status."""
+    run = report["run"]
+    status = str(run["status"])
+    message = _UNFINISHED_MESSAGES.get(status, f"the run is {status}")
+    problems = [str(problem) for problem in run.get("problems", [])]
+    if problems:
+        message = f"{message}: {problems[0]}"
+    attributes = {"tests": "1", "failures": "0", "errors": "1", "skipped": "0", "time": _seconds(0)}
+    root = ET.Element(
+        "testsuites",
+        {
+            "name": _clean(f"runlane-certify {report['driver']['spec']}"),
+            **attributes,
+            "timestamp": _clean(run["started_at"]),
+        },
+    )
+    suite = ET.SubElement(root, "testsuite", {"name": "runlane", **attributes})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("driver", report["driver"]["spec"]),
+        ("seed", run["seed"]),
+        ("run_status", status),
+        ("toolkit_version", report["toolkit"]["version"]),
+    ):
+        ET.SubElement(properties, "property", name=name, value=_clean(value))
+    case = ET.SubElement(suite, "testcase", classname="runlane.run", name="certification", time=_seconds(0))
+    error = ET.SubElement(case, "error", message=_clean(message), type=_clean(status))
+    error.text = xml_safe("\n".join([message, *problems[1:]]))
+    return _document(root)
+
+
 def junit_xml(report: Mapping[str, Any]) -> str:
     """The JUnit XML text for a (validated) report document."""
+    if "requirements" not in report:
+        return unfinished_junit_xml(report)
     requirements = report["requirements"]
     counts = {
         "tests": len(requirements),
@@ -120,5 +171,4 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 element.text = xml_safe(body)
             elif requirement["outcome"] == "gated":
                 ET.SubElement(case, "skipped", message=_clean(requirement["reason"] or "gated"))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return _document(root)

@@ -13,6 +13,13 @@ Two moments matter:
   into a device meanwhile) removes the temporary file and leaves the previous
   target untouched, and is raised as one ``OutputFileError`` line.
 
+Standard output is a target too (``OutputTarget``): ``-`` names it, and so does
+any path that is the very file standard output already is (``/dev/stdout``,
+``/dev/fd/1``, ``/proc/self/fd/1``, or a path the shell redirected stdout to).
+Such a target is written to standard output as it is instead of
+being replaced by a rename: a pipe or terminal cannot be renamed over, and a
+redirected file must stay the one the shell opened.
+
 Files get the permissions any other program would give them: ``0o666``
 masked by the user's umask (a plain ``tempfile.mkstemp`` would leave every
 report readable by its owner only). A target that is a symbolic link is
@@ -24,19 +31,28 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..contract.errors import RunlaneError
 from ..safe_text import describe_exception, one_line
 
 __all__ = [
+    "STDOUT",
     "OutputFileError",
+    "OutputTarget",
     "check_output_directory",
     "check_output_path",
     "current_umask",
+    "output_target",
+    "write_output",
     "write_text_atomically",
 ]
+
+#: The name that means standard output, as in most command-line tools.
+STDOUT = "-"
 
 
 class OutputFileError(RunlaneError, OSError):
@@ -110,6 +126,64 @@ def check_output_path(path: Path, what: str) -> Path:
             f"cannot write {what} {_shown(given)}: directory {_shown(parent)} is not writable"
         )
     return target
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where one output goes: a file (``path``, symbolic links resolved) or standard output (``None``).
+
+    ``given`` is what the user typed, for messages; ``what`` names the output ("report").
+    """
+
+    given: str
+    what: str
+    path: Path | None
+
+    @property
+    def is_stdout(self) -> bool:
+        return self.path is None
+
+
+def _is_standard_output(path: Path) -> bool:
+    """Whether ``path`` is the same open file as this process's descriptor 1 (same device and inode)."""
+    try:
+        ours = os.fstat(1)
+        theirs = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (ours.st_dev, ours.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
+def output_target(path: Path | str, what: str) -> OutputTarget:
+    """The checked target for ``path`` (``-`` or stdout's own file: standard output); refuses with one
+    ``OutputFileError`` line what cannot be written, before anything runs. Nothing is created."""
+    given = os.fspath(path)
+    if given == STDOUT or _is_standard_output(Path(given)):
+        return OutputTarget(given, what, None)
+    return OutputTarget(given, what, check_output_path(Path(given), what))
+
+
+def write_output(target: OutputTarget, text: str) -> None:
+    """Write ``text`` to ``target``: atomically for a file, in one go for standard output.
+
+    Raises ``OutputFileError`` (one line) when it cannot be written, e.g. a closed pipe.
+    """
+    if target.path is not None:
+        write_text_atomically(target.path, text, target.what)
+        return
+    stream = sys.stdout
+    try:
+        stream.flush()  # anything already buffered goes first, not into the middle
+        binary = getattr(stream, "buffer", None)
+        if binary is not None:
+            binary.write(text.encode("utf-8"))
+            binary.flush()
+        else:
+            stream.write(text)
+            stream.flush()
+    except (OSError, ValueError) as error:
+        reason = one_line(error.strerror if isinstance(error, OSError) and error.strerror else error)
+        raise OutputFileError(f"cannot write {target.what} to standard output: {reason}") from None
 
 
 def check_output_directory(path: Path, what: str) -> Path:

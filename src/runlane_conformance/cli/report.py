@@ -8,6 +8,17 @@ disk is, by construction, a valid one.
 
 Files are written atomically (see ``output_files``): a process killed at any
 point leaves either the previous file or the new one, never a truncated mix.
+
+A report comes in one of two shapes, both described by the one schema:
+
+* a *results* report (``build_report``): a run that reached a plan, with every
+  requirement's outcome (``run.status`` complete, partial, stopped or interrupted);
+* an *unfinished* report (``unfinished_report``): no results at all, only who was
+  being certified and why there is nothing to show (``run.status`` running --
+  written the moment a run starts, so an earlier report at the path can never
+  stand in for this run, and left behind if the CLI is killed -- or broken, or
+  interrupted before a plan existed). It can never certify: its certification
+  is fixed to "not certified" by the schema, and ``check_claim`` refuses it.
 """
 
 from __future__ import annotations
@@ -52,15 +63,22 @@ __all__ = [
     "ReportError",
     "build_report",
     "check_claim",
+    "is_unfinished",
     "read_report",
     "redact_options",
     "safe_document",
+    "unfinished_report",
     "validate_report",
     "write_report",
     "write_text_atomically",
 ]
 
-REPORT_VERSION = 3
+#: 4: ``run.status`` may be ``running`` or ``broken``, in an unfinished report (no results).
+REPORT_VERSION = 4
+#: The statuses an unfinished report (one without results) may carry.
+UNFINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.BROKEN, RunStatus.INTERRUPTED)
+#: The statuses a results report may carry.
+RESULT_STATUSES: tuple[RunStatus, ...] = tuple(status for status in RunStatus if status.has_results)
 
 #: Certification levels, weakest first; ``none`` means a MUST requirement failed.
 LEVELS: tuple[str, ...] = (
@@ -146,11 +164,105 @@ _EXPECTATION = {
 }
 _EVIDENCE = {"type": "array", "items": {"type": "string"}}
 
-REPORT_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://runlane.dev/schemas/runlane-certify-report-v2.json",
-    "title": "runlane-certify report",
-    "description": "The outcome of certifying one Runlane storage driver against the storage contract.",
+_TOOLKIT = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "version"],
+    "properties": {"name": {"type": "string"}, "version": {"type": "string"}},
+}
+_PYTHON = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["version", "implementation"],
+    "properties": {"version": {"type": "string"}, "implementation": {"type": "string"}},
+}
+_NOTHING = {"type": "array", "maxItems": 0}
+
+#: A report without results: the run is still going (or its CLI was killed), broke, or was
+#: interrupted before it had a plan. Certification is fixed to "not certified".
+_UNFINISHED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "report_version",
+        "kind",
+        "generated_at",
+        "toolkit",
+        "python",
+        "platform",
+        "driver",
+        "run",
+        "certification",
+    ],
+    "properties": {
+        "report_version": {"const": REPORT_VERSION},
+        "kind": {"const": "certification"},
+        "generated_at": {"type": "string", "format": "date-time"},
+        "toolkit": _TOOLKIT,
+        "python": _PYTHON,
+        "platform": {"type": "string"},
+        "driver": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["spec", "options"],
+            "properties": {
+                "spec": {"type": "string", "minLength": 1},
+                "options": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+        "run": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [
+                "status",
+                "seed",
+                "hypothesis_profile",
+                "areas",
+                "requirements",
+                "workers",
+                "started_at",
+                "problems",
+            ],
+            "properties": {
+                "status": {
+                    "enum": [status.value for status in UNFINISHED_STATUSES],
+                    "description": "running: written when the run started, so it is what a killed "
+                    "run leaves; broken: ended without a verdict (exit 2 or 3); interrupted: "
+                    "Ctrl-C or SIGTERM before the run had a plan (exit 130)",
+                },
+                "seed": {"type": "integer", "minimum": 0},
+                "hypothesis_profile": {"type": "string"},
+                "areas": {"type": "array", "items": {"type": "string"}},
+                "requirements": {"type": "array", "items": {"type": "string"}},
+                "workers": {"type": "integer", "minimum": 1},
+                "started_at": {"type": "string", "format": "date-time"},
+                "exit_code": {
+                    "type": ["integer", "null"],
+                    "description": "the CLI's exit status; null while running",
+                },
+                "problems": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "why there are no results (the CLI's error line)",
+                },
+            },
+        },
+        "certification": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["certified", "level", "complete", "must_failed", "should_failed"],
+            "properties": {
+                "certified": {"const": False},
+                "level": {"const": "none"},
+                "complete": {"const": False},
+                "must_failed": _NOTHING,
+                "should_failed": _NOTHING,
+            },
+        },
+    },
+}
+
+_RESULTS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": [
@@ -215,12 +327,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "python": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["version", "implementation"],
-            "properties": {"version": {"type": "string"}, "implementation": {"type": "string"}},
-        },
+        "python": _PYTHON,
         "platform": {"type": "string"},
         "driver": {
             "type": "object",
@@ -256,7 +363,7 @@ REPORT_SCHEMA: dict[str, Any] = {
             ],
             "properties": {
                 "status": {
-                    "enum": [status.value for status in RunStatus],
+                    "enum": [status.value for status in RESULT_STATUSES],
                     "description": "complete: the whole catalogue; partial: restricted by area or "
                     "requirement; stopped: ended after --maxfail failed checks; interrupted: stopped "
                     "early (Ctrl-C). Only complete runs certify.",
@@ -467,7 +574,29 @@ REPORT_SCHEMA: dict[str, Any] = {
     },
 }
 
-_VALIDATOR = Draft202012Validator(REPORT_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": f"https://runlane.dev/schemas/runlane-certify-report-v{REPORT_VERSION}.json",
+    "title": "runlane-certify report",
+    "description": "The outcome of certifying one Runlane storage driver against the storage contract: "
+    "a report with results, or an unfinished one (running, broken, or interrupted before a plan) "
+    "that holds none and never certifies.",
+    "oneOf": [{"$ref": "#/$defs/results"}, {"$ref": "#/$defs/unfinished"}],
+    "$defs": {"results": _RESULTS_SCHEMA, "unfinished": _UNFINISHED_SCHEMA},
+}
+
+_FORMATS = Draft202012Validator.FORMAT_CHECKER
+_VALIDATOR = Draft202012Validator(REPORT_SCHEMA, format_checker=_FORMATS)
+# Each shape on its own, so an invalid document is told what is wrong with the shape it tried to be.
+_RESULTS_VALIDATOR = Draft202012Validator(_RESULTS_SCHEMA, format_checker=_FORMATS)
+_UNFINISHED_VALIDATOR = Draft202012Validator(_UNFINISHED_SCHEMA, format_checker=_FORMATS)
+
+
+def is_unfinished(document: Mapping[str, Any]) -> bool:
+    """Whether a report is the unfinished shape (no results: running, broken, or interrupted early)."""
+    run = document.get("run")
+    status = run.get("status") if isinstance(run, Mapping) else None
+    return "requirements" not in document and status in {s.value for s in UNFINISHED_STATUSES}
 
 
 class ReportError(RunlaneError, ValueError):
@@ -476,7 +605,10 @@ class ReportError(RunlaneError, ValueError):
 
 def validate_report(document: object) -> None:
     """Raise ``ReportError`` naming the first schema violation (by JSON path) if ``document`` is invalid."""
-    error = best_match(_VALIDATOR.iter_errors(document))
+    shaped = _UNFINISHED_VALIDATOR if isinstance(document, Mapping) and is_unfinished(document) else None
+    error = best_match((shaped or _RESULTS_VALIDATOR).iter_errors(document))
+    if error is None:
+        error = best_match(_VALIDATOR.iter_errors(document))
     if error is not None:
         where = error.json_path
         message = " ".join(error.message.split())
@@ -775,7 +907,13 @@ def check_claim(document: Mapping[str, Any]) -> Certification:
     if document["kind"] != "certification":
         raise ReportError("the report is a capabilities report, not a certification run")
     status = document["run"]["status"]
-    if status != RunStatus.COMPLETE.value:
+    if status == RunStatus.RUNNING.value:
+        raise ReportError(
+            "the report is from a run that has not finished (still running, or its process was killed)"
+        )
+    if status == RunStatus.BROKEN.value:
+        raise ReportError("the report is from a run that broke before reaching a verdict")
+    if status != RunStatus.COMPLETE.value or is_unfinished(document):
         raise ReportError(f"the report is from a {status} run, which is never a certification")
     from .. import runner
 
@@ -850,6 +988,55 @@ def safe_document(value: Any, secrets: Sequence[str] = (), field: str | None = N
     if isinstance(value, list | tuple):
         return [safe_document(item, secrets, field) for item in value]
     return value
+
+
+def unfinished_report(
+    status: RunStatus,
+    *,
+    driver: str,
+    options: Mapping[str, str],
+    seed: int,
+    hypothesis_profile: str,
+    areas: Sequence[str],
+    requirements: Sequence[str],
+    workers: int,
+    started_at: datetime,
+    problems: Sequence[str] = (),
+    exit_code: int | None = None,
+) -> dict[str, Any]:
+    """A report with no results (see the module docstring): validated, secrets redacted."""
+    if status not in UNFINISHED_STATUSES:
+        raise ValueError(f"an unfinished report cannot be {status.value}")
+    document: dict[str, Any] = {
+        "report_version": REPORT_VERSION,
+        "kind": "certification",
+        "generated_at": datetime.now(UTC).isoformat(),
+        "toolkit": {"name": "runlane-conformance", "version": __version__},
+        "python": {"version": platform.python_version(), "implementation": sys.implementation.name},
+        "platform": platform.platform(),
+        "driver": {"spec": driver or "?", "options": redact_options(options)},
+        "run": {
+            "status": status.value,
+            "seed": seed,
+            "hypothesis_profile": hypothesis_profile,
+            "areas": list(areas),
+            "requirements": list(requirements),
+            "workers": workers,
+            "started_at": started_at.isoformat(),
+            "exit_code": exit_code,
+            "problems": [str(problem) for problem in problems],
+        },
+        "certification": {
+            "certified": False,
+            "level": "none",
+            "complete": False,
+            "must_failed": [],
+            "should_failed": [],
+        },
+    }
+    document = safe_document(document, secret_values(options), None)
+    validate_report(document)
+    return document
 
 
 def write_report(path: Path, document: Mapping[str, Any]) -> None:

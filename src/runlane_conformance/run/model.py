@@ -101,12 +101,25 @@ class RequirementOutcome(StrEnum):
 class RunStatus(StrEnum):
     """``complete``: every required check was planned; ``partial``: restricted by area or
     requirement; ``stopped``: ended early on purpose after ``--maxfail`` failed checks (``-x``);
-    ``interrupted``: stopped before the end (Ctrl-C). Only complete runs certify."""
+    ``interrupted``: stopped before the end (Ctrl-C). Only complete runs certify.
+
+    Two more describe a report that holds no results: ``running`` is what the CLI writes at the
+    report and JUnit paths the moment a run starts (so an earlier file there can never pass for
+    this run's, and a CLI killed outright leaves that marker behind), and ``broken`` is what it
+    leaves when the run ended without a verdict (the driver could not be loaded, the run itself
+    broke). An interrupted run that had no plan yet leaves ``interrupted`` in the same form."""
 
     COMPLETE = "complete"
     PARTIAL = "partial"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"
+    RUNNING = "running"
+    BROKEN = "broken"
+
+    @property
+    def has_results(self) -> bool:
+        """Whether a run that ends with this status can have judged checks (a plan existed)."""
+        return self not in (RunStatus.RUNNING, RunStatus.BROKEN)
 
 
 @dataclass(frozen=True)

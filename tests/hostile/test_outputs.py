@@ -207,7 +207,11 @@ def test_a_harness_factory_failure_is_one_clean_redacted_line_with_exit_2(
     assert_safe(line, "stderr")
     assert line.startswith("runlane-certify: error: driver 'tests.hostile.text_driver:harness'")
     assert expected in line
-    assert not (tmp_path / "r.json").exists()
+    # The report says the run broke (with the same clean, redacted line), never that it passed.
+    document = read_report(tmp_path / "r.json")
+    assert document["run"]["status"] == "broken"
+    assert_safe_strings(document, "report")
+    assert expected in document["run"]["problems"][0]
 
 
 def test_a_driver_name_with_escapes_and_invalid_utf8_is_one_clean_line() -> None:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,7 +33,9 @@ from tests.hostile.drivers import TARGET
 TRUST = "tests.hostile.trust_drivers"
 #: What an earlier run left at the target paths: it must never survive into this run.
 STALE_REPORT = '{"certification": {"certified": true}, "stale": true}\n'
-STALE_JUNIT = '<testsuites tests="1" failures="0"><testsuite><testcase name="stale"/></testsuite></testsuites>\n'
+STALE_JUNIT = (
+    '<testsuites tests="1" failures="0"><testsuite><testcase name="stale"/></testsuite></testsuites>\n'
+)
 #: Runs the CLI and, at exit, records its own peak memory (VmHWM): the parent alone, no children.
 MEASURED = (
     "import atexit, os, sys\n"
@@ -94,10 +97,8 @@ def leftovers() -> Iterator[list[int]]:
     pids: list[int] = []
     yield pids
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 # --- no stale evidence ----------------------------------------------------------------------------
@@ -134,7 +135,13 @@ def test_ctrl_c_while_the_driver_loads_leaves_interrupted_outputs_not_the_earlie
     report, junit = _stale(tmp_path)
     process = subprocess.Popen(
         certify_command(
-            "run", "--driver", f"{TRUST}:hangs_before_the_plan", "--report", str(report), "--junit", str(junit)
+            "run",
+            "--driver",
+            f"{TRUST}:hangs_before_the_plan",
+            "--report",
+            str(report),
+            "--junit",
+            str(junit),
         ),
         cwd=ROOT,
         env=hostile_env(tmp_path),
@@ -263,8 +270,7 @@ def _run_to_pipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[byte
         certify_command("run", "--driver", "local", "-r", TARGET, *args),
         cwd=ROOT,
         env=hostile_env(tmp_path),
-        stdout=subprocess.PIPE,  # a pipe, as in `runlane-certify run --report - | jq .`
-        stderr=subprocess.PIPE,
+        capture_output=True,  # a pipe, as in `runlane-certify run --report - | jq .`
         timeout=180,
     )
 

@@ -159,7 +159,7 @@ def test_ctrl_c_while_the_driver_loads_leaves_interrupted_outputs_not_the_earlie
     document = read_report(report)
     assert is_unfinished(document) and document["run"]["status"] == "interrupted"
     assert document["run"]["exit_code"] == 130
-    assert "interrupted before it had a plan" in _junit_error(junit)
+    assert "interrupted before it had a verdict" in _junit_error(junit)
     assert _gone(child), "the driver process outlived the interrupted run"
     badge = _badge(report, tmp_path)
     assert badge.returncode == 2 and "interrupted run" in badge.stderr

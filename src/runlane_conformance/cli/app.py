@@ -270,11 +270,11 @@ class _RunOutputs:
     def finish(self, document: dict[str, Any]) -> None:
         """Write the verdict's report and JUnit (a failure to write is exit 2, the files marked broken)."""
         _end_driver_processes()
+        self.done = True  # a target that cannot take the verdict keeps saying ``running``: no verdict there
         try:
             self._write(document)
         except OutputFileError as error:
             _stop(ExitCode.USAGE, error)
-        self.done = True
         for target, label in ((self.report, "report: "), (self.junit, "junit:  ")):
             if target is not None and not target.is_stdout:
                 console.print(Text(f"{label}{_shown(target.given)}"), soft_wrap=True)
@@ -981,8 +981,8 @@ def run(
         outputs.abandon(int(exited.exit_code), f"the run ended with exit status {exited.exit_code}")
         raise
     except KeyboardInterrupt:
-        outputs.abandon(int(ExitCode.INTERRUPTED), "interrupted before the run had a plan")
-        typer.echo("runlane-certify: interrupted before the run had a plan", err=True)
+        outputs.abandon(int(ExitCode.INTERRUPTED), "interrupted before the run had a verdict")
+        typer.echo("runlane-certify: interrupted before the run had a verdict", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except BaseException as error:
         outputs.abandon(int(ExitCode.BROKEN), f"internal error: {describe_exception(error)}")
@@ -1187,6 +1187,7 @@ def report_command(
     _begin()
     if (driver is None) == (show is None):
         _stop(ExitCode.USAGE, "give exactly one of --driver (run the checks) or --from (show a saved report)")
+    target: OutputTarget | None = None
     if show is not None:
         try:
             document = read_report(show)
@@ -1197,7 +1198,11 @@ def report_command(
             _stop(ExitCode.USAGE, f"report {str(show)!r} holds no results: the run is marked {status}")
     else:
         assert driver is not None
-        _check_output_path(output, "report")
+        target = _output_target(output, "report")
+        if target is not None and target.is_stdout:
+            if as_json:
+                _stop(ExitCode.USAGE, "--json and --report - would both print the report to standard output")
+            console.file = sys.stderr  # standard output carries the report alone
         seed = secrets.randbelow(2**32) if seed is None else seed
         _adopt_orphans()
         try:
@@ -1208,8 +1213,11 @@ def report_command(
         finally:
             _end_driver_processes()
         document = _report_for(result, "capabilities")
-        if output is not None:
-            _write_report(output, document)
+        if target is not None:
+            try:
+                write_output(target, json_text(document, indent=2) + "\n")
+            except OutputFileError as error:
+                _stop(ExitCode.USAGE, error)
     if as_json:
         typer.echo(json_text(document, indent=2))
     else:
@@ -1218,7 +1226,7 @@ def report_command(
             soft_wrap=True,
         )
         _print_capabilities(document)
-        if output is not None:
+        if target is not None and not target.is_stdout:
             console.print(Text(f"report: {_shown(output)}"), soft_wrap=True)
     must_failed = document["certification"]["must_failed"]
     raise typer.Exit(int(ExitCode.REQUIREMENT_FAILED if must_failed else ExitCode.CERTIFIED))

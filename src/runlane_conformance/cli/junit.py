@@ -51,7 +51,7 @@ def _failure_text(failure: Mapping[str, Any]) -> str:
 _UNFINISHED_MESSAGES = {
     "running": "the run is in progress (if it is not, its process was killed): no results yet",
     "broken": "the run broke before reaching a verdict",
-    "interrupted": "the run was interrupted before it had a plan",
+    "interrupted": "the run was interrupted before it had a verdict",
 }
 
 

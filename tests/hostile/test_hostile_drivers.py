@@ -42,7 +42,10 @@ def test_a_harness_factory_that_calls_sys_exit_is_a_one_line_driver_loading_erro
     assert run.returncode == 2
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "raised SystemExit" in lines[0], run.stderr
-    assert run.report is None
+    # No results, and the report says so: the run broke before a verdict, with the same line.
+    assert run.report is not None and "requirements" not in run.report
+    assert run.report["run"]["status"] == "broken"
+    assert lines[0].endswith(run.report["run"]["problems"][0])
 
 
 def test_sys_exit_in_a_driver_close_fails_the_check_whose_teardown_it_was(certify: Any) -> None:

@@ -981,7 +981,7 @@ def run(
         outputs.abandon(int(exited.exit_code), f"the run ended with exit status {exited.exit_code}")
         raise
     except KeyboardInterrupt:
-        outputs.abandon(int(ExitCode.INTERRUPTED), "interrupted before the run had a verdict")
+        outputs.abandon(int(ExitCode.INTERRUPTED), "Ctrl-C or SIGTERM")
         typer.echo("runlane-certify: interrupted before the run had a verdict", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except BaseException as error:

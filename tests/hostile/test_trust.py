@@ -323,3 +323,16 @@ def test_an_unusable_output_target_is_refused_before_the_run_with_one_line(
     assert line.startswith("runlane-certify: error: ") and message.format(tmp=tmp_path) in line
     assert time.monotonic() - started < 30  # refused up front, no check ran
     assert not (tmp_path / "same").exists()
+
+
+def test_the_capabilities_report_goes_to_stdout_too(tmp_path: Path) -> None:
+    done = subprocess.run(
+        certify_command("report", "--driver", "local", "--report", "-"),
+        cwd=ROOT,
+        env=hostile_env(tmp_path),
+        capture_output=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kind"] == "capabilities"
+    assert b"Capabilities and limits of driver local" in done.stderr

@@ -114,7 +114,7 @@ class _Worker:
     probe: bool
     output: CappedOutput = field(default_factory=CappedOutput)
     output_open: bool = True
-    buffer: bytes = b""
+    buffer: bytearray = field(default_factory=bytearray)
     skipping_line: bool = False
     assigned: deque[str] = field(default_factory=deque)
     in_flight: str | None = None
@@ -438,7 +438,8 @@ class Supervisor:
                         continue
                     self._handle(worker, event)
 
-    def _lines(self, worker: _Worker, chunk: bytes) -> list[bytes]:
+    @staticmethod
+    def _lines(worker: _Worker, chunk: bytes) -> list[bytes]:
         """The complete event lines ``chunk`` finishes; a line past ``MAX_EVENT_LINE`` is dropped."""
         lines: list[bytes] = []
         while chunk:
@@ -447,11 +448,11 @@ class Supervisor:
                 if not worker.skipping_line:
                     worker.buffer += chunk
                     if len(worker.buffer) > MAX_EVENT_LINE:
-                        worker.buffer, worker.skipping_line = b"", True
+                        worker.buffer, worker.skipping_line = bytearray(), True
                 return lines
             if not worker.skipping_line:
-                lines.append(worker.buffer + chunk[:end])
-            worker.buffer, worker.skipping_line = b"", False
+                lines.append(bytes(worker.buffer) + chunk[:end])
+            worker.buffer, worker.skipping_line = bytearray(), False
             chunk = chunk[end + 1 :]
         return lines
 

@@ -11,7 +11,7 @@ attempt ended and the holds are gone, which is also correct.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,10 +20,12 @@ from runlane_conformance.contract.cursors import parse_query_records_result
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import QueryRecordsCommand, QueryRecordsResult
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.processes import STEP_TIMEOUT, Worker, gather_signals
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import Via, in_transaction_scan, read_page, write_records
 from runlane_conformance.suites._messages import missing, propagated
+from runlane_conformance.suites._processes_support import GRACE, end_all, w_hold_exclusive, w_select_once
 
 CLAUSE = "Add optional exclusive candidates"
 CAPABILITY = "exclusive_candidates"
@@ -351,4 +353,99 @@ def test_no_row_beyond_the_page_is_held(
         assert second_rows == rows[page:], (
             f"with {page + 1} free rows and a page of {page} taken, the next selector must get the last row; "
             f"got {second_rows}: the first attempt held a row it did not return"
+        )
+
+
+# -- across processes --------------------------------------------------------------------------------
+
+DISJOINT_PROCESSES = requirement(
+    "exclusive_selection.disjoint-across-processes",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Attempts open at the same time in different processes never both receive the same row from exclusive "
+    "selection.",
+    capability="exclusive_candidates+cross_process",
+)
+RELEASED_PROCESSES = requirement(
+    "exclusive_selection.released-across-processes",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Rows an attempt in one process held are free for exclusive selection in every other process as soon "
+    "as that attempt committed or rolled back.",
+    capability="exclusive_candidates+cross_process",
+)
+
+
+@DISJOINT_PROCESSES
+def test_open_attempts_in_three_processes_get_disjoint_rows(
+    driver: StorageDriver, leases: Leases, runlane_workers: Any
+) -> None:
+    """Three processes each hold an exclusive page of 2 from 6 rows until the check lets them end.
+
+    Every attempt that selected while the others that selected with it were
+    still open (none of them has been told to end yet) must have rows
+    disjoint from theirs. A locking driver that makes a selector wait lets it
+    in later, once the holders ended: it is judged with whoever selects with it.
+    """
+    rows = _rows(driver, leases, 6)
+    workers: list[Worker] = runlane_workers(3)
+    for worker in workers:
+        worker.start(w_hold_exclusive, leases.environment, 2, "commit")
+    remaining = {worker.index: worker for worker in workers}
+    try:
+        while remaining:
+            selected = cast(
+                dict[int, list[str]],
+                gather_signals(list(remaining.values()), "selected", first=STEP_TIMEOUT, grace=GRACE),
+            )
+            assert selected, (
+                f"no exclusive selector got a page within {STEP_TIMEOUT:g}s although every earlier holder ended"
+            )
+            together = sorted(selected.items())
+            for position, (index, keys) in enumerate(together):
+                assert set(keys) <= set(rows), (
+                    f"an exclusive page returned rows {keys} that are not in the index"
+                )
+                for other, theirs in together[position + 1 :]:
+                    overlap = sorted(set(keys) & set(theirs))
+                    assert not overlap, (
+                        f"rows {overlap} were handed to the open attempts of worker processes {index} and {other} "
+                        "at once: an exclusive hold must be seen by every process, not only the holder's"
+                    )
+            for index in selected:
+                remaining.pop(index).send("end")
+        for worker in workers:
+            worker.result()
+    finally:
+        end_all(workers, "end")
+
+
+@RELEASED_PROCESSES
+def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
+    driver: StorageDriver, leases: Leases, runlane_workers: Any
+) -> None:
+    """A worker holds the first two rows, then commits (read-only, writing) or rolls back; every other
+    process, a second worker and this check's own, then gets those rows from a fresh exclusive selection."""
+    rows = _rows(driver, leases, 4)
+    holder, other = cast(list[Worker], runlane_workers(2))
+    command = leases.query(limit=2)
+    for outcome in ("commit", "commit-writing", "rollback"):
+        holder.start(w_hold_exclusive, leases.environment, 2, outcome)
+        held = holder.expect("selected")
+        assert held == rows[:2], (
+            f"the first exclusive selector on a free index must get the first two rows in order, got {held}"
+        )
+        holder.send("end")
+        ended = holder.result()
+        assert ended == (None if outcome == "rollback" else rows[:2]), (
+            f"the holder's transaction ({outcome}) returned {ended}"
+        )
+        ending = "rolled back" if outcome == "rollback" else "committed"
+        again = other.call(w_select_once, leases.environment, 2)
+        assert again == rows[:2], (
+            f"after the holder's attempt {ending}, another process selected {again} instead of the released "
+            f"rows {rows[:2]}: the holds outlived the attempt for processes other than the holder's"
+        )
+        assert _selected_after(driver, command) == rows[:2], (
+            f"after the holder's attempt {ending}, this check's own process could not select the released rows"
         )

@@ -41,6 +41,7 @@ from runlane_conformance.suites._append_support import (
     read_stream,
 )
 from runlane_conformance.suites._messages import missing, propagated, refused
+from runlane_conformance.suites._processes_support import w_append_batches
 
 CLAUSE = "Add optional ordered append"
 CAPABILITY = "append"
@@ -667,3 +668,95 @@ def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
         f"the {limits.max_record_bytes + 1}-byte batch (only {narrow} bytes at position 1) was refused above"
     )
     _expect_placed(view, exact, U64_MAX - 1)
+
+
+# -- across processes --------------------------------------------------------------------------------
+
+ACROSS_PROCESSES = requirement(
+    "append.across-processes",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Appends from several processes on one stream partition, native ones where offered mixed with core's "
+    "point writers, get unique contiguous positions in commit order and lose no committed batch.",
+    capability="cross_process",
+)
+
+
+def _expect_batches(view: StreamView, committed: list[tuple[str, int]], *, ordered: bool) -> None:
+    """Exactly the ``committed`` (tag, count) batches, each once, contiguous and in its own order."""
+    total = sum(count for _, count in committed)
+    _expect_contiguous(view, total)
+    expected = [f"{tag}-{i}" for tag, count in committed for i in range(count)]
+    if ordered:
+        assert view.sources == expected, (
+            f"batches appended one after another from different processes must sit in commit order: "
+            f"expected {expected}, stored {view.sources}; a position was reused or a batch lost"
+        )
+        return
+    assert sorted(view.sources) == sorted(expected), (
+        f"the committed batches {committed} do not match what is stored ({view.sources}): a batch was lost, "
+        "stored twice, or stored although it was reported as not committed"
+    )
+    for tag, count in committed:
+        where = [i for i, source in enumerate(view.sources) if source.rpartition("-")[0] == tag]
+        assert where == list(range(where[0], where[0] + count)), (
+            f"batch {tag} from another process is not contiguous: it sits at {[i + 1 for i in where]}"
+        )
+        assert [view.sources[i] for i in where] == [f"{tag}-{i}" for i in range(count)], (
+            f"batch {tag} must keep its records in the order they were appended"
+        )
+
+
+@ACROSS_PROCESSES
+def test_processes_taking_turns_append_after_each_other(
+    driver: StorageDriver, partition: str, runlane_workers: Any
+) -> None:
+    """Three processes append in turn (each batch committed before the next starts), alternating native
+    append (where offered) and the point writer, so an allocator that trusts what its own process last saw
+    reuses positions at once."""
+    native = driver.profile.append
+    workers = runlane_workers(3)
+    committed: list[tuple[str, int]] = []
+    for turn in range(2):
+        for worker in workers:
+            tag, count = f"w{worker.index}t{turn}", 1 + (worker.index + turn) % 3
+            use_native = native and (worker.index + turn) % 2 == 0
+            [(done_tag, done)] = worker.call(w_append_batches, partition, [(tag, count, use_native)], 1)
+            assert (done_tag, done) == (tag, True), (
+                f"an append from worker process {worker.index} with no competitor running conflicted"
+            )
+            committed.append((tag, count))
+    own = batch(partition, "check", 2)
+    driver.transaction(lambda tx: point_append(tx, own))
+    committed.append(("check", 2))
+    _expect_batches(read_stream(driver, partition), committed, ordered=True)
+
+
+@ACROSS_PROCESSES
+def test_concurrent_appends_from_three_processes_keep_every_batch(
+    driver: StorageDriver, partition: str, runlane_workers: Any
+) -> None:
+    """Three processes append four batches each at the same time, mixing native and point appends."""
+    native = driver.profile.append
+    workers = runlane_workers(3)
+    plans = {
+        worker.index: [
+            (f"w{worker.index}b{n}", 1 + (worker.index + n) % 3, native and (worker.index + n) % 2 == 0)
+            for n in range(4)
+        ]
+        for worker in workers
+    }
+    # A correct driver conflicts only because some other batch committed: more tries than batches suffice.
+    retries = 1 + sum(len(plan) for plan in plans.values())
+    for worker in workers:
+        worker.start(w_append_batches, partition, plans[worker.index], retries)
+    committed: list[tuple[str, int]] = []
+    for worker in workers:
+        counts = {tag: count for tag, count, _ in plans[worker.index]}
+        for tag, done in worker.result():
+            assert done, (
+                f"batch {tag} from worker process {worker.index} conflicted {retries} times although fewer "
+                "batches than that were committed by others: its conflicts are not caused by other commits"
+            )
+            committed.append((tag, counts[tag]))
+    _expect_batches(read_stream(driver, partition), committed, ordered=False)

@@ -524,6 +524,10 @@ class RedisTransaction:
         pipe.watch(*targets)
         for record, found in zip(placed.records, pipe.mget(targets), strict=True):
             if found is not None:
+                if pipe.get(head_version) != version:
+                    # Another commit moved the head between our reads (WATCH makes EXEC fail, but these
+                    # reads run before it): a lost race, replayed like any other, not corruption.
+                    raise self._lose(f"the head of {head_key} moved while this batch was being placed")
                 raise StorageCorruptionError(
                     f"stream {command.stream.value}/{command.partition}: a record already exists at "
                     f"{record.key}, beyond the head's next position {start}"

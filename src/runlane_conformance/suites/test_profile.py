@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -27,6 +28,7 @@ from runlane_conformance.contract.values import (
     StorageLimits,
     StorageProfile,
 )
+from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
@@ -36,6 +38,7 @@ from runlane_conformance.suites._mutations_support import (
     query_pairs,
     read_one,
 )
+from runlane_conformance.suites._processes_support import w_read_leases, w_write_leases_and_wait
 
 CLAUSE = "Report a profile that is true"
 
@@ -319,3 +322,50 @@ def test_committed_data_survives_closing_every_instance(
         (kept.key, leases.sort(4)),
         (leases.key("moved"), leases.sort(6)),
     ], "index entries did not survive reconnecting"
+
+
+DURABLE_KILLED = requirement(
+    "profile.durable-survives-killed-process",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "With durable durability, what a process committed (records and index entries) is read back by a fresh "
+    "process after the writer was killed with SIGKILL right after its commits were acknowledged.",
+    capability="durable+cross_process",
+)
+
+
+@DURABLE_KILLED
+def test_commits_of_a_killed_process_are_read_back_by_a_fresh_one(
+    driver: StorageDriver, leases: Leases, runlane_workers: Any
+) -> None:
+    """A worker creates three leases, moves one in the index and deletes another, then is SIGKILLed while
+    it waits (no close, no flush, no exit handler); then another new process, which opens the store and its
+    instance only now, reads the final state."""
+    names = ["first", "middle", "last"]
+    writer, reader = runlane_workers(2, fresh=True)
+    writer.start(w_write_leases_and_wait, leases.environment, names)
+    writer.expect("committed")
+    writer.kill()
+    seen = reader.call(w_read_leases, leases.environment, names)
+    env = leases.environment
+    expected = {
+        "first": leases.record("first", at=1000, holder=f"{env}-first-moved").document.text,
+        "middle": leases.record("middle", at=20, holder=f"{env}-middle").document.text,
+        "last": None,
+    }
+    assert seen["documents"] == expected, (
+        f"after the writer was killed, a fresh process read {seen['documents']}, expected {expected}: "
+        "acknowledged commits must be in durable storage, not in the committing process"
+    )
+    entries = [
+        (leases.sort(20), leases.key("middle").encoded),
+        (leases.sort(1000), leases.key("first").encoded),
+    ]
+    index = [tuple(pair) for pair in seen["index"]]
+    if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
+        settle_indexes(driver)  # the fresh process's own read may lag; read again once caught up
+        index = [(item.sort, item.key.encoded) for item in driver.query(leases.query(limit=3)).items]
+    assert index == entries, (
+        f"after the writer was killed, the index held {index}, expected {entries}: index entries commit with "
+        "their records and are as durable as they"
+    )

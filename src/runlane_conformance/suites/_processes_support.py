@@ -215,14 +215,14 @@ def w_increment(
     """
     leases = Leases(environment=environment)
     key = leases.key("counter")
-    paused = [not pause]
+    pausing = [True] if pause else []
     seen: list[int | None] = []
 
     def callback(tx: StorageTransaction) -> int:
         (current,) = tx.get([key])
         value = _counter(current)
-        if not paused:
-            paused.append(True)
+        if pausing:
+            pausing.clear()
             call.signal("read", value)
             call.wait("go")
         record = leases.record("counter", holder=f"count-{value + 1}")
@@ -251,7 +251,7 @@ def w_create_if_absent(call: WorkerCall, environment: str, content: str, pause: 
     waits for ``go``. A conflict propagates (the check counts it as not committed).
     """
     leases = Leases(environment=environment)
-    first = [pause]
+    first = [True] if pause else []
 
     def callback(tx: StorageTransaction) -> str:
         (current,) = tx.get([leases.key("claim")])
@@ -277,7 +277,7 @@ def w_register_wait(call: WorkerCall, environment: str, source: str, waiter: str
     fenced read and waits for ``go`` before it writes.
     """
     presence = RunCompletionWaitPresence(environment, source)
-    first = [pause]
+    first = [True] if pause else []
 
     def callback(tx: StorageTransaction) -> str:
         source_run, marker = tx.get([presence.source_key, presence.key])

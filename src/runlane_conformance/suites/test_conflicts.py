@@ -19,6 +19,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, cast
 
 import pytest
 from hypothesis import example, given
@@ -52,6 +53,7 @@ from runlane_conformance.suites._conflicts_support import (
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._processes_support import GRACE, committed, w_create_if_absent, w_increment
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist: conflict detection"
 
@@ -1348,4 +1350,107 @@ def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
         f"T2 inserted {name} at {at} s, inside what T1's scan covered "
         f"(its {case.end} end), while T1 was open, and T1 still committed: the scanned range was not "
         "protected where the scan actually looked"
+    )
+
+
+# -- across processes --------------------------------------------------------------------------------
+
+ACROSS_PROCESSES = requirement(
+    "conflicts.across-processes",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Conflict detection holds between processes: a read-then-replace (lost update) and an absent read "
+    "then create, raced by another process, end as some serial order of the two.",
+    capability="cross_process",
+)
+
+
+def _committed_reads(outcome: object) -> list[int | None]:
+    return cast(list[int | None], outcome)
+
+
+def _counter_value(driver: StorageDriver, leases: Leases) -> int:
+    (record,) = driver.transaction(lambda tx: tx.get([leases.key("counter")]))
+    return 0 if record is None else int(str(record.document.value["holder"]).rpartition("-")[2])
+
+
+@ACROSS_PROCESSES
+def test_a_read_then_replace_raced_by_another_process_loses_no_update(
+    driver: StorageDriver, leases: Leases, runlane_workers: Any
+) -> None:
+    """One process reads the counter and waits inside its attempt; another increments it meanwhile (or is
+    made to wait); then the first increments what it read. Two committed increments must leave 2."""
+    driver.transaction(lambda tx: tx.create(leases.record("counter", holder="count-0")))
+    first, second = runlane_workers(2)
+    first.start(w_increment, leases.environment, 1, True, 3)
+    assert first.expect("read") == 0, "the first increment must read the counter at 0"
+    second.start(w_increment, leases.environment, 1, False, 3)
+    while_open = second.done(GRACE)
+    first.send("go")
+    mine, theirs = first.outcome(), second.outcome()
+    reads = [
+        value
+        for outcome in (mine, theirs)
+        if committed(outcome)
+        for value in _committed_reads(outcome)
+        if value is not None
+    ]
+    final = _counter_value(driver, leases)
+    assert final == len(reads), (
+        f"{len(reads)} increments from two processes committed (they read {reads}) but the counter is "
+        f"{final}: an increment was lost; the competing process's commit was not detected"
+        + (" while the first attempt was open" if while_open else "")
+    )
+    assert sorted(reads) == list(range(len(reads))), (
+        f"committed increments read {sorted(reads)}: two committed attempts built on the same version"
+    )
+
+
+@ACROSS_PROCESSES
+def test_an_absent_read_then_create_raced_by_another_process_has_one_winner(
+    driver: StorageDriver, leases: Leases, runlane_workers: Any
+) -> None:
+    """One process reads the claim as absent and waits; another creates it meanwhile (or is made to wait);
+    then the first creates it too. At most one may have committed a create, and the record is the winner's."""
+    first, second = runlane_workers(2)
+    first.start(w_create_if_absent, leases.environment, "first", True)
+    assert first.expect("read") is True, "the claim must read as absent before anyone created it"
+    second.start(w_create_if_absent, leases.environment, "second", False)
+    second.done(GRACE)
+    first.send("go")
+    outcomes = {"first": first.outcome(), "second": second.outcome()}
+    creators = [name for name, outcome in outcomes.items() if committed(outcome) and outcome == "created"]
+    assert len(creators) == 1, (
+        f"outcomes {outcomes}: exactly one process must have committed the create of a claim both read as "
+        "absent (the other conflicts, or replays and reads it as present)"
+    )
+    (stored,) = driver.transaction(lambda tx: tx.get([leases.key("claim")]))
+    assert stored is not None and stored.document.value["holder"] == creators[0], (
+        f"the claim holds {None if stored is None else stored.document.value['holder']!r}, but "
+        f"{creators[0]!r} is the only process whose create committed"
+    )
+
+
+@ACROSS_PROCESSES
+def test_concurrent_increments_from_three_processes_are_all_counted(
+    driver: StorageDriver, leases: Leases, runlane_workers: Any
+) -> None:
+    """Three processes increment one counter five times each, at the same time."""
+    workers = runlane_workers(3)
+    times = 5
+    retries = 1 + times * len(workers)  # every conflict of a correct driver is some other committed increment
+    for worker in workers:
+        worker.start(w_increment, leases.environment, times, False, retries)
+    reads: list[int] = []
+    for worker in workers:
+        seen = _committed_reads(worker.result())
+        assert None not in seen, (
+            f"an increment in worker process {worker.index} conflicted {retries} times although fewer other "
+            "increments than that committed"
+        )
+        reads.extend(value for value in seen if value is not None)
+    final = _counter_value(driver, leases)
+    assert final == len(reads) and sorted(reads) == list(range(len(reads))), (
+        f"{len(reads)} increments committed, reading {sorted(reads)}, and the counter is {final}: some "
+        "committed increments built on the same version, so updates were lost between processes"
     )

@@ -15,6 +15,7 @@ drivers whose profile promises a strongly consistent index.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,12 @@ from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._operator_support import fresh_environment, read_keys, run_record, write
+from runlane_conformance.suites._processes_support import (
+    GRACE,
+    committed,
+    w_finish_source,
+    w_register_wait,
+)
 
 CLAUSE = "Preserve completion-wait presence"
 
@@ -291,3 +298,70 @@ def test_a_wait_on_a_finished_source_creates_no_marker(
         "a wait refused because its source finished must not store the waiting run"
     )
     assert _marker_present(other_driver, live), "the other source's marker is missing"
+
+
+# -- across processes --------------------------------------------------------------------------------
+
+ACROSS_PROCESSES = requirement(
+    "completion_waits.marker-across-processes",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "The marker works between processes: a wait registered in one process is seen by waits and terminal "
+    "transitions in others, and a wait racing the source's terminal transition in another process never "
+    "leaves a waiting run that the transition skipped.",
+    capability="cross_process",
+)
+
+
+@ACROSS_PROCESSES
+def test_a_wait_registered_in_one_process_is_seen_by_others(
+    driver: StorageDriver, runlane_workers: Any
+) -> None:
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"))
+    first, second = runlane_workers(2)
+    assert (
+        first.call(w_register_wait, env, "source", "waiter-1", False) == CompletionWaitPlan.CREATE_MARKER
+    ), "the first wait on a running source must be told to create the marker"
+    assert (
+        second.call(w_register_wait, env, "source", "waiter-2", False) == CompletionWaitPlan.MARKER_PRESENT
+    ), "a wait registered in another process did not find the marker the first process's wait created"
+    assert _marker_present(driver, presence), "the marker created in a worker process is missing here"
+    assert first.call(w_finish_source, env, "source") is True, (
+        "the source's terminal transition in a worker process found no marker, so core would skip the "
+        "waiter scan although two waits were registered"
+    )
+    waiters = _waiters(driver, presence)
+    assert waiters is not None, "a terminal transition in this process would skip the waiter scan"
+    if _strong(driver):
+        assert waiters == ["waiter-1", "waiter-2"], f"the waiter index holds {waiters}"
+
+
+@ACROSS_PROCESSES
+def test_a_wait_racing_the_terminal_transition_in_another_process_is_never_stranded(
+    driver: StorageDriver, runlane_workers: Any
+) -> None:
+    """One process makes the fenced read of a first wait (source running, no marker) and waits inside its
+    attempt; another process finishes the source meanwhile (or is made to wait). Serially either the wait
+    came first (the transition saw the marker) or the transition did (the wait saw a finished source)."""
+    env = fresh_environment("waits")
+    write(driver, run_record(env, "source"))
+    waiter, finisher = runlane_workers(2)
+    waiter.start(w_register_wait, env, "source", "waiter", True)
+    assert waiter.expect("read") == CompletionWaitPlan.CREATE_MARKER, (
+        "the first wait on a running source must plan to create the marker"
+    )
+    finisher.start(w_finish_source, env, "source")
+    finisher.done(GRACE)
+    waiter.send("go")
+    registered, saw_marker = waiter.outcome(), finisher.outcome()
+    [stored] = read_keys(driver, [run_record_key(env, "waiter")])
+    finished = committed(saw_marker)
+    if committed(registered) and registered != CompletionWaitPlan.SOURCE_TERMINAL:
+        assert stored is not None, f"the wait committed ({registered}) but its waiting run is missing"
+    if stored is not None and finished:
+        assert saw_marker is True, (
+            "a waiting run was committed while the source's terminal transition, in another process, found "
+            "no marker and so would skip the waiter scan: the wait is stranded (no serial order allows that)"
+        )

@@ -399,7 +399,7 @@ def test_open_attempts_in_three_processes_get_disjoint_rows(
                 gather_signals(list(remaining.values()), "selected", first=STEP_TIMEOUT, grace=GRACE),
             )
             assert selected, (
-                f"no exclusive selector got a page within {STEP_TIMEOUT:g}s although every earlier holder ended"
+                f"no exclusive selector got a page within {STEP_TIMEOUT:g}s though every earlier holder ended"
             )
             together = sorted(selected.items())
             for position, (index, keys) in enumerate(together):
@@ -409,8 +409,8 @@ def test_open_attempts_in_three_processes_get_disjoint_rows(
                 for other, theirs in together[position + 1 :]:
                     overlap = sorted(set(keys) & set(theirs))
                     assert not overlap, (
-                        f"rows {overlap} were handed to the open attempts of worker processes {index} and {other} "
-                        "at once: an exclusive hold must be seen by every process, not only the holder's"
+                        f"rows {overlap} were handed to the open attempts of worker processes {index} and "
+                        f"{other} at once: an exclusive hold must be seen by every process, not one"
                     )
             for index in selected:
                 remaining.pop(index).send("end")
@@ -447,5 +447,5 @@ def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
             f"rows {rows[:2]}: the holds outlived the attempt for processes other than the holder's"
         )
         assert _selected_after(driver, command) == rows[:2], (
-            f"after the holder's attempt {ending}, this check's own process could not select the released rows"
+            f"after the holder's attempt {ending}, this check's process could not select the released rows"
         )

@@ -711,21 +711,23 @@ def _expect_batches(view: StreamView, committed: list[tuple[str, int]], *, order
 def test_processes_taking_turns_append_after_each_other(
     driver: StorageDriver, partition: str, runlane_workers: Any
 ) -> None:
-    """Three processes append in turn (each batch committed before the next starts), alternating native
-    append (where offered) and the point writer, so an allocator that trusts what its own process last saw
-    reuses positions at once."""
+    """Three processes append in turn (each batch committed before the next starts): two with native
+    append where offered, one with the point writer, so an allocator that trusts what its own process last
+    saw reuses positions at once."""
     native = driver.profile.append
     workers = runlane_workers(3)
     committed: list[tuple[str, int]] = []
     for turn in range(2):
         for worker in workers:
             tag, count = f"w{worker.index}t{turn}", 1 + (worker.index + turn) % 3
-            use_native = native and (worker.index + turn) % 2 == 0
+            use_native = native and worker.index % 2 == 0  # processes 0 and 2 native, 1 point writes
             [(done_tag, done)] = worker.call(w_append_batches, partition, [(tag, count, use_native)], 1)
             assert (done_tag, done) == (tag, True), (
-                f"an append from worker process {worker.index} with no competitor running conflicted"
+                f"an append from worker process {worker.index} with no competitor running conflicted: the "
+                "head it read must already have been wrong"
             )
             committed.append((tag, count))
+            _expect_batches(read_stream(driver, partition), committed, ordered=True)
     own = batch(partition, "check", 2)
     driver.transaction(lambda tx: point_append(tx, own))
     committed.append(("check", 2))

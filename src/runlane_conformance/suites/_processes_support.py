@@ -39,6 +39,7 @@ from ._operator_support import run_record
 
 __all__ = [
     "GRACE",
+    "LATER_GRACE",
     "committed",
     "w_append_batches",
     "w_create_if_absent",
@@ -55,6 +56,8 @@ __all__ = [
 #: counts as made to wait (a locking driver's right). Generous: process round trips are slower than
 #: threads, and a competitor that misses it only makes the check judge less, never wrongly.
 GRACE = 1.0
+#: The shorter wait for the others once one of several competitors a lock released together has signalled.
+LATER_GRACE = 0.25
 
 EXCLUSIVE = StorageCandidateMode.EXCLUSIVE
 

@@ -339,10 +339,10 @@ def test_commits_of_a_killed_process_are_read_back_by_a_fresh_one(
     driver: StorageDriver, leases: Leases, runlane_workers: Any
 ) -> None:
     """A worker creates three leases, moves one in the index and deletes another, then is SIGKILLed while
-    it waits (no close, no flush, no exit handler); then another new process, which opens the store and its
+    it waits (no close, no flush, no exit handler); then another process, which opens the store and its
     instance only now, reads the final state."""
     names = ["first", "middle", "last"]
-    writer, reader = runlane_workers(2, fresh=True)
+    writer, reader = runlane_workers(2)
     writer.start(w_write_leases_and_wait, leases.environment, names)
     writer.expect("committed")
     writer.kill()

@@ -24,6 +24,7 @@ from runlane_conformance.fixtures.processes import (
     WorkerCall,
     WorkerDied,
     WorkerFailed,
+    WorkerPool,
     WorkerTimeout,
     start_workers,
 )
@@ -147,3 +148,35 @@ def test_a_worker_leaves_when_the_process_that_started_it_dies(store: StoreHandl
     finally:
         os.close(pidfd)
     assert readable, f"worker {pid} outlived the process that started it"
+
+
+def test_a_joined_capability_is_gated_by_the_first_part_that_is_missing() -> None:
+    from runlane_conformance import StorageDurability, StorageProfile
+    from runlane_conformance.fixtures.gating import ProfileFacts, gating_reason
+
+    durable = StorageProfile(durability=StorageDurability.DURABLE)
+    local = ProfileFacts(durable, operator_reads=False, cross_process=False)
+    shared = ProfileFacts(durable, operator_reads=False, cross_process=True)
+    process = ProfileFacts(StorageProfile(), operator_reads=False, cross_process=True)
+    assert gating_reason("durable+cross_process", shared) is None
+    assert gating_reason("durable+cross_process", local) == gating_reason("cross_process", local)
+    assert gating_reason("durable+cross_process", process) == gating_reason("durable", process)
+    with pytest.raises(ValueError, match="unknown capability"):
+        gating_reason("durable+teleport", shared)
+
+
+def test_a_pool_reuses_workers_that_ended_cleanly_and_replaces_killed_ones(store: StoreHandle) -> None:
+    pool = WorkerPool(TARGET)
+    try:
+        with pool.workers(store.address(), 2) as (first, second):
+            pids = {first.pid, second.pid}
+            first.kill()
+        with pool.workers(store.address(), 2) as again:
+            assert [worker.index for worker in again] == [0, 1]
+            assert [worker.call(profile_of)[0] for worker in again] == [0, 1]
+            assert second.pid in {worker.pid for worker in again}, "the worker that ended cleanly is reused"
+            assert first.pid not in {worker.pid for worker in again}, "a killed worker is never handed out"
+        with pool.workers(store.address(), 1, fresh=True) as (new,):
+            assert new.pid not in pids | {worker.pid for worker in again}
+    finally:
+        pool.close()

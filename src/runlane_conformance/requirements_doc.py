@@ -72,9 +72,9 @@ reported only.
 rule comes from; that specification is not part of this package, so the title is there to help you
 find it if you have the text, not as a reference you are expected to follow.
 
-A capability in the "Needs" column means the check runs only when the driver offers it (names joined
-by `+`: all of them), and is otherwise skipped with a `profile:` reason; [the capabilities section]({CONTRACT_PAGE}#{{capabilities}})
-explains each name. To run only one requirement's checks under pytest, pass `--runlane-requirement ID`
+A capability in the "Needs" column means the check runs only when the driver offers it (names
+joined by `+`: all of them), and is otherwise skipped with a `profile:` reason;
+[the capabilities section]({CONTRACT_PAGE}#{{capabilities}}) explains each name. To run only one requirement's checks under pytest, pass `--runlane-requirement ID`
 (repeatable).
 """
 

@@ -74,8 +74,8 @@ find it if you have the text, not as a reference you are expected to follow.
 
 A capability in the "Needs" column means the check runs only when the driver offers it (names
 joined by `+`: all of them), and is otherwise skipped with a `profile:` reason;
-[the capabilities section]({CONTRACT_PAGE}#{{capabilities}}) explains each name. To run only one requirement's checks under pytest, pass `--runlane-requirement ID`
-(repeatable).
+[the capabilities section]({CONTRACT_PAGE}#{{capabilities}}) explains each name. To run only one
+requirement's checks under pytest, pass `--runlane-requirement ID` (repeatable).
 """
 
 

@@ -30,7 +30,7 @@ from runlane_conformance.fixtures.processes import (
 )
 from runlane_conformance.harness import StoreHandle, load_harness
 
-pytest.importorskip("runlane_sqlite_driver")
+pytest.importorskip("runlane_sqlite_driver", reason="examples/sqlite is not installed")
 
 TARGET = DriverTarget.of("sqlite", {})
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import example_package
 from tests.mutants.catalog import Mutant
 from tests.mutants.m_cross_process import IN_PROCESS_TWINS, MUTANTS
 from tests.mutants.runner import requirement_outcomes
 
-pytest.importorskip("runlane_sqlite_driver", reason="examples/sqlite is not installed")
-
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
 def test_a_cross_process_mutant_keeps_the_rule_inside_one_process(mutant: Mutant) -> None:
+    example_package("runlane_sqlite_driver", "sqlite")
     twin = IN_PROCESS_TWINS[mutant.name]
     outcomes, messages = requirement_outcomes(mutant.target, requirements=[twin])
     assert outcomes.get(twin) == "passed", (

@@ -29,14 +29,14 @@ from runlane_conformance.fixtures.processes import (
     start_workers,
 )
 from runlane_conformance.harness import StoreHandle, load_harness
-
-pytest.importorskip("runlane_sqlite_driver", reason="examples/sqlite is not installed")
+from tests.conftest import example_package
 
 TARGET = DriverTarget.of("sqlite", {})
 
 
 @pytest.fixture
 def store() -> Iterator[StoreHandle]:
+    example_package("runlane_sqlite_driver", "sqlite")
     harness = load_harness("sqlite", {})
     handle = harness.open_store()
     try:

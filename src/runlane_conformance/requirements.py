@@ -72,7 +72,7 @@ class Requirement:
     ``clause`` names the spec section it enforces; ``summary`` says the rule
     in our words; ``capability`` names the profile capability the check
     needs (``None`` for core rules every driver must keep), or several joined
-    with ``+`` when it needs all of them (``durable+cross_process``).
+    with ``+`` when it needs all of them (``cross_process+durable``).
     """
 
     id: str

@@ -158,9 +158,9 @@ def test_a_joined_capability_is_gated_by_the_first_part_that_is_missing() -> Non
     local = ProfileFacts(durable, operator_reads=False, cross_process=False)
     shared = ProfileFacts(durable, operator_reads=False, cross_process=True)
     process = ProfileFacts(StorageProfile(), operator_reads=False, cross_process=True)
-    assert gating_reason("durable+cross_process", shared) is None
-    assert gating_reason("durable+cross_process", local) == gating_reason("cross_process", local)
-    assert gating_reason("durable+cross_process", process) == gating_reason("durable", process)
+    assert gating_reason("cross_process+durable", shared) is None
+    assert gating_reason("cross_process+durable", local) == gating_reason("cross_process", local)
+    assert gating_reason("cross_process+durable", process) == gating_reason("durable", process)
     with pytest.raises(ValueError, match="unknown capability"):
         gating_reason("durable+teleport", shared)
 

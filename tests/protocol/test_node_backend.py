@@ -45,5 +45,11 @@ def test_the_node_example_passes_with_every_message_checked_against_the_schema()
     )
     outcomes = {req.id: req.outcome.value for req in result.requirements}
     assert outcomes, "no requirement ran"
-    failed = {req.id: req.reason for req in result.requirements if req.outcome.value != "passed"}
+    # Its store lives in the backend process (no address), so only the cross-process checks are gated.
+    failed = {
+        req.id: req.reason
+        for req in result.requirements
+        if req.outcome.value != "passed"
+        and not (req.outcome.value == "gated" and str(req.reason).startswith("profile: cross_process"))
+    }
     assert not failed, f"the Node example fails or skips through its backend: {failed}"

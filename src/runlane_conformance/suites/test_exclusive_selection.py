@@ -370,7 +370,7 @@ DISJOINT_PROCESSES = requirement(
     CLAUSE,
     "Attempts open at the same time in different processes never both receive the same row from exclusive "
     "selection.",
-    capability="exclusive_candidates+cross_process",
+    capability="cross_process+exclusive_candidates",
 )
 RELEASED_PROCESSES = requirement(
     "exclusive_selection.released-across-processes",
@@ -378,7 +378,7 @@ RELEASED_PROCESSES = requirement(
     CLAUSE,
     "Rows an attempt in one process held are free for exclusive selection in every other process as soon "
     "as that attempt committed or rolled back.",
-    capability="exclusive_candidates+cross_process",
+    capability="cross_process+exclusive_candidates",
 )
 
 

@@ -330,7 +330,7 @@ DURABLE_KILLED = requirement(
     CLAUSE,
     "With durable durability, what a process committed (records and index entries) is read back by a fresh "
     "process after the writer was killed with SIGKILL right after its commits were acknowledged.",
-    capability="durable+cross_process",
+    capability="cross_process+durable",
 )
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from ..fixtures.gating import ProfileFacts, in_check_skip_is_justified
+from ..fixtures.gating import ProfileFacts
 from ..requirements import AREAS, Requirement, RequirementLevel
 from .events import RawCheck
 from .model import CheckResult, Outcome, RequirementOutcome, RequirementResult, RunResult, RunStatus
@@ -112,8 +112,8 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
     """The outcome of one finished check, measured against the plan.
 
     A skip is accepted (as ``gated``) only when it carries exactly the reason the
-    plan predicted for its requirement, or is the one in-check profile skip the
-    probed profile justifies. A gated requirement's check that *ran* means the
+    plan predicted for its requirement: every gate is the plan's, none a check body's.
+    A gated requirement's check that *ran* means the
     driver showed the checks a different profile than the probe: a failure.
     """
     rid = raw.requirement_id
@@ -125,9 +125,7 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
         outcome, full_message = Outcome.ERROR, raw.full_message
     elif raw.status == "skipped":
         reason = raw.skip_reason or "skipped"
-        if (predicted is not None and reason == predicted) or (
-            predicted is None and in_check_skip_is_justified(reason, facts)
-        ):
+        if predicted is not None and reason == predicted:
             outcome, message = Outcome.GATED, reason
         elif reason.startswith("profile:"):
             outcome = Outcome.FAILED

@@ -45,7 +45,6 @@ from runlane_conformance.suites._conflicts_support import (
     conflict_or,
     holder,
     lease_views,
-    require_strong_index,
     run_plan,
     serial_outcomes,
     write_leases,
@@ -108,6 +107,7 @@ INDEX_PHANTOM = requirement(
     "Treat each transaction callback as a new attempt (queryCandidates); Use the closed index catalog",
     "A scanned index range, including an empty page, is a dependency: a record that appears in it before "
     "commit makes the attempt conflict.",
+    capability="strong_index",
 )
 INDEX_MOVE = requirement(
     "conflicts.row-leaves-index-between-query-and-read",
@@ -703,7 +703,6 @@ def test_an_empty_candidate_page_is_a_dependency(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
     # Rule both transactions keep: "take a lease in the window only if the window is empty".
-    require_strong_index(driver)
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
 
@@ -734,7 +733,6 @@ def test_a_partial_candidate_page_protects_the_rest_of_the_range(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
     # Capacity two: a lease may be taken while fewer than two are held in the window.
-    require_strong_index(driver)
     write_leases(driver, leases.record("existing", at=10, holder="someone"))
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
@@ -807,7 +805,6 @@ def test_a_candidate_and_its_point_read_agree(
 def test_a_record_read_before_the_query_is_still_a_candidate(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    require_strong_index(driver)
     write_leases(driver, leases.record("k", at=10, holder="h0"))
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
@@ -1093,7 +1090,6 @@ def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
     # only if it is absent, changes what T1's FIRST call read. Serially either T1 saw no change and T2
     # saw d, or T2 acted and T1 saw the change. T1 committing a decision from the old state after T2
     # acted means the first call's dependency was dropped when a later call was made.
-    require_strong_index(driver)
     calls, change = READ_SHAPES[shape]
     write_leases(driver, leases.record("a", at=200, holder="a0"), leases.record("b", at=200, holder="b0"))
     attempts = Attempts()
@@ -1310,7 +1306,6 @@ def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
     # index T1's last page covered, unless it already sees "d". Serially T1 either saw no phantom and
     # T2 saw d, or T2 inserted and T1's pages show the phantom (on a full page it sorts before the
     # page's last entry, so it would have been returned).
-    require_strong_index(driver)
     write_leases(driver, *(leases.record(name, at=at, holder=name) for name, at in _SCANNED))
     name, at = _phantom_spot(case)
     window = _phantom_range(case.inclusive, leases)

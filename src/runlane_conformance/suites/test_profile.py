@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,6 +58,7 @@ STRONG_INDEX = requirement(
     CLAUSE,
     "With strong index consistency, a committed create, move or delete is reflected at once by query() "
     "and query_candidates() on another instance.",
+    capability="strong_index",
 )
 CLIENT_CLOCK = requirement(
     "profile.client-clock-follows-injected-clock",
@@ -147,11 +147,6 @@ def test_every_instance_advertises_the_same_profile(
 # -- strong index consistency ------------------------------------------------------------------------
 
 
-def _strong_or_skip(driver: StorageDriver) -> None:
-    if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
-        pytest.skip("profile: strong index consistency not offered")
-
-
 def _listed(driver: StorageDriver, leases: Leases) -> dict[str, list[tuple[object, str]]]:
     return {
         "query": list(query_pairs(driver, leases.query())),
@@ -163,7 +158,6 @@ def _listed(driver: StorageDriver, leases: Leases) -> dict[str, list[tuple[objec
 def test_a_commit_is_immediately_queryable_on_another_instance(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    _strong_or_skip(driver)
     record = leases.unique("seen", at=7)
     driver.transaction(lambda tx: tx.create(record))
     for path, pairs in _listed(other_driver, leases).items():
@@ -176,7 +170,6 @@ def test_a_commit_is_immediately_queryable_on_another_instance(
 def test_moves_and_deletes_are_immediately_visible_on_another_instance(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    _strong_or_skip(driver)
     create_all(driver, [leases.unique("mover", at=1), leases.unique("doomed", at=2)])
     assert _listed(other_driver, leases)["query"] == [
         (leases.key("mover"), leases.sort(1)),
@@ -199,7 +192,6 @@ def test_moves_and_deletes_are_immediately_visible_on_another_instance(
 def test_every_commit_in_a_sequence_is_visible_before_the_next(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    _strong_or_skip(driver)
     expected: list[tuple[object, str]] = []
     for i in range(5):
         writer, reader = (driver, other_driver) if i % 2 == 0 else (other_driver, driver)
@@ -225,7 +217,6 @@ def test_every_commit_in_a_sequence_is_visible_before_the_next(
 def test_the_other_instance_always_sees_the_latest_index(
     driver: StorageDriver, other_driver: StorageDriver, steps: list[tuple[str, int, int]]
 ) -> None:
-    _strong_or_skip(driver)
     leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
     model: dict[str, int | None] = {}  # name -> indexed expiry (None: stored but out of the index)
     for number, (action, which, at) in enumerate(steps):

@@ -42,7 +42,8 @@ class StoreClock:
             return reading
 
 
-def _store_clock(driver: WrappedDriver) -> StoreClock:
+def store_clock(driver: WrappedDriver) -> StoreClock:
+    """The one clock of the store ``driver`` is connected to (made on first use)."""
     clock = driver.store.shared.get("clock")
     if clock is None:
         clock = driver.store.shared.setdefault("clock", StoreClock())
@@ -61,7 +62,7 @@ class StoreSampledTransaction(WrappedTransaction):
     def now(self) -> datetime:
         self.inner.now()  # seals the read set (and refuses a now() after the attempt ended)
         if self.frozen is None:
-            self.frozen = _store_clock(self.driver)()
+            self.frozen = store_clock(self.driver)()
         return self.frozen
 
 
@@ -174,3 +175,18 @@ server_sampled = _factory(_with_reads(ServerSampledDriver))
 transaction_authoritative = _factory(_with_reads(TransactionAuthoritativeDriver))
 durable = _factory(_with_reads(DurableDriver))
 caching = _factory(type("CachingDriver", (OperatorReadsDriver,), {"transaction_class": CachingTransaction}))
+
+
+#: Every combination of the optional capabilities, by factory name (``with_<...>`` lists what is offered).
+COMBINATIONS: dict[str, tuple[bool, bool, bool]] = {}
+for _append in (False, True):
+    for _exclusive in (False, True):
+        for _reads in (False, True):
+            _offered = [
+                name
+                for name, on in (("append", _append), ("exclusive", _exclusive), ("operator_reads", _reads))
+                if on
+            ]
+            _name = "with_" + ("_".join(_offered) or "nothing_optional")
+            COMBINATIONS[_name] = (_append, _exclusive, _reads)
+            globals()[_name] = capabilities(_append, _exclusive, _reads)

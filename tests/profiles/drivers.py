@@ -14,6 +14,7 @@ None of these is a mutant: every one of them must certify.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 from runlane_conformance import StorageCandidateMode, StorageClockAuthority, StorageDurability
 from runlane_conformance.contract.errors import StorageUnsupportedError
 from runlane_conformance.harness import load_harness
-from tests.mutants.wrapping import WrappedDriver, WrappedHarness, WrappedTransaction
+from tests.mutants.wrapping import WrappedDriver, WrappedHarness, WrappedStore, WrappedTransaction
 
 T = TypeVar("T")
 
@@ -190,3 +191,58 @@ for _append in (False, True):
             _name = "with_" + ("_".join(_offered) or "nothing_optional")
             COMBINATIONS[_name] = (_append, _exclusive, _reads)
             globals()[_name] = capabilities(_append, _exclusive, _reads)
+
+
+class SlowTransaction(WrappedTransaction):
+    """Waits ``delay`` seconds before every call, as a driver on a far-away server would."""
+
+    def _wait(self) -> None:
+        time.sleep(self.driver.store.shared.get("delay", 0.0))
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        self._wait()
+        return super().get(keys)
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        self._wait()
+        return super().query_candidates(command, **kwargs)
+
+    def create(self, record: Any) -> None:
+        self._wait()
+        super().create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self._wait()
+        super().replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        self._wait()
+        super().delete(current)
+
+
+class SlowHarness(WrappedHarness):
+    """The reference driver, slowed by ``delay`` seconds (option ``delay``, default 0.002) per call."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.delay = float(options.get("delay", "0.002"))
+        rest = {key: value for key, value in options.items() if key != "delay"}
+        super().__init__(load_harness("local", rest), SlowDriver)
+
+    def open_store(self) -> WrappedStore:
+        store = super().open_store()
+        store.shared["delay"] = self.delay
+        return store
+
+    def attach(self, address: object) -> WrappedStore:
+        store = super().attach(address)
+        store.shared["delay"] = self.delay
+        return store
+
+
+class SlowDriver(OperatorReadsDriver):
+    transaction_class = SlowTransaction
+
+
+def slow(options: Mapping[str, str]) -> SlowHarness:
+    """A correct driver that is merely slow: certifies when given time, inconclusive when not."""
+    return SlowHarness(options)

@@ -104,7 +104,10 @@ def _cpu() -> int:
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity (Linux)")
 def test_the_same_seed_gives_the_same_verdict_and_evidence_idle_and_under_contention(tmp_path: Path) -> None:
     cpu = _cpu()
-    args = ("--driver", "local", "--requirement", MODEL, "--seed", "20261202", "--profile", "quick")
+    searches = (MODEL, "pruning.random-histories-keep-invariants", "wait_tokens.random-histories-match-model")
+    args = ("--driver", "local", "--seed", "20261202", "--profile", "quick")
+    for requirement_id in searches:
+        args += ("--requirement", requirement_id)
     started = time.monotonic()
     idle_code, idle, _ = _certify(tmp_path, *args, cpus={cpu})
     idle_seconds = time.monotonic() - started
@@ -112,13 +115,15 @@ def test_the_same_seed_gives_the_same_verdict_and_evidence_idle_and_under_conten
         started = time.monotonic()
         loaded_code, loaded, _ = _certify(tmp_path, *args, cpus={cpu})
         loaded_seconds = time.monotonic() - started
-    idle_model, loaded_model = _requirement(idle, MODEL), _requirement(loaded, MODEL)
-    assert (idle_code, idle_model["outcome"]) == (loaded_code, loaded_model["outcome"]) == (0, "passed")
-    assert idle_model["evidence"] == loaded_model["evidence"], (
-        f"the same seed ran different evidence idle ({idle_model['evidence']}, {idle_seconds:.1f} s) "
-        f"and loaded ({loaded_model['evidence']}, {loaded_seconds:.1f} s)"
-    )
-    (evidence,) = idle_model["evidence"]
+    assert idle_code == loaded_code == 0
+    for requirement_id in searches:
+        at_rest, busy = _requirement(idle, requirement_id), _requirement(loaded, requirement_id)
+        assert at_rest["outcome"] == busy["outcome"] == "passed"
+        assert at_rest["evidence"] and at_rest["evidence"] == busy["evidence"], (
+            f"the same seed ran different evidence for {requirement_id} idle ({at_rest['evidence']}, "
+            f"{idle_seconds:.1f} s) and loaded ({busy['evidence']}, {loaded_seconds:.1f} s)"
+        )
+    (evidence,) = _requirement(idle, MODEL)["evidence"]
     # quick: 25 histories, each of at most 20 steps (Hypothesis may end a history early, by the seed).
     assert evidence["examples"] == 25 and 25 <= evidence["steps"] <= 25 * 20, evidence
 

@@ -36,16 +36,19 @@ from hypothesis.errors import (
     FlakyStrategyDefinition,
     Unsatisfiable,
 )
+from hypothesis.stateful import RuleBasedStateMachine, invariant
 
-from runlane_conformance.fixtures.evidence import CheckInconclusive
+from runlane_conformance.fixtures.evidence import CheckInconclusive, record_search
 
 if TYPE_CHECKING:
     import pytest
 
 __all__ = [
+    "CountedMachine",
     "SearchBudget",
     "check_seconds",
     "plain_hypothesis_errors",
+    "record_machine",
     "searches",
     "with_plain_hypothesis_errors",
 ]
@@ -129,6 +132,32 @@ class SearchBudget:
             f"could not finish inside its {self.seconds:.1f} s hang guard: {self.examples} examples "
             f"({self.steps} steps) ran in {spent} and found nothing, but the profile asks for more"
         )
+
+
+class CountedMachine(RuleBasedStateMachine):
+    """A state machine that counts the examples and steps it runs into its class's ``tally``.
+
+    Subclass it instead of ``RuleBasedStateMachine`` and give the concrete class a fresh
+    ``tally`` (a ``SearchBudget`` without a guard); after the run, ``record_search`` the tally's
+    counts. A step is counted by an invariant, which Hypothesis checks after a machine's
+    initialisation and after every rule, so ``steps`` is that count less one per example. Both
+    numbers follow from the profile and the seed alone.
+    """
+
+    tally: SearchBudget
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tally.active()
+
+    @invariant()
+    def _count_a_step(self) -> None:
+        self.tally.step()
+
+
+def record_machine(tally: SearchBudget) -> None:
+    """Record what a ``CountedMachine`` ran (see ``fixtures.evidence.record_search``)."""
+    record_search(tally.examples, max(0, tally.steps - tally.examples))
 
 
 def searches(test: F) -> F:

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
@@ -66,7 +65,13 @@ from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors, searches
+from runlane_conformance.suites._hypothesis_support import (
+    CountedMachine,
+    SearchBudget,
+    plain_hypothesis_errors,
+    record_machine,
+    searches,
+)
 from runlane_conformance.suites._lifecycle_support import (
     fresh_environment,
     index_scan,
@@ -601,7 +606,7 @@ class _ModelToken:
     exists: bool = True
 
 
-class WaitTokenMachine(RuleBasedStateMachine):
+class WaitTokenMachine(CountedMachine):
     """Core's wait-token flow on a fresh store per example, compared with a small model after every step."""
 
     harness: DriverHarness
@@ -801,11 +806,17 @@ def owner_key_of_key(environment: str, idempotency_key: str) -> StorageRecordKey
 @MODEL
 @searches
 def test_random_wait_token_histories_match_a_model(runlane_harness: DriverHarness) -> None:
-    machine = type("RunlaneWaitTokenMachine", (WaitTokenMachine,), {"harness": runlane_harness})
+    tally = SearchBudget(seconds=None)
+    machine = type(
+        "RunlaneWaitTokenMachine", (WaitTokenMachine,), {"harness": runlane_harness, "tally": tally}
+    )
     run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases
-    # No fixed time limit here: the check gets the profile's budget, like every other check.
-    with plain_hypothesis_errors("random wait-token histories"):
-        run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+    # Histories and steps come from the profile and the seed; the check's deadline only guards hangs.
+    try:
+        with plain_hypothesis_errors("random wait-token histories"):
+            run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+    finally:
+        record_machine(tally)
 
 
 @TIMEOUT

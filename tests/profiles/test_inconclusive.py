@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,9 +137,11 @@ def test_a_slow_correct_driver_given_time_certifies(tmp_path: Path) -> None:
 
 
 def test_a_slow_driver_with_a_tiny_deadline_is_inconclusive_not_failed(tmp_path: Path) -> None:
+    junit = tmp_path / "junit.xml"
     code, document, stdout = _certify(
         tmp_path,
         *("--driver", SLOW, "--option", "delay=0.02", "--requirement", MODEL, "--check-timeout", "2"),
+        *("--junit", str(junit)),
     )
     assert code == 4, stdout
     model = _requirement(document, MODEL)
@@ -150,6 +153,9 @@ def test_a_slow_driver_with_a_tiny_deadline_is_inconclusive_not_failed(tmp_path:
     assert "inconclusive" in check["message"] and "--check-timeout" in check["message"]
     assert "--workers" in check["message"]
     assert "inconclusive" in stdout and "could not finish in time" in stdout
+    # JUnit never shows it as a pass: a failure of type INCONCLUSIVE that says how to get a verdict.
+    (failure,) = ET.parse(junit).getroot().iter("failure")
+    assert failure.get("type") == "INCONCLUSIVE" and "--check-timeout" in (failure.get("message") or "")
 
 
 def test_under_plain_pytest_an_unfinished_check_fails_saying_inconclusive(tmp_path: Path) -> None:

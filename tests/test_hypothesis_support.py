@@ -6,6 +6,7 @@ import pytest
 from _pytest.outcomes import Failed
 from hypothesis.errors import FailedHealthCheck, FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
+from runlane_conformance.fixtures.evidence import CheckInconclusive
 from runlane_conformance.suites._hypothesis_support import SearchBudget, plain_hypothesis_errors
 
 
@@ -21,12 +22,14 @@ def test_a_flaky_failure_is_explained_with_its_first_failure() -> None:
     assert "AssertionError: lost update" in text
 
 
-def test_a_flaky_failure_from_a_timeout_says_timed_out() -> None:
+def test_a_flaky_failure_from_a_timeout_is_inconclusive_not_a_failure() -> None:
     wrapper = RuntimeError("wrapped")
     wrapper.__cause__ = Failed("Timeout (>120.0s) from pytest-timeout.")
-    text = _raised_through(FlakyFailure("flaky", [wrapper]))
-    assert text.startswith("the property: timed out (Timeout (>120.0s) from pytest-timeout.)")
-    assert "not flaky behaviour" in text
+    with pytest.raises(CheckInconclusive) as caught, plain_hypothesis_errors("the property"):
+        raise FlakyFailure("flaky", [wrapper])
+    text = str(caught.value)
+    assert text.startswith("inconclusive: the property: timed out (Timeout (>120.0s) from pytest-timeout.)")
+    assert "--check-timeout" in text
 
 
 def test_an_inconsistent_replay_is_explained() -> None:
@@ -48,14 +51,36 @@ def test_health_checks_and_unsatisfiable_strategies_are_the_checks_problem(
     assert words in text and type(error).__name__ in text
 
 
-def test_a_search_out_of_budget_without_a_counterexample_fails_saying_so() -> None:
+def test_a_search_past_its_guard_without_a_counterexample_is_inconclusive() -> None:
     budget = SearchBudget(seconds=0.0)
     assert budget.active() is False
     with (
-        pytest.raises(AssertionError, match="without finding a counterexample"),
+        pytest.raises(CheckInconclusive, match="found nothing") as caught,
         plain_hypothesis_errors("the property", budget),
     ):
         pass
+    assert str(caught.value).startswith("inconclusive: the property: could not finish")
+    assert "--check-timeout" in str(caught.value) and "--workers" in str(caught.value)
+
+
+def test_a_stopped_search_with_a_counterexample_fails_not_inconclusive() -> None:
+    budget = SearchBudget(seconds=None)
+    assert budget.active() is True
+    budget.note_failure("step 1: lost update")
+    budget.seconds = 0.0
+    assert budget.active() is False
+    with pytest.raises(AssertionError) as caught, plain_hypothesis_errors("the property", budget):
+        pass
+    assert not isinstance(caught.value, CheckInconclusive), "a counterexample is evidence: a failure"
+
+
+def test_a_search_counts_its_examples_and_steps() -> None:
+    budget = SearchBudget(seconds=None)
+    for _ in range(3):
+        assert budget.active()
+        budget.step()
+        budget.step()
+    assert (budget.examples, budget.steps) == (3, 6)
 
 
 def test_a_search_out_of_budget_while_shrinking_shows_the_first_counterexample() -> None:
@@ -95,8 +120,8 @@ def test_probe(request):
 @pytest.mark.parametrize(
     ("args", "seconds"),
     [
-        (["--runlane-hypothesis-profile", "quick"], 120.0),
-        (["--runlane-hypothesis-profile", "thorough"], 1200.0),
+        (["--runlane-hypothesis-profile", "quick"], 600.0),
+        (["--runlane-hypothesis-profile", "thorough"], 7200.0),
         (["--runlane-hypothesis-profile", "thorough", "--runlane-timeout", "77"], 77.0),
     ],
 )
@@ -105,7 +130,7 @@ def test_a_check_planning_its_search_is_told_the_profiles_budget_not_a_fixed_num
 ) -> None:
     from runlane_conformance.fixtures.hypothesis_profiles import check_budget
 
-    assert check_budget("quick") == 120.0 and check_budget("thorough") == 1200.0, (
+    assert check_budget("quick") == 600.0 and check_budget("thorough") == 7200.0, (
         "the profile budgets changed: update the expected limits of this test"
     )
     pytester.makepyfile(test_probe=_CHECK_SECONDS_PROBE)
@@ -135,7 +160,7 @@ def test_state_machine_checks_are_handed_out_with_the_searches() -> None:
     assert not _is_property(SimpleNamespace(obj=lambda: None)), "an ordinary check was planned as a search"  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("explicit", "limit"), [(None, "1200"), (77.0, "77")])
+@pytest.mark.parametrize(("explicit", "limit"), [(None, "7200"), (77.0, "77")])
 def test_the_child_is_told_the_limit_the_supervisor_enforces(explicit: float | None, limit: str) -> None:
     from runlane_conformance import runner
 
@@ -153,4 +178,4 @@ def test_a_budget_spent_in_the_middle_of_an_example_stops_its_remaining_steps() 
     budget.seconds = 0.0
     assert budget.expired() is True, "a spent budget must stop the steps left in the running example"
     assert budget.examples == 1, "checking between steps must not count examples"
-    assert budget.reason is not None and "without finding a counterexample" in budget.reason, budget.reason
+    assert budget.reason is not None and "found nothing" in budget.reason, budget.reason

@@ -333,6 +333,14 @@ def _result(
             result = unfinished_check(planned, missing_reason, outcome=Outcome.NOT_RUN)
         judged.append(result)
     info = _driver_info(request.driver)
+    requirements = fold_requirements(plan, judged, {e.requirement: e.reason for e in request.expected})
+    if (
+        status is RunStatus.COMPLETE
+        and any(r.outcome is RequirementOutcome.INCONCLUSIVE for r in requirements)
+        and all(r.outcome.acceptable or r.outcome is RequirementOutcome.INCONCLUSIVE for r in requirements)
+    ):
+        # Everything ran and nothing failed, but some check could not finish in time: no verdict.
+        status = RunStatus.INCONCLUSIVE
     return RunResult(
         driver=request.driver,
         options=request.options,
@@ -346,7 +354,7 @@ def _result(
         started_at=started_at,
         duration=duration,
         tests=tuple(judged),
-        requirements=fold_requirements(plan, judged, {e.requirement: e.reason for e in request.expected}),
+        requirements=requirements,
         status=status,
         check_timeout=request.check_timeout,
         environment=environment,

@@ -142,6 +142,7 @@ def test_the_report_is_schema_valid_and_records_the_verdict(fake_suite: str, tmp
         "complete": True,
         "must_failed": ["conflicts.lost-update"],
         "should_failed": [],
+        "inconclusive": [],
     }
     failed = next(r for r in document["requirements"] if r["id"] == "conflicts.lost-update")
     assert failed["outcome"] == "failed" and failed["checks"] == 2
@@ -153,6 +154,7 @@ def test_the_report_is_schema_valid_and_records_the_verdict(fake_suite: str, tmp
         "failed": 1,
         "gated": 0,
         "not_run": 0,
+        "inconclusive": 0,
     }
     assert document["run"]["status"] == "complete"
     assert document["run"]["checks"] == {
@@ -162,6 +164,7 @@ def test_the_report_is_schema_valid_and_records_the_verdict(fake_suite: str, tmp
         "failed": 2,
         "gated": 3,
         "not_run": 0,
+        "inconclusive": 0,
     }
     assert document["toolkit"]["suite_digest"].startswith("sha256:")
     assert document["environment"]["supervised"] is True

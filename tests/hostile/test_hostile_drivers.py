@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.run.model import INCONCLUSIVE_HINT
 from tests.hostile.conftest import DRIVERS, ROOT, certify_command, hostile_env
 
 TARGET = "sealing.reads-refused-after-now"
@@ -121,6 +122,7 @@ def test_ambient_pytest_addopts_cannot_deselect_checks(certify: Any, tmp_path: P
         "failed": 0,
         "gated": 0,
         "not_run": 0,
+        "inconclusive": 0,
     }
 
 
@@ -151,22 +153,27 @@ def test_a_deadlock_inside_a_hypothesis_check_times_out_with_the_stuck_stack(cer
     started = time.monotonic()
     run = certify("deadlocks_in_hypothesis", "-r", "limits.point-reads-boundary", "--check-timeout", "3")
     assert time.monotonic() - started < 90
-    assert run.returncode == 1
+    # A check stopped at its deadline found nothing either way: inconclusive (exit 4), never a pass.
+    assert run.returncode == 4
+    assert run.requirement("limits.point-reads-boundary")["outcome"] == "inconclusive"
     failures = run.requirement("limits.point-reads-boundary")["failures"]
     assert [f["nodeid"].rpartition("::")[2].partition("[")[0] for f in failures] == [
         "test_any_split_of_the_point_read_budget_is_accepted_and_one_more_refused"
     ]
     (failure,) = failures
-    assert failure["message"] == "timed out after 3 s in `limits.point-reads-boundary`"
+    assert failure["message"] == (
+        f"timed out after 3 s in `limits.point-reads-boundary`: inconclusive, {INCONCLUSIVE_HINT}"
+    )
     assert failure["stack"] and "_deadlock" in failure["stack"] and "drivers.py" in failure["stack"]
     assert "Flaky" not in json.dumps(run.report)
 
 
 def test_a_hang_that_masks_signals_is_still_killed_and_says_no_stack_was_available(certify: Any) -> None:
     run = certify("hangs_masking_signals", "-r", TARGET, "--check-timeout", "2")
-    assert run.returncode == 1
+    assert run.returncode == 4
+    assert run.requirement(TARGET)["outcome"] == "inconclusive"
     (failure,) = run.requirement(TARGET)["failures"]
-    assert failure["message"] == f"timed out after 2 s in `{TARGET}`"
+    assert failure["message"] == f"timed out after 2 s in `{TARGET}`: inconclusive, {INCONCLUSIVE_HINT}"
     assert "no stack available" in (failure["stack"] or "")
 
 

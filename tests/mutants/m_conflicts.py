@@ -187,10 +187,10 @@ MUTANTS = [
         "scanned index ranges are not validated at commit",
     ),
     Mutant(
-        "scans-latest-not-snapshot",
-        "tests.mutants.m_conflicts:scans_latest",
+        "point-reads-latest-not-snapshot",
+        "tests.mutants.m_conflicts:reads_latest",
         "conflicts.row-leaves-index-between-query-and-read",
-        "index scans and point reads of one attempt see different commits",
+        "point reads see the latest commit, so a candidate's point read disagrees with its scan",
     ),
     Mutant(
         "ignores-read-only-dependencies-random",
@@ -285,6 +285,18 @@ class ScansDescendingAsAscending(LocalStore):
 
 
 MUTANTS += [
+    Mutant(
+        "keeps-latest-read-call-after-a-scan",
+        "tests.mutants.m_conflicts:keeps_latest_read_call",
+        "conflicts.scan-dependencies-span-the-attempt",
+        "only the latest call's reads are validated, so a range scanned first is forgotten at commit",
+    ),
+    Mutant(
+        "point-read-and-scan-see-different-commits",
+        "tests.mutants.m_conflicts:scans_latest",
+        "conflicts.point-read-then-scan-agree",
+        "index scans read the latest commit, point reads the attempt's snapshot",
+    ),
     Mutant(
         "keeps-latest-read-call",
         "tests.mutants.m_conflicts:keeps_latest_read_call",

@@ -11,12 +11,14 @@ from typing import Any, TypeVar
 from runlane_conformance import (
     NewStorageRecord,
     QueryRecordsResult,
+    StorageClockAuthority,
     StorageDurability,
     StorageLimits,
     StorageProfile,
 )
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
+from tests.profiles.drivers import StoreSampledTransaction, TransactionAuthoritativeDriver, store_clock
 
 T = TypeVar("T")
 
@@ -231,3 +233,67 @@ differs_per_instance = mutant_harness(DiffersPerInstance)
 hides_other_instances_commits = mutant_harness(HidesOtherInstancesCommits)
 caches_first_clock_reading = mutant_harness(transaction_class=CachesFirstClockReading)
 claims_durable_loses_data = mutant_harness(ClaimsDurableLosesData)
+
+
+# -- clocks the store owns: the label changed, the mechanics not ------------------------------------
+
+
+class _StoreClockLabel(WrappedDriver):
+    """Advertises a store-owned clock authority (set by the subclass) over the reference driver."""
+
+    authority: StorageClockAuthority = StorageClockAuthority.CLIENT
+
+    @property
+    def profile(self) -> Any:
+        return replace(self.inner.profile, clock_authority=self.authority)
+
+
+class ServerSampledLabelOnly(_StoreClockLabel):
+    """Says server_sampled but still answers now() from the clock given to connect()."""
+
+    authority = StorageClockAuthority.SERVER_SAMPLED
+
+
+class AuthoritativeLabelOnly(_StoreClockLabel):
+    """Says transaction_authoritative but each instance keeps reading its own client clock."""
+
+    authority = StorageClockAuthority.TRANSACTION_AUTHORITATIVE
+
+
+class SampledAtBegin(StoreSampledTransaction):
+    """Reads the shared store clock when the attempt begins, before its reads (PostgreSQL's now() is the
+    transaction's start time): a record committed after the start can then carry a later time."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.frozen = store_clock(driver)()
+
+
+class AuthoritativeSampledAtBegin(TransactionAuthoritativeDriver):
+    transaction_class = SampledAtBegin
+
+
+MUTANTS += [
+    Mutant(
+        "server-sampled-label-on-client-clock",
+        "tests.mutants.m_profile:server_sampled_label_only",
+        "profile.server-sampled-time-is-the-stores",
+        "advertises server_sampled time but answers from the injected client clock",
+    ),
+    Mutant(
+        "authoritative-label-on-client-clock",
+        "tests.mutants.m_profile:authoritative_label_only",
+        "profile.authoritative-time-follows-what-was-read",
+        "advertises transaction_authoritative time but each instance reads its own client clock",
+    ),
+    Mutant(
+        "authoritative-time-sampled-at-begin",
+        "tests.mutants.m_profile:authoritative_sampled_at_begin",
+        "profile.authoritative-time-follows-what-was-read",
+        "samples the shared clock when the attempt begins, before its read set is sealed",
+    ),
+]
+
+server_sampled_label_only = mutant_harness(ServerSampledLabelOnly)
+authoritative_label_only = mutant_harness(AuthoritativeLabelOnly)
+authoritative_sampled_at_begin = mutant_harness(AuthoritativeSampledAtBegin)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from runlane_conformance import StorageIndexName, StorageIndexReference, StorageRecordKey, StorageTableName
@@ -22,6 +23,18 @@ from tests.mutants.m_pruning import _table_prefix
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
 
 T = TypeVar("T")
+
+
+class MillisecondClock(WrappedTransaction):
+    """Keeps time at millisecond precision, rounding the attempt's now() up (a timestamp column
+    without microseconds): a token is then due up to a millisecond before its timeoutAt."""
+
+    def now(self) -> datetime:
+        moment: datetime = self.inner.now()
+        spare = moment.microsecond % 1000
+        return moment if spare == 0 else moment + timedelta(microseconds=1000 - spare)
+
+
 OWNERS = StorageTableName.OWNERS
 TOKENS = StorageTableName.WAIT_TOKENS
 
@@ -270,6 +283,12 @@ MUTANTS = [
         "WaitTokensByTimeout scans return nothing, so due tokens are never found",
     ),
     Mutant(
+        "millisecond-clock-rounds-up",
+        "tests.mutants.m_wait_tokens:millisecond_clock",
+        "wait_tokens.timeout-boundary-by-injected-clock",
+        "now() is rounded up to the millisecond, so a token times out just before its timeoutAt",
+    ),
+    Mutant(
         "token-by-run-entries-dropped",
         "tests.mutants.m_wait_tokens:drops_token_by_run_index",
         "wait_tokens.index-mappings-exact",
@@ -309,3 +328,4 @@ drops_token_by_run_index = mutant_harness(_filtered(StorageIndexName.WAIT_TOKENS
 stale_status_entries = mutant_harness(StaleStatusDriver)
 keeps_owners = mutant_harness(transaction_class=KeepsOwners)
 repairs_orphans = mutant_harness(RepairsOrphans)
+millisecond_clock = mutant_harness(transaction_class=MillisecondClock)

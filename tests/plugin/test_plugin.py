@@ -192,7 +192,7 @@ def test_import_suites_brings_every_area_into_a_test_module() -> None:
     assert "test_two_increments_of_one_record_both_survive" in namespace
 
 
-@pytest.mark.parametrize(("profile", "budget"), [("quick", 120.0), ("default", 300.0), ("thorough", 1200.0)])
+@pytest.mark.parametrize(("profile", "budget"), [("quick", 600.0), ("default", 1800.0), ("thorough", 7200.0)])
 def test_the_per_check_timeout_defaults_to_the_profile_budget_the_cli_uses(
     pytester: pytest.Pytester, profile: str, budget: float
 ) -> None:

@@ -6,6 +6,8 @@ Exit codes are part of the interface, so CI can branch on them:
 * 1 -- at least one MUST requirement failed (the run itself was fine);
 * 2 -- usage or driver-loading problem, reported on one line without a traceback;
 * 3 -- the run itself broke (the suites could not be collected, pytest or the toolkit failed);
+* 4 -- inconclusive: nothing failed, but a check could not finish inside its deadline, so there is
+  no verdict (give it more time with ``--check-timeout`` or the machine less to do with ``--workers``);
 * 130 -- interrupted (Ctrl-C or SIGTERM); a ``--report`` is still written, marked interrupted.
 
 From the moment ``run`` starts, its ``--report`` and ``--junit`` files say "running" (an
@@ -54,7 +56,7 @@ from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
-from ..run.model import CheckResult, Outcome, RunStatus
+from ..run.model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunStatus
 from ..run.reaper import become_subreaper, end_descendants
 from ..runner import (
     HYPOTHESIS_PROFILES,
@@ -113,6 +115,8 @@ class ExitCode(IntEnum):
     REQUIREMENT_FAILED = 1
     USAGE = 2
     BROKEN = 3
+    #: Nothing failed, but a check could not finish inside its deadline: no verdict (never certified).
+    INCONCLUSIVE = 4
     INTERRUPTED = 130
 
 
@@ -120,7 +124,7 @@ app = typer.Typer(
     name="runlane-certify",
     help="Certify a Runlane storage driver against the storage contract.\n\n"
     "Exit codes: 0 certified, 1 a requirement failed, 2 usage or driver-loading error, "
-    "3 the run itself broke, 130 interrupted.\n\n"
+    "3 the run itself broke, 4 inconclusive (a check could not finish in time), 130 interrupted.\n\n"
     "Shell completion: run [bold]runlane-certify --install-completion[/bold] once, then open a new shell.",
     no_args_is_help=True,
     # Typer's own completion: --install-completion / --show-completion for bash, zsh, fish, PowerShell.
@@ -470,6 +474,7 @@ class _LiveProgress:
         self.totals: dict[str, int] = {}
         self.done: dict[str, int] = {}
         self.failed: dict[str, int] = {}
+        self.unfinished: dict[str, int] = {}
         self.gated: dict[str, int] = {}
         self.reasons: dict[str, Counter[str]] = {}
         self.started: dict[str, float] = {}
@@ -478,13 +483,15 @@ class _LiveProgress:
         if area in self.tasks:
             return
         self.totals[area] = total or 0
-        self.done[area] = self.failed[area] = self.gated[area] = 0
+        self.done[area] = self.failed[area] = self.gated[area] = self.unfinished[area] = 0
         self.reasons[area] = Counter()
         self.tasks[area] = self.progress.add_task(f"  {area}", total=total, start=False)
 
     def _mark(self, area: str) -> str:
         if self.failed[area]:
             return _FAIL
+        if self.unfinished[area] and self.done[area] >= self.totals[area]:
+            return "?"
         if self.done[area] >= self.totals[area]:
             return _SKIP if self.gated[area] == self.done[area] else _PASS
         return " "
@@ -523,6 +530,7 @@ class _LiveProgress:
         self.started.setdefault(area, time.monotonic())
         self.done[area] += 1
         self.failed[area] += int(test.failed)
+        self.unfinished[area] += int(test.inconclusive)
         if test.outcome is Outcome.GATED:
             self.gated[area] += 1
             self.reasons[area][test.message or "profile"] += 1
@@ -545,6 +553,13 @@ class _LiveProgress:
                 Text(f"  {outcome:<8} {label}  {_shown(test.name, self._options)} ({test.duration:.2f}s)"),
                 soft_wrap=True,
             )
+        if test.inconclusive:
+            first = test.text.strip().splitlines()[0] if test.text.strip() else "inconclusive"
+            console.print(
+                Text.assemble(("? " + label, "bold yellow"), f": {_shown(first, self._options, LINE_CHARS)}"),
+                soft_wrap=True,
+            )
+            return
         if not test.failed or test.outcome is Outcome.NOT_RUN or test.requirement_id in self._expected:
             return  # a declared known failure is summed up once, at the end
         key = failure_key(test)
@@ -566,8 +581,11 @@ class _LiveProgress:
         done, failed, gated = self.done[area], self.failed[area], self.gated[area]
         elapsed = time.monotonic() - self.started.get(area, time.monotonic())
         reasons = "; ".join(reason for reason, _ in self.reasons[area].most_common())
+        unfinished = self.unfinished[area]
         if failed:
-            verdict = f"{failed} failed"
+            verdict = f"{failed} failed" + (f", {unfinished} inconclusive" if unfinished else "")
+        elif unfinished:
+            verdict = f"{unfinished} inconclusive (could not finish in time)"
         elif gated == done:
             verdict = f"all gated ({reasons})"
         elif gated:
@@ -592,6 +610,7 @@ def _verdict_table(result: RunResult) -> Table:
     table.add_column("passed", justify="right", style="green")
     table.add_column("failed", justify="right", style="red")
     table.add_column("not run", justify="right", style="red")
+    table.add_column("inconclusive", justify="right", style="yellow")
     table.add_column("gated", justify="right", style="yellow")
     table.add_column("gate reasons")
     table.add_column("checks", justify="right")
@@ -605,9 +624,12 @@ def _verdict_table(result: RunResult) -> Table:
             str(summary.passed),
             str(summary.failed),
             str(summary.not_run),
+            str(summary.inconclusive),
             str(summary.gated),
             Text(reasons),
-            str(summary.tests_passed + summary.tests_failed + summary.tests_gated),
+            str(
+                summary.tests_passed + summary.tests_failed + summary.tests_gated + summary.tests_inconclusive
+            ),
             f"{summary.duration:.2f}s",
         )
     return table
@@ -666,10 +688,27 @@ def _print_verdict(result: RunResult) -> None:
             ),
             soft_wrap=True,
         )
+    elif result.status is RunStatus.INCONCLUSIVE:
+        unfinished = result.inconclusive_requirements
+        console.print(
+            Text.assemble(
+                ("INCONCLUSIVE", "bold yellow"),
+                f": {_shown(result.driver)}: nothing failed, but "
+                f"{count(len(unfinished), 'requirement')} could not finish in time "
+                f"({_shown(', '.join(r.id for r in unfinished))}); not a certification. "
+                f"{INCONCLUSIVE_HINT} (exit 4)",
+            ),
+            soft_wrap=True,
+        )
     elif result.status is RunStatus.PARTIAL:
         failed = len(result.failed_requirements)
         if failed:
             outcome = f"{count(failed, 'requirement')} failed or did not run"
+        elif result.inconclusive_requirements:
+            outcome = (
+                f"nothing failed, but {count(len(result.inconclusive_requirements), 'requirement')} "
+                f"could not finish in time (inconclusive: {INCONCLUSIVE_HINT})"
+            )
         elif result.problems:
             outcome = f"everything that ran passed, but {count(len(result.problems), 'run problem')}"
         else:
@@ -689,6 +728,8 @@ def _print_verdict(result: RunResult) -> None:
         )
     else:
         reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
+        if result.inconclusive_requirements:
+            reasons.append(f"{count(len(result.inconclusive_requirements), 'requirement')} inconclusive")
         known = sum(r.known_failure for r in result.must_failures)
         if known:
             reasons[0] += f" ({known} of them {'a known failure' if known == 1 else 'known failures'})"
@@ -722,9 +763,13 @@ def _exit_code(result: RunResult) -> ExitCode:
         # A declared known failure that passed is a stale declaration: like pytest's strict xfail,
         # the run is not clean until it is removed (the certification itself is unaffected).
         return ExitCode.REQUIREMENT_FAILED
+    if result.failed_requirements or result.problems:
+        return ExitCode.REQUIREMENT_FAILED
+    if result.inconclusive_requirements:
+        # Nothing failed, but not everything finished: no verdict, partial run or not.
+        return ExitCode.INCONCLUSIVE
     if result.status is RunStatus.PARTIAL:
-        passed = not result.failed_requirements and not result.problems
-        return ExitCode.CERTIFIED if passed else ExitCode.REQUIREMENT_FAILED
+        return ExitCode.CERTIFIED
     return ExitCode.CERTIFIED if result.certified else ExitCode.REQUIREMENT_FAILED
 
 
@@ -1071,7 +1116,13 @@ def _run_and_judge(
 
 # --- report ----------------------------------------------------------------------------------------
 
-_STATUS_STYLE = {"passed": "green", "failed": "red", "gated": "yellow", "not_run": "dim"}
+_STATUS_STYLE = {
+    "passed": "green",
+    "failed": "red",
+    "gated": "yellow",
+    "not_run": "dim",
+    "inconclusive": "yellow",
+}
 
 
 def _status(status: str) -> Text:

@@ -22,8 +22,9 @@ from ..safe_text import MESSAGE_LIMIT, xml_safe
 __all__ = ["junit_xml", "unfinished_junit_xml"]
 
 
-#: Requirement outcomes reported as JUnit failures: a requirement that did not run is not a pass.
-_FAILING = ("failed", "not_run")
+#: Requirement outcomes reported as JUnit failures: a requirement that did not run is not a pass, and
+#: neither is one that could not finish in time (inconclusive: its failure message says so).
+_FAILING = ("failed", "not_run", "inconclusive")
 
 
 def _clean(text: object) -> str:
@@ -160,13 +161,19 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 failures = requirement.get("failures", [])
                 body = "\n\n".join(_failure_text(failure) for failure in failures)
                 message = requirement["reason"] or "failed"
+                if requirement["outcome"] == "inconclusive" and not message.startswith(
+                    ("inconclusive", "timed out")
+                ):
+                    message = f"inconclusive: {message}"
                 if expected is not None:
                     message = f"known failure ({expected['reason']}): {message}"
                 element = ET.SubElement(
                     case,
                     "failure",
                     message=_clean(message),
-                    type=_clean(requirement["level"]),
+                    type=_clean(
+                        "INCONCLUSIVE" if requirement["outcome"] == "inconclusive" else requirement["level"]
+                    ),
                 )
                 element.text = xml_safe(body)
             elif requirement["outcome"] == "gated":

@@ -74,7 +74,9 @@ __all__ = [
 ]
 
 #: 4: ``run.status`` may be ``running`` or ``broken``, in an unfinished report (no results).
-REPORT_VERSION = 4
+#: 5: ``inconclusive`` outcomes, counts and run status; ``certification.inconclusive``; per-search
+#: ``requirements[].evidence``.
+REPORT_VERSION = 5
 #: The statuses an unfinished report (one without results) may carry.
 UNFINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.BROKEN, RunStatus.INTERRUPTED)
 #: The statuses a results report may carry.
@@ -134,8 +136,8 @@ _CAPABILITY_AREAS: dict[str, str] = {
     "faults": "faults",
 }
 
-_STATUS = {"enum": ["passed", "failed", "gated", "not_run"]}
-_OUTCOMES = ("passed", "failed", "gated", "not_run")
+_STATUS = {"enum": ["passed", "failed", "gated", "not_run", "inconclusive"]}
+_OUTCOMES = ("passed", "failed", "gated", "not_run", "inconclusive")
 _COUNTS = {
     "type": "object",
     "additionalProperties": False,
@@ -145,10 +147,10 @@ _COUNTS = {
 _CHECK_COUNTS = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["required", "run", "passed", "failed", "gated", "not_run"],
+    "required": ["required", "run", "passed", "failed", "gated", "not_run", "inconclusive"],
     "properties": {
         name: {"type": "integer", "minimum": 0}
-        for name in ("required", "run", "passed", "failed", "gated", "not_run")
+        for name in ("required", "run", "passed", "failed", "gated", "not_run", "inconclusive")
     },
 }
 _NULLABLE_STRING = {"type": ["string", "null"]}
@@ -366,7 +368,9 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                     "enum": [status.value for status in RESULT_STATUSES],
                     "description": "complete: the whole catalogue; partial: restricted by area or "
                     "requirement; stopped: ended after --maxfail failed checks; interrupted: stopped "
-                    "early (Ctrl-C). Only complete runs certify.",
+                    "early (Ctrl-C); inconclusive: the whole catalogue ran and nothing failed, but a "
+                    "check could not finish inside its deadline (no verdict). Only complete runs "
+                    "certify.",
                 },
                 "requirements": {
                     "type": "array",
@@ -530,6 +534,21 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                     "checks": {"type": "integer", "minimum": 0},
                     "duration_seconds": {"type": "number", "minimum": 0},
                     "expected_failure": _EXPECTATION,
+                    "evidence": {
+                        "type": "array",
+                        "description": "what each search check of the requirement ran: Hypothesis "
+                        "examples and steps, fixed by the profile and seed (not by the machine's speed)",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["nodeid", "examples", "steps"],
+                            "properties": {
+                                "nodeid": {"type": "string"},
+                                "examples": {"type": "integer", "minimum": 0},
+                                "steps": {"type": "integer", "minimum": 0},
+                            },
+                        },
+                    },
                     "failures": {
                         "type": "array",
                         "items": {
@@ -559,7 +578,7 @@ _RESULTS_SCHEMA: dict[str, Any] = {
         "certification": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["certified", "level", "complete", "must_failed", "should_failed"],
+            "required": ["certified", "level", "complete", "must_failed", "should_failed", "inconclusive"],
             "properties": {
                 "certified": {"type": "boolean"},
                 "level": {"enum": list(LEVELS)},
@@ -569,6 +588,11 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                 },
                 "must_failed": _EVIDENCE,
                 "should_failed": _EVIDENCE,
+                "inconclusive": {
+                    **_EVIDENCE,
+                    "description": "requirements a check of which could not finish inside its deadline "
+                    "(and none failed): no verdict on them, so no certification",
+                },
             },
         },
     },
@@ -636,9 +660,14 @@ def _aggregate(results: Iterable[RequirementResult]) -> tuple[str, str | None]:
     results = list(results)
     if not results:
         return "not_run", None
-    failed = [r for r in results if not r.outcome.acceptable]
+    failed = [
+        r for r in results if not r.outcome.acceptable and r.outcome is not RequirementOutcome.INCONCLUSIVE
+    ]
     if failed:
         return "failed", f"{failed[0].id}: {failed[0].reason}"
+    unfinished = [r for r in results if r.outcome is RequirementOutcome.INCONCLUSIVE]
+    if unfinished:
+        return "inconclusive", f"{unfinished[0].id}: {unfinished[0].reason}"
     if all(r.outcome is RequirementOutcome.GATED for r in results):
         return "gated", results[0].reason
     return "passed", None
@@ -733,6 +762,13 @@ def _requirement_entry(result: RunResult, requirement: RequirementResult) -> dic
     expectation = requirement.expectation
     if requirement.expected is not None and expectation is not None:
         entry["expected_failure"] = {"reason": requirement.expected, "result": expectation.value}
+    evidence = [(test.nodeid, test.evidence) for test in requirement.tests if test.evidence]
+    if evidence:
+        entry["evidence"] = [
+            {"nodeid": nodeid, "examples": counts.get("examples", 0), "steps": counts.get("steps", 0)}
+            for nodeid, counts in evidence
+            if counts is not None
+        ]
     if requirement.failures:
         entry["failures"] = [
             {
@@ -799,6 +835,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
                 "failed": sum(t.outcome.value in ("failed", "error") for t in tests),
                 "gated": sum(t.outcome.value == "gated" for t in tests),
                 "not_run": sum(t.outcome.value == "not_run" for t in tests),
+                "inconclusive": sum(t.inconclusive for t in tests),
             },
             "problems": list(result.problems),
             "examples": result.examples,
@@ -834,12 +871,14 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
                     "failed": summary.failed,
                     "gated": summary.gated,
                     "not_run": summary.not_run,
+                    "inconclusive": summary.inconclusive,
                 },
                 "checks": {
                     "passed": summary.tests_passed,
                     "failed": summary.tests_failed,
                     "gated": summary.tests_gated,
                     "not_run": sum(t.outcome.value == "not_run" for t in tests if t.area == summary.area),
+                    "inconclusive": summary.tests_inconclusive,
                 },
                 "duration_seconds": round(summary.duration, 6),
                 "gate_reasons": [
@@ -855,6 +894,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
             "complete": result.complete,
             "must_failed": list(certification.must_failed),
             "should_failed": list(certification.should_failed),
+            "inconclusive": list(certification.inconclusive),
         },
     }
     document = safe_document(document, secret_values(result.options))

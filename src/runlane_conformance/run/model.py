@@ -18,6 +18,7 @@ from pathlib import Path
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageProfile
 from ..fixtures.driver_frame import path_from_here
+from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
 from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import DriverInfo
@@ -26,6 +27,9 @@ from ..safe_text import redact_options, redact_text, secret_values
 
 __all__ = [
     "DRIVER_FRAME_PROPERTY",
+    "EVIDENCE_PROPERTY",
+    "INCONCLUSIVE_HINT",
+    "INCONCLUSIVE_PROPERTY",
     "REPRODUCE_PROPERTY",
     "SHRINK_NOTE_PROPERTY",
     "AreaSummary",
@@ -75,6 +79,9 @@ class Outcome(StrEnum):
 
     ``gated`` is the only kind of skip there is: our own profile gating, matching
     what the preflight probe predicted. Every other skip, xfail or exit is ``failed``.
+    ``inconclusive``: the check could not finish inside its deadline (the
+    supervisor's, or its own guard's) and found nothing wrong before it stopped:
+    no evidence either way, so neither a pass nor a failure.
     """
 
     PASSED = "passed"
@@ -82,15 +89,21 @@ class Outcome(StrEnum):
     ERROR = "error"
     GATED = "gated"
     NOT_RUN = "not_run"
+    INCONCLUSIVE = "inconclusive"
 
 
 class RequirementOutcome(StrEnum):
-    """What one requirement came to across all of its checks."""
+    """What one requirement came to across all of its checks.
+
+    ``inconclusive``: no check failed, but at least one could not finish in time; the requirement is
+    neither met nor broken, so it denies certification without counting as a failure.
+    """
 
     PASSED = "passed"
     FAILED = "failed"
     GATED = "gated"
     NOT_RUN = "not_run"
+    INCONCLUSIVE = "inconclusive"
 
     @property
     def acceptable(self) -> bool:
@@ -101,7 +114,9 @@ class RequirementOutcome(StrEnum):
 class RunStatus(StrEnum):
     """``complete``: every required check was planned; ``partial``: restricted by area or
     requirement; ``stopped``: ended early on purpose after ``--maxfail`` failed checks (``-x``);
-    ``interrupted``: stopped before the end (Ctrl-C). Only complete runs certify.
+    ``interrupted``: stopped before the end (Ctrl-C); ``inconclusive``: every required check ran and
+    none failed, but at least one could not finish inside its deadline, so there is no verdict.
+    Only complete runs certify.
 
     Two more describe a report that holds no results: ``running`` is what the CLI writes at the
     report and JUnit paths the moment a run starts (so an earlier file there can never pass for
@@ -113,6 +128,7 @@ class RunStatus(StrEnum):
     PARTIAL = "partial"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"
+    INCONCLUSIVE = "inconclusive"
     RUNNING = "running"
     BROKEN = "broken"
 
@@ -155,8 +171,29 @@ class CheckResult:
 
     @property
     def failed(self) -> bool:
-        """True for every end that denies the check's requirement (failure, error, did not run)."""
+        """True for every end that breaks the check's requirement (failure, error, did not run)."""
         return self.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.NOT_RUN)
+
+    @property
+    def inconclusive(self) -> bool:
+        """True when the check could not finish in time and found nothing: no evidence either way."""
+        return self.outcome is Outcome.INCONCLUSIVE
+
+    @property
+    def evidence(self) -> Mapping[str, int] | None:
+        """What a search recorded it ran (``examples``, ``steps``), when it recorded it."""
+        import json
+
+        text = self.recorded(EVIDENCE_PROPERTY)
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        return {str(k): int(v) for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)}
 
     def recorded(self, key: str) -> str | None:
         """The first value recorded under ``key`` for the check, if any (a check's own record comes
@@ -227,7 +264,8 @@ class RequirementResult:
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
-        return tuple(test for test in self.tests if test.failed)
+        """The checks that deny this requirement: failed ones, and those that could not finish in time."""
+        return tuple(test for test in self.tests if test.failed or test.inconclusive)
 
     @property
     def expectation(self) -> ExpectationResult | None:
@@ -260,6 +298,8 @@ class AreaSummary:
     tests_gated: int
     duration: float
     gate_reasons: tuple[tuple[str, int], ...]
+    inconclusive: int = 0
+    tests_inconclusive: int = 0
 
     @property
     def skipped(self) -> int:
@@ -327,8 +367,17 @@ class RunResult:
 
     @property
     def failed_requirements(self) -> tuple[RequirementResult, ...]:
-        """Requirements that failed or did not run."""
-        return tuple(r for r in self.requirements if not r.outcome.acceptable)
+        """Requirements that failed or did not run (an inconclusive one is neither)."""
+        return tuple(
+            r
+            for r in self.requirements
+            if not r.outcome.acceptable and r.outcome is not RequirementOutcome.INCONCLUSIVE
+        )
+
+    @property
+    def inconclusive_requirements(self) -> tuple[RequirementResult, ...]:
+        """Requirements with a check that could not finish in time and no failing check."""
+        return tuple(r for r in self.requirements if r.outcome is RequirementOutcome.INCONCLUSIVE)
 
     @property
     def unexpected_passes(self) -> tuple[RequirementResult, ...]:
@@ -382,6 +431,8 @@ class RunResult:
                     tests_gated=sum(t.outcome is Outcome.GATED for t in tests),
                     duration=sum(t.duration for t in tests),
                     gate_reasons=tuple(sorted(reasons.items())),
+                    inconclusive=sum(r.outcome is RequirementOutcome.INCONCLUSIVE for r in reqs),
+                    tests_inconclusive=sum(t.inconclusive for t in tests),
                 )
             )
         return tuple(summaries)

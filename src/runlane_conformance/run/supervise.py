@@ -9,8 +9,9 @@ pinned on that check:
   flight fails with "the driver process exited with status N during `id`";
 * the check runs past its deadline: the parent asks the child for every
   thread's stack (SIGUSR1, answered by ``faulthandler`` even from C code),
-  waits briefly, kills the child's whole process group, and fails the check
-  with "timed out after N s" and the stack (or "no stack available");
+  waits briefly, kills the child's whole process group, and records the check
+  as *inconclusive* (a deadline guards against hangs; it is not evidence about
+  the driver) with "timed out after N s" and the stack (or "no stack available");
 * checks handed to a dead child but not started go back to the queue, and a
   fresh child takes over; a crashed worker's check is a failure, never a gap.
 
@@ -50,7 +51,7 @@ from .capped import CappedOutput
 from .child import COMMANDS_FD_VARIABLE, EVENTS_FD_VARIABLE
 from .environment import closed_process_environment
 from .events import RawCheck
-from .model import CheckResult, Outcome, RunBrokenError
+from .model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunBrokenError
 from .plan import PlannedCheck, deadline_for, planned_from_event
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
@@ -473,7 +474,14 @@ class Supervisor:
                 if line.strip():
                     self._handle(worker, json.loads(line))
 
-    def _fail_in_flight(self, worker: _Worker, message: str, stack: str | None, duration: float) -> None:
+    def _fail_in_flight(
+        self,
+        worker: _Worker,
+        message: str,
+        stack: str | None,
+        duration: float,
+        outcome: Outcome = Outcome.FAILED,
+    ) -> None:
         nodeid = worker.in_flight
         if nodeid is None:
             return
@@ -483,7 +491,9 @@ class Supervisor:
         planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
         from .verdict import unfinished_check
 
-        self._record(nodeid, unfinished_check(planned, message, duration=duration, stack=stack))
+        self._record(
+            nodeid, unfinished_check(planned, message, duration=duration, stack=stack, outcome=outcome)
+        )
 
     def _after_death(self, worker: _Worker) -> None:
         """A child is gone: pin its end on the check in flight, requeue the rest, maybe replace it."""
@@ -508,7 +518,9 @@ class Supervisor:
         if worker.assigned and not self._stopping:
             self._queue.extendleft(reversed(worker.assigned))
         worker.assigned.clear()
-        if worker.session_done and (worker.child_error or (worker.exit_event is None and returncode != 0)):
+        if worker.timed_out:
+            pass  # killed by us at a deadline, perhaps just as it finished: not a cleanup failure
+        elif worker.session_done and (worker.child_error or (worker.exit_event is None and returncode != 0)):
             detail = worker.child_error or ended
             self._problems.append(f"the driver's session cleanup failed: {detail}")
         elif worker.session_done and worker.exit_event is None and returncode == 0:
@@ -576,11 +588,15 @@ class Supervisor:
         self._kill(worker)
         self._drain(worker)
         if worker.in_flight == nodeid:
+            # A deadline is a guard against hangs, not a measure of the driver: a check stopped by it
+            # found nothing either way, so it is inconclusive, never failed (and never certified).
             self._fail_in_flight(
                 worker,
-                f"timed out after {self._deadline(nodeid):g} s in `{self._label(nodeid)}`",
+                f"timed out after {self._deadline(nodeid):g} s in `{self._label(nodeid)}`: inconclusive, "
+                + INCONCLUSIVE_HINT,
                 stack,
                 elapsed,
+                outcome=Outcome.INCONCLUSIVE,
             )
         self._after_death(worker)
 

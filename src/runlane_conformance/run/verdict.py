@@ -14,13 +14,23 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from ..fixtures.gating import ProfileFacts, in_check_skip_is_justified
+from ..fixtures.gating import ProfileFacts
 from ..requirements import AREAS, Requirement, RequirementLevel
 from .events import RawCheck
-from .model import CheckResult, Outcome, RequirementOutcome, RequirementResult, RunResult, RunStatus
+from .model import (
+    INCONCLUSIVE_HINT,
+    INCONCLUSIVE_PROPERTY,
+    CheckResult,
+    Outcome,
+    RequirementOutcome,
+    RequirementResult,
+    RunResult,
+    RunStatus,
+)
 from .plan import Plan, PlannedCheck, area_of
 
 __all__ = [
+    "INCONCLUSIVE_HINT",
     "Certification",
     "certification_of",
     "certify",
@@ -50,6 +60,8 @@ class Certification:
     level: str
     must_failed: tuple[str, ...]
     should_failed: tuple[str, ...]
+    #: Requirements (MUST or SHOULD) a check of which could not finish in time: no verdict on them.
+    inconclusive: tuple[str, ...] = ()
 
 
 def level_for(offered: Collection[str]) -> str:
@@ -71,9 +83,13 @@ def certify(
     (an offered capability's requirements are MUSTs, so they all passed)."""
     must_failed: list[str] = []
     should_failed: list[str] = []
+    inconclusive: list[str] = []
     for rid, requirement in sorted(catalog.items()):
         outcome = outcomes.get(rid, RequirementOutcome.NOT_RUN)
         if outcome.acceptable:
+            continue
+        if outcome is RequirementOutcome.INCONCLUSIVE:
+            inconclusive.append(rid)
             continue
         (must_failed if requirement.level is RequirementLevel.MUST else should_failed).append(rid)
     # Outcomes for ids outside the catalogue cannot vouch for anything; failing ones still deny.
@@ -84,6 +100,7 @@ def certify(
         status is RunStatus.COMPLETE
         and not problems
         and not must_failed
+        and not inconclusive
         and any(outcome is RequirementOutcome.PASSED for outcome in outcomes.values())
     )
     return Certification(
@@ -91,6 +108,7 @@ def certify(
         level=level_for(offered) if certified else "none",
         must_failed=tuple(must_failed),
         should_failed=tuple(should_failed),
+        inconclusive=tuple(inconclusive),
     )
 
 
@@ -112,22 +130,24 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
     """The outcome of one finished check, measured against the plan.
 
     A skip is accepted (as ``gated``) only when it carries exactly the reason the
-    plan predicted for its requirement, or is the one in-check profile skip the
-    probed profile justifies. A gated requirement's check that *ran* means the
+    plan predicted for its requirement: every gate is the plan's, none a check body's.
+    A gated requirement's check that *ran* means the
     driver showed the checks a different profile than the probe: a failure.
     """
     rid = raw.requirement_id
     predicted = plan.gated.get(rid) if rid else None
     outcome, message, full_message = Outcome.PASSED, raw.message, None
-    if raw.status == "failed":
+    inconclusive = next((value for key, value in raw.properties if key == INCONCLUSIVE_PROPERTY), None)
+    if raw.status == "failed" and inconclusive is not None:
+        # The check's own guard stopped it before it could finish, with nothing found: no verdict.
+        outcome, message, full_message = Outcome.INCONCLUSIVE, str(inconclusive), str(inconclusive)
+    elif raw.status == "failed":
         outcome, full_message = Outcome.FAILED, raw.full_message
     elif raw.status == "error":
         outcome, full_message = Outcome.ERROR, raw.full_message
     elif raw.status == "skipped":
         reason = raw.skip_reason or "skipped"
-        if (predicted is not None and reason == predicted) or (
-            predicted is None and in_check_skip_is_justified(reason, facts)
-        ):
+        if predicted is not None and reason == predicted:
             outcome, message = Outcome.GATED, reason
         elif reason.startswith("profile:"):
             outcome = Outcome.FAILED
@@ -169,7 +189,10 @@ def unfinished_check(
     stack: str | None = None,
     outcome: Outcome = Outcome.FAILED,
 ) -> CheckResult:
-    """A planned check that never reported its end: it crashed, hung, or never started."""
+    """A planned check that never reported its end: it crashed, hung, or never started.
+
+    ``outcome`` is ``failed`` for a crash, ``not_run`` for a check that never started and
+    ``inconclusive`` for one the supervisor stopped at its deadline."""
     longrepr = message if stack is None else f"{message}\n\n{stack}"
     return CheckResult(
         nodeid=check.nodeid,
@@ -188,8 +211,9 @@ def fold_requirements(
 ) -> tuple[RequirementResult, ...]:
     """One result per planned requirement (plus any check whose requirement is not catalogued).
 
-    A requirement fails if any check failed, errored or did not run; is gated if
-    every check was gated; passes otherwise. A requirement with no collected check
+    A requirement fails if any check failed, errored or did not run; is inconclusive
+    if none did but one could not finish in time; is gated if every check was gated;
+    passes otherwise. A requirement with no collected check
     did not run, which is a failure for certification. ``expected`` (requirement id
     -> reason, from ``--expect-fail``) is attached to the results it names and
     changes no outcome: a known failure denies certification like any other.
@@ -205,9 +229,13 @@ def fold_requirements(
             rid, RequirementLevel.MUST, clause="", summary="(not in the requirement catalogue)"
         )
         failures = [t for t in members if t.failed]
+        unfinished = [t for t in members if t.inconclusive]
         reason: str | None
         if not members:
             outcome, reason = RequirementOutcome.NOT_RUN, "did not run: no check of it was collected"
+        elif unfinished and not failures:
+            # Nothing failed, but a check could not finish in time: neither met nor broken.
+            outcome, reason = RequirementOutcome.INCONCLUSIVE, unfinished[0].message
         elif failures:
             first = failures[0]
             not_run = all(t.outcome is Outcome.NOT_RUN for t in failures)

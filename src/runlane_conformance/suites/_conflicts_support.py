@@ -16,8 +16,6 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pytest
-
 from ..contract.catalog import StorageCandidateMode
 from ..contract.errors import StorageConflictError
 from ..contract.protocols import StorageDriver, StorageTransaction
@@ -25,7 +23,6 @@ from ..contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
-    StorageIndexConsistency,
     StorageIndexReference,
     StorageRecordKey,
     StorageRecordVersion,
@@ -44,7 +41,6 @@ __all__ = [
     "conflict_or",
     "holder",
     "lease_views",
-    "require_strong_index",
     "run_plan",
     "serial_outcomes",
     "view",
@@ -98,12 +94,6 @@ def lease_views(driver: StorageDriver, leases: Leases, names: Sequence[str]) -> 
     """The committed content of each named lease, read in one transaction."""
     records = driver.transaction(lambda tx: tx.get([leases.key(name) for name in names]))
     return {name: view(record) for name, record in zip(names, records, strict=True)}
-
-
-def require_strong_index(driver: StorageDriver) -> None:
-    """Skip a check that relies on index results being current (a strongly consistent index)."""
-    if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
-        pytest.skip("profile: strong index consistency not offered")
 
 
 @dataclass

@@ -12,11 +12,12 @@ to know which one they are looking at:
   contract's; ``plain_hypothesis_errors`` turns each into an
   ``AssertionError`` that says what happened, what it usually means for a
   driver, and the original type name;
-* the check ran out of time: ``SearchBudget`` lets a long search stop on
-  its own before an outside deadline kills it. With a counterexample in
-  hand it reports that example (unshrunk); without one it says plainly that
-  the budget ran out and nothing was found. Either way the check fails: a
-  search that did not finish is not evidence of conformance.
+* the check could not finish in time: ``SearchBudget`` is a hang guard that
+  lets a search stop on its own before an outside deadline kills it. With a
+  counterexample in hand it reports that example (unshrunk) as a failure;
+  without one the check is *inconclusive* (``CheckInconclusive``): neither a
+  pass nor a failure, and never a certification. The evidence a finished
+  search gathered is fixed by the profile and seed, never by the clock.
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ from hypothesis.errors import (
     FlakyStrategyDefinition,
     Unsatisfiable,
 )
+from hypothesis.stateful import RuleBasedStateMachine, invariant
+
+from runlane_conformance.fixtures.evidence import CheckInconclusive, record_search
 
 if TYPE_CHECKING:
     import pytest
 
 __all__ = [
+    "CountedMachine",
     "SearchBudget",
     "check_seconds",
     "plain_hypothesis_errors",
+    "record_machine",
     "searches",
     "with_plain_hypothesis_errors",
 ]
@@ -52,23 +58,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass
 class SearchBudget:
-    """A wall-clock budget for one property search, the first counterexample seen, and a stop switch.
+    """A hang guard for one property search, what the search ran, its first counterexample, a stop switch.
 
-    Hypothesis treats anything raised by an example as a failure to shrink and
-    replay, so a search cannot be cut short by raising. Instead each example
-    asks ``active()`` first and, once the budget is spent or ``stop()`` was
-    called, does nothing at all: the remaining examples pass in no time and
-    the run ends. The check then calls ``raise_if_stopped()``, which fails it
-    with the reason. ``seconds`` of ``None`` means no time budget.
-    ``note_failure`` remembers the first failure so that running out of time
-    while shrinking still reports a concrete counterexample.
+    The evidence a search gathers is fixed by the Hypothesis profile and the
+    seed: it runs the profile's examples and steps, however fast the machine is.
+    ``seconds`` is only a guard against a search that cannot finish (a hung or
+    very slow driver): generous, and checked between steps so the check can say
+    what it ran before the supervisor's deadline kills it. Hypothesis treats
+    anything raised by an example as a failure to shrink and replay, so a search
+    cannot be cut short by raising: once the guard fires or ``stop()`` was called,
+    each later example asks ``active()``, does nothing, and the run ends at once.
+    ``raise_if_stopped()`` then ends the check: with a counterexample in hand, as a
+    failure (the example is evidence, shrunk or not); with none after the guard
+    fired, as *inconclusive* (``CheckInconclusive``: no evidence either way); after
+    ``stop()``, as a failure with its reason. ``seconds`` of ``None`` means no guard.
     """
 
     seconds: float | None
     started: float = field(default_factory=time.monotonic)
     examples: int = 0
+    steps: int = 0
     first_failure: str | None = None
     reason: str | None = None
+    timed_out: bool = False
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -80,11 +92,16 @@ class SearchBudget:
         self.examples += 1
         return True
 
+    def step(self) -> None:
+        """Count one step of the current example (the evidence the report shows)."""
+        self.steps += 1
+
     def expired(self) -> bool:
-        """True once the search is stopped or its time is spent; for checking between the steps of one
+        """True once the search is stopped or its guard fired; for checking between the steps of one
         example, so a long example (a locking driver making each step wait) cannot run far past the
-        budget. Counts nothing."""
+        guard. Counts nothing."""
         if self.reason is None and self.seconds is not None and self.elapsed() > self.seconds:
+            self.timed_out = True
             self.reason = self.exhausted_message()
         return self.reason is not None
 
@@ -98,21 +115,49 @@ class SearchBudget:
             self.first_failure = description
 
     def raise_if_stopped(self, what: str) -> None:
-        if self.reason is not None:
-            raise AssertionError(f"{what}: {self.reason}")
+        if self.reason is None:
+            return
+        if self.timed_out and self.first_failure is None:
+            raise CheckInconclusive(f"{what}: {self.reason}")
+        raise AssertionError(f"{what}: {self.reason}")
 
     def exhausted_message(self) -> str:
         spent = f"{self.elapsed():.1f} s"
         if self.first_failure is not None:
             return (
-                f"ran out of its {self.seconds:.1f} s budget after {spent} while shrinking a counterexample; "
-                f"the first failing example, not shrunk, was:\n{self.first_failure}"
+                f"ran past its {self.seconds:.1f} s hang guard after {spent} while shrinking a "
+                f"counterexample; the first failing example, not shrunk, was:\n{self.first_failure}"
             )
         return (
-            f"ran out of its {self.seconds:.1f} s budget after {spent} and {self.examples} examples without "
-            "finding a counterexample: the search did not finish, so this is no evidence either way "
-            "(the driver may simply be slow; give the check more time)"
+            f"could not finish inside its {self.seconds:.1f} s hang guard: {self.examples} examples "
+            f"({self.steps} steps) ran in {spent} and found nothing, but the profile asks for more"
         )
+
+
+class CountedMachine(RuleBasedStateMachine):
+    """A state machine that counts the examples and steps it runs into its class's ``tally``.
+
+    Subclass it instead of ``RuleBasedStateMachine`` and give the concrete class a fresh
+    ``tally`` (a ``SearchBudget`` without a guard); after the run, ``record_search`` the tally's
+    counts. A step is counted by an invariant, which Hypothesis checks after a machine's
+    initialisation and after every rule, so ``steps`` is that count less one per example. Both
+    numbers follow from the profile and the seed alone.
+    """
+
+    tally: SearchBudget
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tally.active()
+
+    @invariant()
+    def _count_a_step(self) -> None:
+        self.tally.step()
+
+
+def record_machine(tally: SearchBudget) -> None:
+    """Record what a ``CountedMachine`` ran (see ``fixtures.evidence.record_search``)."""
+    record_search(tally.examples, max(0, tally.steps - tally.examples))
 
 
 def searches(test: F) -> F:
@@ -205,6 +250,12 @@ def _translated(what: str, budget: SearchBudget | None) -> Iterator[None]:
     try:
         yield
     except Flaky as error:
+        timeout = _timeout_in(error)
+        if timeout is not None and (budget is None or budget.first_failure is None):
+            # The check's time limit interrupted an example: it did not finish, and found nothing.
+            raise CheckInconclusive(
+                f"{what}: timed out ({timeout}) while Hypothesis was still running examples"
+            ) from None
         raise AssertionError(_flaky_message(what, error, budget)) from None
     except FailedHealthCheck as error:
         raise AssertionError(

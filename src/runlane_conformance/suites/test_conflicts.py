@@ -46,7 +46,6 @@ from runlane_conformance.suites._conflicts_support import (
     conflict_or,
     holder,
     lease_views,
-    require_strong_index,
     run_plan,
     serial_outcomes,
     write_leases,
@@ -110,6 +109,7 @@ INDEX_PHANTOM = requirement(
     "Treat each transaction callback as a new attempt (queryCandidates); Use the closed index catalog",
     "A scanned index range, including an empty page, is a dependency: a record that appears in it before "
     "commit makes the attempt conflict.",
+    capability="strong_index",
 )
 INDEX_MOVE = requirement(
     "conflicts.row-leaves-index-between-query-and-read",
@@ -117,6 +117,14 @@ INDEX_MOVE = requirement(
     "Treat each transaction callback as a new attempt (queryCandidates, get); Report a profile that is true",
     "Within one attempt, index candidates and point reads agree on one committed state (for a strongly "
     "consistent index), and a decision about a candidate that left the index never commits.",
+)
+READ_THEN_SCAN = requirement(
+    "conflicts.point-read-then-scan-agree",
+    RequirementLevel.MUST,
+    "Treat each transaction callback as a new attempt (queryCandidates, get); Report a profile that is true",
+    "On a strongly consistent index, an attempt that point-reads a record and then scans its index sees "
+    "it listed exactly when the point read found it, even when another instance moved it in between.",
+    capability="strong_index",
 )
 SERIALIZABLE = requirement(
     "conflicts.serializable-interleavings",
@@ -705,7 +713,6 @@ def test_an_empty_candidate_page_is_a_dependency(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
     # Rule both transactions keep: "take a lease in the window only if the window is empty".
-    require_strong_index(driver)
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
 
@@ -736,7 +743,6 @@ def test_a_partial_candidate_page_protects_the_rest_of_the_range(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
     # Capacity two: a lease may be taken while fewer than two are held in the window.
-    require_strong_index(driver)
     write_leases(driver, leases.record("existing", at=10, holder="someone"))
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
@@ -805,11 +811,10 @@ def test_a_candidate_and_its_point_read_agree(
     )
 
 
-@INDEX_MOVE
+@READ_THEN_SCAN
 def test_a_record_read_before_the_query_is_still_a_candidate(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    require_strong_index(driver)
     write_leases(driver, leases.record("k", at=10, holder="h0"))
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
@@ -1051,7 +1056,15 @@ ATTEMPT_WIDE = requirement(
     RequirementLevel.MUST,
     CLAUSE,
     "Every read of an attempt stays a dependency until commit, whichever call made it: a key read by an "
-    "earlier get() and a range scanned by an earlier query_candidates() are protected as well as the last.",
+    "earlier get() is protected at commit as well as the last read, whatever call came after it.",
+)
+SCAN_ATTEMPT_WIDE = requirement(
+    "conflicts.scan-dependencies-span-the-attempt",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "On a strongly consistent index, a range scanned by an earlier query_candidates() stays a dependency "
+    "until commit, whatever get() or scan came after it.",
+    capability="strong_index",
 )
 REPEATABLE_READS = requirement(
     "conflicts.repeatable-reads",
@@ -1087,15 +1100,29 @@ def _scan_window(leases: Leases, spec: str) -> StorageQueryRange:
 
 
 @ATTEMPT_WIDE
-@pytest.mark.parametrize("shape", list(READ_SHAPES))
+@pytest.mark.parametrize("shape", [shape for shape in READ_SHAPES if shape.startswith("get-")])
 def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, shape: str
+) -> None:
+    _earlier_call_protected(driver, other_driver, leases, shape)
+
+
+@SCAN_ATTEMPT_WIDE
+@pytest.mark.parametrize("shape", [shape for shape in READ_SHAPES if shape.startswith("scan-")])
+def test_a_range_scanned_by_an_earlier_call_is_still_protected_at_commit(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, shape: str
+) -> None:
+    # A scan's range is a dependency only where the index is current at once (strong consistency).
+    _earlier_call_protected(driver, other_driver, leases, shape)
+
+
+def _earlier_call_protected(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, shape: str
 ) -> None:
     # T1 reads in several calls, then records what it saw in a decision record "d". T2 checks "d" and,
     # only if it is absent, changes what T1's FIRST call read. Serially either T1 saw no change and T2
     # saw d, or T2 acted and T1 saw the change. T1 committing a decision from the old state after T2
     # acted means the first call's dependency was dropped when a later call was made.
-    require_strong_index(driver)
     calls, change = READ_SHAPES[shape]
     write_leases(driver, leases.record("a", at=200, holder="a0"), leases.record("b", at=200, holder="b0"))
     attempts = Attempts()
@@ -1312,7 +1339,6 @@ def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
     # index T1's last page covered, unless it already sees "d". Serially T1 either saw no phantom and
     # T2 saw d, or T2 inserted and T1's pages show the phantom (on a full page it sorts before the
     # page's last entry, so it would have been returned).
-    require_strong_index(driver)
     write_leases(driver, *(leases.record(name, at=at, holder=name) for name, at in _SCANNED))
     name, at = _phantom_spot(case)
     window = _phantom_range(case.inclusive, leases)

@@ -16,19 +16,21 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runlane_conformance.contract.protocols import StorageDriver
+from runlane_conformance.contract.encodings import iso_date_codec
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import (
     StorageClockAuthority,
     StorageDurability,
     StorageIndexConsistency,
     StorageLimits,
     StorageProfile,
+    StoredRecord,
 )
 from runlane_conformance.fixtures.convergence import settle_indexes
+from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
@@ -62,6 +64,7 @@ STRONG_INDEX = requirement(
     CLAUSE,
     "With strong index consistency, a committed create, move or delete is reflected at once by query() "
     "and query_candidates() on another instance.",
+    capability="strong_index",
 )
 CLIENT_CLOCK = requirement(
     "profile.client-clock-follows-injected-clock",
@@ -70,6 +73,24 @@ CLIENT_CLOCK = requirement(
     "With client clock authority, each attempt's now() is a fresh reading of that instance's injected "
     "clock: later attempts see later readings, and each instance keeps to its own clock.",
     capability="client_clock",
+)
+SERVER_SAMPLED = requirement(
+    "profile.server-sampled-time-is-the-stores",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "With server_sampled clock authority, each attempt's now() is one frozen reading of the store's own "
+    "clock: a clock given to connect() is not what it answers, and every instance on a store reads the "
+    "same clock.",
+    capability="server_sampled_clock",
+)
+AUTHORITATIVE = requirement(
+    "profile.authoritative-time-follows-what-was-read",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "With transaction_authoritative clock authority, an attempt's now() is never earlier than the now() "
+    "of an attempt whose committed write it read, on any instance, even when that write committed after "
+    "the reading attempt began and whatever clock connect() was given.",
+    capability="transaction_authoritative_clock",
 )
 DURABLE = requirement(
     "profile.durable-survives-reconnect",
@@ -150,11 +171,6 @@ def test_every_instance_advertises_the_same_profile(
 # -- strong index consistency ------------------------------------------------------------------------
 
 
-def _strong_or_skip(driver: StorageDriver) -> None:
-    if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
-        pytest.skip("profile: strong index consistency not offered")
-
-
 def _listed(driver: StorageDriver, leases: Leases) -> dict[str, list[tuple[object, str]]]:
     return {
         "query": list(query_pairs(driver, leases.query())),
@@ -166,7 +182,6 @@ def _listed(driver: StorageDriver, leases: Leases) -> dict[str, list[tuple[objec
 def test_a_commit_is_immediately_queryable_on_another_instance(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    _strong_or_skip(driver)
     record = leases.unique("seen", at=7)
     driver.transaction(lambda tx: tx.create(record))
     for path, pairs in _listed(other_driver, leases).items():
@@ -179,7 +194,6 @@ def test_a_commit_is_immediately_queryable_on_another_instance(
 def test_moves_and_deletes_are_immediately_visible_on_another_instance(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    _strong_or_skip(driver)
     create_all(driver, [leases.unique("mover", at=1), leases.unique("doomed", at=2)])
     assert _listed(other_driver, leases)["query"] == [
         (leases.key("mover"), leases.sort(1)),
@@ -202,7 +216,6 @@ def test_moves_and_deletes_are_immediately_visible_on_another_instance(
 def test_every_commit_in_a_sequence_is_visible_before_the_next(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    _strong_or_skip(driver)
     expected: list[tuple[object, str]] = []
     for i in range(5):
         writer, reader = (driver, other_driver) if i % 2 == 0 else (other_driver, driver)
@@ -228,7 +241,6 @@ def test_every_commit_in_a_sequence_is_visible_before_the_next(
 def test_the_other_instance_always_sees_the_latest_index(
     driver: StorageDriver, other_driver: StorageDriver, steps: list[tuple[str, int, int]]
 ) -> None:
-    _strong_or_skip(driver)
     leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
     model: dict[str, int | None] = {}  # name -> indexed expiry (None: stored but out of the index)
     for number, (action, which, at) in enumerate(steps):
@@ -298,6 +310,113 @@ def test_each_instance_keeps_to_its_own_clock(connect: Callable[..., StorageDriv
         assert second.transaction(lambda tx: tx.now()) in late.readings, (
             "tx.now() on an instance with another injected clock must return a reading of its own clock"
         )
+
+
+# -- clocks the store owns ---------------------------------------------------------------------------
+
+#: Clocks a store-owned time must not follow: an instance given either still reads the store's clock.
+_FAR_PAST = datetime(2001, 1, 1, tzinfo=UTC)
+_FAR_FUTURE = datetime(2099, 1, 1, tzinfo=UTC)
+#: How far apart two readings of one store clock, taken by back-to-back attempts, may lie. Generous, so a
+#: slow driver is never failed for its speed; decades apart is what an injected clock gives.
+_SAME_CLOCK_SPREAD = timedelta(hours=1)
+
+
+def _pinned(moment: datetime) -> Callable[[], datetime]:
+    return lambda: moment
+
+
+@SERVER_SAMPLED
+def test_server_sampled_time_is_one_reading_of_the_store_clock(connect: Callable[..., StorageDriver]) -> None:
+    early, late = connect(clock=_pinned(_FAR_PAST)), connect(clock=_pinned(_FAR_FUTURE))
+    readings: list[tuple[str, datetime]] = []
+    for name, instance in (("first", early), ("second", late), ("first", early), ("second", late)):
+        first, again = instance.transaction(lambda tx: (tx.now(), tx.now()))
+        assert first == again, (
+            f"now() on the {name} instance returned {first} and then {again} in one attempt: a sampled "
+            "time is sampled once and frozen for the attempt"
+        )
+        assert first not in (_FAR_PAST, _FAR_FUTURE), (
+            f"now() on the {name} instance returned {first}, the clock that instance was given at "
+            "connect(): a server_sampled driver answers from the store's clock, not the client's"
+        )
+        readings.append((name, first))
+    times = [moment for _, moment in readings]
+    assert max(times) - min(times) <= _SAME_CLOCK_SPREAD, (
+        f"back-to-back attempts on two instances of one store read times {readings}: more than "
+        f"{_SAME_CLOCK_SPREAD} apart, so the instances do not read one store clock"
+    )
+
+
+def _stamp(moment: datetime) -> str:
+    return iso_date_codec.encode(moment)
+
+
+def _stamped(record: StoredRecord | None) -> datetime | None:
+    holder = None if record is None else record.document.value.get("holder")
+    return None if not isinstance(holder, str) else iso_date_codec.decode(holder)
+
+
+@AUTHORITATIVE
+def test_authoritative_time_never_precedes_a_write_the_attempt_read(
+    connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    # Two instances given clocks decades apart: the store's clock, not theirs, decides the time.
+    instances = (connect(clock=_pinned(_FAR_FUTURE)), connect(clock=_pinned(_FAR_PAST)))
+    key = leases.key("chain")
+    chain: list[str] = []
+
+    def step(tx: StorageTransaction) -> tuple[datetime | None, datetime]:
+        (current,) = tx.get([key])
+        moment = tx.now()
+        written = leases.record("chain", at=1, holder=_stamp(moment))
+        if current is None:
+            tx.create(written)
+        else:
+            tx.replace(current, written)
+        return _stamped(current), moment
+
+    for turn in range(6):
+        seen, moment = instances[turn % 2].transaction(step)
+        chain.append(f"instance {turn % 2 + 1} read {seen} and got now() {moment}")
+        assert seen is None or moment >= seen, (
+            "an attempt read a record written by an attempt whose now() was later than its own: "
+            + "; ".join(chain)
+            + ". With transaction_authoritative time the read set is sealed before the shared clock "
+            "is sampled, so a reader's time never precedes its writer's"
+        )
+
+
+@AUTHORITATIVE
+def test_authoritative_time_follows_a_write_committed_after_the_attempt_began(
+    connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    reader, writer = connect(clock=_pinned(_FAR_PAST)), connect(clock=_pinned(_FAR_FUTURE))
+    key = leases.key("late")
+    attempts: list[tuple[datetime | None, datetime]] = []
+    written: list[datetime] = []
+
+    def write(tx: StorageTransaction) -> None:
+        moment = tx.now()
+        written.append(moment)
+        tx.create(leases.record("late", at=2, holder=_stamp(moment)))
+
+    def read(tx: StorageTransaction) -> tuple[datetime | None, datetime]:
+        if not attempts and not written:
+            # Before this attempt reads anything, another instance commits the record it will read. The
+            # writer runs on its own thread, bounded; this attempt holds nothing yet, so nothing blocks it.
+            compete(lambda: writer.transaction(write), grace=0).settle()
+        (current,) = tx.get([key])
+        moment = tx.now()
+        attempts.append((_stamped(current), moment))
+        return _stamped(current), moment
+
+    seen, moment = reader.transaction(read)
+    assert seen is None or moment >= seen, (
+        f"the attempt began, another instance then committed a record stamped {seen} (its now()), and "
+        f"the attempt read that record but got now() {moment}, earlier: its time was sampled before its "
+        "read set was sealed (at the start of the attempt), which transaction_authoritative time forbids"
+    )
 
 
 # -- durability --------------------------------------------------------------------------------------

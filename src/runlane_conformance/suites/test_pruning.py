@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
@@ -70,7 +69,13 @@ from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._hypothesis_support import plain_hypothesis_errors, searches
+from runlane_conformance.suites._hypothesis_support import (
+    CountedMachine,
+    SearchBudget,
+    plain_hypothesis_errors,
+    record_machine,
+    searches,
+)
 from runlane_conformance.suites._lifecycle_support import (
     BuiltRun,
     build_run,
@@ -463,7 +468,7 @@ class _ModelRun:
     tokens: set[str] = field(default_factory=set)
 
 
-class PruningMachine(RuleBasedStateMachine):
+class PruningMachine(CountedMachine):
     """Core's pruning flow on a fresh store per example, checked against a small model after every step."""
 
     harness: DriverHarness
@@ -678,11 +683,15 @@ class PruningMachine(RuleBasedStateMachine):
 @MODEL
 @searches
 def test_random_pruning_histories_keep_the_invariants(runlane_harness: DriverHarness) -> None:
-    machine = type("RunlanePruningMachine", (PruningMachine,), {"harness": runlane_harness})
+    tally = SearchBudget(seconds=None)
+    machine = type("RunlanePruningMachine", (PruningMachine,), {"harness": runlane_harness, "tally": tally})
     run_machine: Any = run_state_machine_as_test  # typed only in newer Hypothesis releases
-    # No fixed time limit here: the check gets the profile's budget, like every other check.
-    with plain_hypothesis_errors("random pruning histories"):
-        run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+    # Histories and steps come from the profile and the seed; the check's deadline only guards hangs.
+    try:
+        with plain_hypothesis_errors("random pruning histories"):
+            run_machine(machine, settings=machine_settings(MAX_HISTORIES, MAX_STEPS))
+    finally:
+        record_machine(tally)
 
 
 # -- bounded passes ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ def measured(driver, name):
     record_limit(name, accepted=value)
     record_limit(name, rejected=value + 1)
 
+
 LIMITS = ("point-reads", "query-results", "transaction-records", "record-bytes", "transaction-bytes")
 
 

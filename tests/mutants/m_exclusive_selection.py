@@ -64,6 +64,25 @@ class HoldsLookahead(WrappedTransaction):
         return QueryRecordsResult(items, cursor)
 
 
+class HoldsLookaheadOnContinuation(HoldsLookahead):
+    """The continuation query (after a cursor) is a separate statement that still locks one row extra."""
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        if command.cursor is None:
+            return self.inner.query_candidates(command, **kwargs)
+        return super().query_candidates(command, **kwargs)
+
+
+class DropsContinuationCursor(WrappedTransaction):
+    """A page reached through a cursor never returns one: only the first exclusive page can be continued."""
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        result = self.inner.query_candidates(command, **kwargs)
+        if _mode(kwargs) is EXCLUSIVE and command.cursor is not None:
+            return QueryRecordsResult(result.items, None)
+        return result
+
+
 class DropsExclusiveCursor(WrappedTransaction):
     """Never returns a cursor from an exclusive page, so a full page cannot be continued."""
 
@@ -312,9 +331,23 @@ MUTANTS = [
         "exclusive_selection.scans-like-advisory",
         "a second exclusive scan in one attempt skips the rows that attempt already holds",
     ),
+    Mutant(
+        "holds-lookahead-on-continuation",
+        "tests.mutants.m_exclusive_selection:holds_lookahead_on_continuation",
+        "exclusive_selection.no-lookahead-hold",
+        "a page reached through a cursor selects and holds one row beyond it",
+    ),
+    Mutant(
+        "drops-continuation-cursor",
+        "tests.mutants.m_exclusive_selection:drops_continuation_cursor",
+        "exclusive_selection.full-page-continues",
+        "a full exclusive page reached through a cursor returns no cursor although rows follow",
+    ),
 ]
 
 keeps_holds_after_base_exception = mutant_harness(KeepsHoldsAfterBaseException)
+holds_lookahead_on_continuation = mutant_harness(transaction_class=HoldsLookaheadOnContinuation)
+drops_continuation_cursor = mutant_harness(transaction_class=DropsContinuationCursor)
 holds_per_index_entry = mutant_harness(PerIndexHoldsDriver)
 exclusive_ignores_upper_bound = mutant_harness(transaction_class=ExclusiveIgnoresUpperBound)
 exclusive_always_ascending = mutant_harness(transaction_class=ExclusiveAlwaysAscending)

@@ -641,3 +641,59 @@ def test_an_exclusive_cursor_is_refused_under_a_changed_scope(
         rule=SAME_SCAN,
     ):
         driver.transaction(lambda tx: tx.query_candidates(changed.with_cursor(cursor), mode=EXCLUSIVE))
+
+
+@FULL_PAGE
+@DIRECTIONS
+def test_a_full_middle_page_continues_too(
+    driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
+) -> None:
+    """Seven rows in pages of three: the second page, reached through a cursor, is full and rows follow."""
+    rows = _ordered(_rows(driver, leases, 7), direction)
+    command = leases.query(limit=3, direction=direction)
+
+    def callback(tx: StorageTransaction) -> list[list[str]]:
+        pages: list[list[str]] = []
+        current = command
+        for number in range(1, 4):
+            page = _select(tx, current)
+            pages.append(_keys(page))
+            if number < 3:
+                assert page.cursor is not None, (
+                    f"exclusive page {number} of three is full and rows follow it, yet it returned no cursor"
+                )
+                current = command.with_cursor(page.cursor)
+        return pages
+
+    assert driver.transaction(callback) == [rows[:3], rows[3:6], rows[6:]], (
+        "following exclusive cursors must select the rows page after page, in order"
+    )
+
+
+@NO_LOOKAHEAD
+@DIRECTIONS
+def test_no_row_beyond_a_continued_page_is_held(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
+) -> None:
+    """Two pages of two through a cursor, out of five free rows: the fifth stays free for another attempt."""
+    rows = _ordered(_rows(driver, leases, 5), direction)
+    command = leases.query(limit=2, direction=direction)
+    started: list[Competitor[Any]] = []
+
+    def callback(tx: StorageTransaction) -> list[str]:
+        first = _select(tx, command)
+        assert first.cursor is not None, "a full exclusive page with more rows after it must return a cursor"
+        second = _select(tx, command.with_cursor(first.cursor))
+        if not started:
+            started.append(compete(_selector(other_driver, command)))
+        return _keys(first) + _keys(second)
+
+    mine = driver.transaction(callback)
+    assert mine == rows[:4], "two exclusive pages of two must be the first four rows in index order"
+    finished_while_open = started[0].finished_while_open
+    theirs = started[0].settle()
+    if finished_while_open:
+        assert theirs == rows[4:], (
+            f"with four of five rows held through two pages, the next selector must get the fifth; got "
+            f"{theirs}: the continued page held a row it did not return"
+        )

@@ -468,7 +468,22 @@ class PrefixFilters(OperatorDriver):
         return OperatorPage(tuple([*page.items, *extra][:limit]), page.cursor)
 
 
+class ListsOnlyActiveRuns(OperatorDriver):
+    """list_runs serves an "active runs" projection: finished runs are left out of every page."""
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
+        active = tuple(run for run in page.items if run.document.value.get("completedAt") is None)
+        return OperatorPage(active, page.cursor)
+
+
 MUTANTS += [
+    Mutant(
+        "lists-only-active-runs",
+        "tests.mutants.m_operator_reads:lists_only_active_runs",
+        "operator_reads.list-shows-each-visible-run-once",
+        "list_runs leaves finished runs out",
+    ),
     Mutant(
         "projection-written-at-staging",
         "tests.mutants.m_operator_reads:projection_at_staging",
@@ -498,3 +513,4 @@ MUTANTS += [
 projection_at_staging = mutant_harness(ProjectionAtStaging)
 millisecond_projection = mutant_harness(MillisecondProjection)
 prefix_filters = mutant_harness(PrefixFilters)
+lists_only_active_runs = mutant_harness(ListsOnlyActiveRuns)

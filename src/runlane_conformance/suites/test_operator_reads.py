@@ -286,8 +286,17 @@ def test_listing_runs_pages_through_every_visible_run_once(
 ) -> None:
     env = fresh_environment()
     elsewhere = f"{env}x"  # a neighbour whose name extends this one: a prefix match would list its runs
-    expected = {f"run-{i}": run_value(env, f"run-{i}", created=i % 3, note=str(i)) for i in range(7)}
-    write(driver, *[run_record(env, f"run-{i}", created=i % 3, note=str(i)) for i in range(7)])
+    # Every status (a waiting run waits on a source), so a projection of only active or only finished
+    # runs shows as missing rows.
+    statuses = list(RunStatus)
+
+    def fields(i: int) -> dict[str, Any]:
+        status = statuses[i % len(statuses)]
+        waiting = "source" if status is RunStatus.WAITING else None
+        return {"status": status, "waiting_for": waiting, "created": i % 3, "note": str(i)}
+
+    expected = {f"run-{i}": run_value(env, f"run-{i}", **fields(i)) for i in range(7)}
+    write(driver, *[run_record(env, f"run-{i}", **fields(i)) for i in range(7)])
     write(driver, *[run_record(elsewhere, f"run-{i}", created=i) for i in range(3)])
 
     listed = _runs(other_driver, env, limit=limit)

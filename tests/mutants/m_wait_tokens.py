@@ -303,6 +303,40 @@ def _rescoped(command: Any, result: Any) -> Any:
     return QueryRecordsResult(items, cursor)
 
 
+# -- one index that ignores its partition ------------------------------------------------------------
+
+
+class RecordsEnvironments(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table in (TOKENS, StorageTableName.WAIT_TOKEN_LINKS):
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.everywhere(command, lambda c: self.inner.query_candidates(c, **kwargs))  # type: ignore[attr-defined]
+
+
+class LinksIndexIgnoresPartition(WrappedDriver):
+    """WaitTokenLinksByToken is one native table without the environment in its key: a scan of one
+    environment lists the links of every environment."""
+
+    transaction_class = RecordsEnvironments
+
+    def everywhere(self, command: Any, read: Callable[[Any], Any]) -> Any:
+        page = read(command)
+        if command.index is not StorageIndexName.WAIT_TOKEN_LINKS_BY_TOKEN or command.cursor is not None:
+            return page
+        others = sorted(self.store.shared.get("environments", set()) - {command.partition})
+        items = list(page.items)
+        for environment in others:
+            items.extend(read(replace(command, partition=environment)).items)
+        items.sort(key=lambda item: (item.sort, item.key.encoded))
+        return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.everywhere(command, self.inner.query)
+
+
 MUTANTS = [
     Mutant(
         "token-owner-claimed-outside-the-attempt",
@@ -376,9 +410,16 @@ MUTANTS = [
         "wait_tokens.timeout-at-or-after-due",
         "WaitTokensByTimeout treats the inclusive due bound as exclusive: a token due exactly now is missed",
     ),
+    Mutant(
+        "links-index-ignores-partition",
+        "tests.mutants.m_wait_tokens:links_index_ignores_partition",
+        "wait_tokens.index-mappings-exact",
+        "a WaitTokenLinksByToken scan of one environment lists the links of every environment",
+    ),
 ]
 
 expires_resolved_tokens = mutant_harness(transaction_class=ExpiresResolvedTokens)
+links_index_ignores_partition = mutant_harness(LinksIndexIgnoresPartition)
 due_bound_exclusive = mutant_harness(DueBoundExclusiveDriver)
 unfenced_owners = mutant_harness(SideConnection)
 unfenced_tokens = store_mutant(UnfencedTokens)

@@ -475,6 +475,12 @@ def test_every_token_index_mapping_follows_each_transition(
         wait_token_link_record_key(env, "t2", "w1"),
         tombstone_record_key(env, "w1"),
     ]
+    # A neighbour environment (its name extends this one) with the same token, run and link ids: every
+    # mapping of this environment must leave its entries out.
+    neighbour = f"{env}x"
+    _runs(driver, neighbour, "c", "w1")
+    make_token(driver, token_spec(neighbour, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
+    driver.transaction(lambda tx: link_run(tx, neighbour, "t1", "w1"))
     make_token(driver, token_spec(env, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
     make_token(driver, token_spec(env, "t2", "w1"))
     _assert_mappings(other_driver, env, keys, "creating two tokens")

@@ -10,10 +10,18 @@ the commit" runs in a separate transaction once the wrapped one returned.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageRecordVersion, StorageTableName, StoredRecord, iso_date_codec
+from runlane_conformance import (
+    QueryRecordsResult,
+    StorageIndexName,
+    StorageRecordVersion,
+    StorageTableName,
+    StoredRecord,
+    iso_date_codec,
+)
 from runlane_conformance.core.completion_waits import RunCompletionWaitPresence
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
@@ -263,6 +271,38 @@ class ExpiringMarkers(WrappedTransaction):
         ]
 
 
+# -- the waiter index ignores its partition ----------------------------------------------------------
+
+
+class RecordsWaiterEnvironments(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table is StorageTableName.RUNS:
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.everywhere(command, lambda c: self.inner.query_candidates(c, **kwargs))  # type: ignore[attr-defined]
+
+
+class WaiterIndexIgnoresPartition(WrappedDriver):
+    """RunsWaitingForCompletion is keyed by source id alone: a scan lists waiters of every environment."""
+
+    transaction_class = RecordsWaiterEnvironments
+
+    def everywhere(self, command: Any, read: Callable[[Any], Any]) -> Any:
+        page = read(command)
+        if command.index is not StorageIndexName.RUNS_WAITING_FOR_COMPLETION or command.cursor is not None:
+            return page
+        items = list(page.items)
+        for environment in sorted(self.store.shared.get("environments", set()) - {command.partition}):
+            items.extend(read(replace(command, partition=environment)).items)
+        items.sort(key=lambda item: (item.sort, item.key.encoded))
+        return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.everywhere(command, self.inner.query)
+
+
 MUTANTS = [
     Mutant(
         "markers-in-instance-cache",
@@ -306,9 +346,16 @@ MUTANTS = [
         "completion_waits.marker-outlives-waiters",
         "a marker older than a day reads as absent (a time to live on the marker row)",
     ),
+    Mutant(
+        "waiter-index-ignores-partition",
+        "tests.mutants.m_completion_waits:waiter_index_ignores_partition",
+        "completion_waits.marker-stored-for-every-instance",
+        "a RunsWaitingForCompletion scan lists the waiters of every environment's run with that source id",
+    ),
 ]
 
 cascades_from_source_run = mutant_harness(CascadesFromSourceRun)
+waiter_index_ignores_partition = mutant_harness(WaiterIndexIgnoresPartition)
 counts_waiters_on_resume = mutant_harness(CountsWaitersOnResume)
 expiring_markers = mutant_harness(transaction_class=ExpiringMarkers)
 cached_markers = mutant_harness(CachingDriver)

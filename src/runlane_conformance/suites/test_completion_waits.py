@@ -54,7 +54,7 @@ STORED = requirement(
     RequirementLevel.MUST,
     CLAUSE,
     "A marker created by one instance is seen by point reads on every other instance of the store, so "
-    "their waits and waiter scans agree.",
+    "their waits and waiter scans agree, and a waiter scan lists only its own environment's waiting runs.",
 )
 RACE = requirement(
     "completion_waits.racing-first-waiters-create-one-marker",
@@ -149,6 +149,11 @@ def test_a_marker_created_by_one_instance_is_read_by_another(
     env = fresh_environment("waits")
     presence = RunCompletionWaitPresence(env, "source")
     write(driver, run_record(env, "source"))
+    # A neighbour environment (its name extends this one) waits on a source with the same id: its
+    # marker and waiter are its own, and no scan of this environment may list them.
+    neighbour = RunCompletionWaitPresence(f"{env}x", "source")
+    write(driver, run_record(neighbour.environment, "source"))
+    _wait(other_driver, neighbour, "waiter-elsewhere")
 
     assert _wait(driver, presence, "waiter-1") is CompletionWaitPlan.CREATE_MARKER, (
         "the first wait on a running source must be told to create the marker"

@@ -274,6 +274,35 @@ class CommitsOnBaseException(WrappedDriver):
         return result  # type: ignore[no-any-return]
 
 
+class RecordsChildEnvironments(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table in CHILD_TABLES:
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.everywhere(command, lambda c: self.inner.query_candidates(c, **kwargs))  # type: ignore[attr-defined]
+
+
+class EventIndexIgnoresPartition(WrappedDriver):
+    """EventsByRun is keyed by run id alone: a run's event scan also lists another environment's run."""
+
+    transaction_class = RecordsChildEnvironments
+
+    def everywhere(self, command: Any, read: Callable[[Any], Any]) -> Any:
+        page = read(command)
+        if command.index is not StorageIndexName.EVENTS_BY_RUN or command.cursor is not None:
+            return page
+        items = list(page.items)
+        for environment in sorted(self.store.shared.get("environments", set()) - {command.partition}):
+            items.extend(read(replace(command, partition=environment)).items)
+        items.sort(key=lambda item: (item.sort, item.key.encoded))
+        return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.everywhere(command, self.inner.query)
+
+
 MUTANTS = [
     Mutant(
         "run-count-update-dropped",
@@ -341,12 +370,19 @@ MUTANTS = [
         "pruning.interrupted-pass-resumes",
         "a pass whose callback raised a BaseException (not an Exception) commits the deletes it staged",
     ),
+    Mutant(
+        "event-index-ignores-partition",
+        "tests.mutants.m_pruning:event_index_ignores_partition",
+        "pruning.counters-exact",
+        "EventsByRun lists the events of a run with the same id in every environment",
+    ),
 ]
 
 drops_run_count_updates = mutant_harness(transaction_class=DropsRunCountUpdates)
 decrements_without_deleting = mutant_harness(FlushesPending)
 ghost_entries = mutant_harness(GhostDriver)
 parent_ghost_entries = mutant_harness(ParentGhostDriver)
+event_index_ignores_partition = mutant_harness(EventIndexIgnoresPartition)
 commits_on_base_exception = mutant_harness(CommitsOnBaseException)
 unfenced_tombstones = store_mutant(UnfencedTombstones)
 keeps_deletes_on_raise = mutant_harness(KeepsDeletesOnRaise)

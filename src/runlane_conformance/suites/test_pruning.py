@@ -207,6 +207,8 @@ def test_counts_are_copied_to_the_tombstone_and_lowered_exactly_by_each_pass(
     env = fresh_environment("prune")
     built = build_run(driver, env, "r1", events=3, steps=2, outbox=2, tokens=("t1", "t2"))
     sibling = build_run(other_driver, env, "r10", events=2, steps=1, tokens=("t3",))  # its id extends "r1"
+    # The same run id in a neighbour environment (whose name extends this one): nothing of it is touched.
+    neighbour = build_run(other_driver, f"{env}x", "r1", events=2, steps=1, outbox=1, tokens=("t1",))
     [run] = read_all(other_driver, [built.key])
     assert run is not None, missing("the built run r1", written="the check built it just before")
     expected = {
@@ -234,6 +236,10 @@ def test_counts_are_copied_to_the_tombstone_and_lowered_exactly_by_each_pass(
     _assert_gone(other_driver, built)
     _assert_counters_match(driver, sibling, "the sibling run after pruning r1")
     assert counted_children(driver, sibling)[ChildKind.EVENTS] == 2, "pruning r1 deleted children of r10"
+    _assert_counters_match(driver, neighbour, "r1 of the neighbour environment after pruning r1")
+    assert counted_children(driver, neighbour)[ChildKind.EVENTS] == 2, (
+        "pruning r1 deleted children of the neighbour environment's r1"
+    )
 
 
 @HIDDEN

@@ -121,7 +121,7 @@ HOLDS_RELEASED = requirement(
     "once the attempt is over: another instance's exclusive selection, and the faulted instance's next one, "
     "get them within seconds (a server may take a moment to notice the broken connection). Not judged "
     "when the store itself went down: a lease-based hold may then last until its lease expires.",
-    capability="exclusive_faults",
+    capability="exclusive_candidates+faults",
 )
 USABLE_AFTER_FAULT = requirement(
     "faults.usable-after-fault",

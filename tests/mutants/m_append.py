@@ -145,6 +145,11 @@ class ReservesAtStaging(WrappedTransaction):
 
     def append(self, command: Any) -> None:
         parsed = parse_append_records_command(command)
+        self.reserve(parsed)
+        self.inner.append(parsed)
+
+    def reserve(self, parsed: Any) -> None:
+        """Move the head past the batch in a commit of its own."""
         helper = self.driver.store.inner.connect()
         layout = parsed.layout
 
@@ -160,7 +165,66 @@ class ReservesAtStaging(WrappedTransaction):
                 tx.replace(head, bumped)
 
         helper.transaction(reserve)
-        self.inner.append(parsed)
+
+
+# -- positions through a float or a signed 64-bit column, positions burnt by a BaseException ---------
+
+#: The largest position a signed 64-bit column holds.
+I64_MAX = 2**63 - 1
+
+
+class FloatPositions(_PlacingDriver):
+    """Reads the head's next position through a double, so positions past 2**53 lose their last digits."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        head_key, head = _head(local, command)
+        start = int(float(read_storage_stream_position(command.stream, command.partition, head)))
+        return _as_writes(materialize_storage_append(command, max(1, start)), head_key)
+
+
+class SignedPositions(_PlacingDriver):
+    """Keeps positions in a signed 64-bit column: a batch whose head would pass 2**63-1 is refused."""
+
+    @staticmethod
+    def place(local: Any, plan: Any, command: AppendRecordsCommand) -> Writes:
+        head_key, head = _head(local, command)
+        start = read_storage_stream_position(command.stream, command.partition, head)
+        if start + len(command.values) > I64_MAX:
+            raise StorageStreamExhaustedError(f"{command.partition}: the position column is full")
+        return _as_writes(materialize_storage_append(command, start), head_key)
+
+
+class StagesBatches(WrappedTransaction):
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.batches: list[Any] = []
+
+    def append(self, command: Any) -> None:
+        self.inner.append(command)
+        self.batches.append(parse_append_records_command(command))
+
+
+class BurnsPositionsOnBaseException(WrappedDriver):
+    """Gives a sequence's reservation back when the callback raises an Exception, not a BaseException."""
+
+    transaction_class = StagesBatches
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[StagesBatches] = []
+
+        def run(tx: Any) -> T:
+            attempts.append(StagesBatches(tx, self))
+            return callback(attempts[-1])
+
+        try:
+            return self.inner.transaction(run)  # type: ignore[no-any-return]
+        except Exception:
+            raise
+        except BaseException:
+            for command in attempts[-1].batches if attempts else []:
+                ReservesAtStaging(None, self).reserve(command)
+            raise
 
 
 class DropsLaterBatches(WrappedTransaction):
@@ -334,8 +398,29 @@ MUTANTS = [
         "append.refused-after-attempt",
         "append() on an ended attempt is silently dropped",
     ),
+    Mutant(
+        "float-positions",
+        "tests.mutants.m_append:float_positions",
+        "append.position-bounds",
+        "the head's next position is read through a double, so positions past 2**53 are rounded",
+    ),
+    Mutant(
+        "signed-64-bit-positions",
+        "tests.mutants.m_append:signed_positions",
+        "append.position-bounds",
+        "positions live in a signed 64-bit column, so a batch reaching 2**63 is refused as exhausted",
+    ),
+    Mutant(
+        "positions-burnt-by-base-exception",
+        "tests.mutants.m_append:burns_positions_on_base_exception",
+        "append.rollback-consumes-nothing",
+        "a callback that raised a BaseException (not an Exception) leaves its batch's positions consumed",
+    ),
 ]
 
+float_positions = mutant_harness(FloatPositions)
+signed_positions = mutant_harness(SignedPositions)
+burns_positions_on_base_exception = mutant_harness(BurnsPositionsOnBaseException)
 gap_between_batches = mutant_harness(GapBetweenBatches)
 head_holds_last = mutant_harness(HeadHoldsLastPosition)
 own_counter = mutant_harness(OwnCounterIgnoresHead)

@@ -10,9 +10,18 @@ the commit" runs in a separate transaction once the wrapped one returned.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageRecordVersion, StorageTableName, StoredRecord
+from runlane_conformance import (
+    QueryRecordsResult,
+    StorageIndexName,
+    StorageRecordVersion,
+    StorageTableName,
+    StoredRecord,
+    iso_date_codec,
+)
 from runlane_conformance.core.completion_waits import RunCompletionWaitPresence
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
@@ -181,6 +190,119 @@ class MarkerForEveryRun(AfterCommitDriver):
         self.ensure_markers(list(dict.fromkeys(keys)))
 
 
+# -- marker lifetime tied to the source run, to waiters leaving, or to the wall clock ---------------
+
+
+class RecordsRunChanges(RecordsRuns):
+    """Also remembers deleted runs and waiting runs that stopped waiting through a replacement."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.deleted_runs: list[Any] = []
+        self.resumed_waiters: list[Any] = []
+
+    def delete(self, current: Any) -> None:
+        super().delete(current)
+        if current.key.table is StorageTableName.RUNS:
+            self.deleted_runs.append(RunCompletionWaitPresence(current.key.id[0], current.key.id[1]).key)
+
+    def replace(self, current: Any, record: Any) -> None:
+        super().replace(current, record)
+        if current.key.table is StorageTableName.RUNS:
+            before = current.document.value.get("waitingForRunId")
+            if before is not None and record.document.value.get("waitingForRunId") != before:
+                self.resumed_waiters.append(RunCompletionWaitPresence(current.key.id[0], str(before)))
+
+
+def _delete_markers(driver: WrappedDriver, keys: list[Any]) -> None:
+    def callback(tx: Any) -> None:
+        for marker in tx.get(keys):
+            if marker is not None:
+                tx.delete(marker)
+
+    if keys:
+        driver.inner.transaction(callback)
+
+
+class CascadesFromSourceRun(AfterCommitDriver):
+    """Deleting a run (the last step of pruning it) cascades to the marker with the same id."""
+
+    transaction_class = RecordsRunChanges
+
+    def after_commit(self, attempt: Any) -> None:
+        _delete_markers(self, list(dict.fromkeys(attempt.deleted_runs)))
+
+
+class CountsWaitersOnResume(AfterCommitDriver):
+    """Treats the marker as a waiter count: once no run waits on the source any more, the marker goes."""
+
+    transaction_class = RecordsRunChanges
+
+    def after_commit(self, attempt: Any) -> None:
+        from runlane_conformance.core.completion_waits import find_completion_waiters
+
+        idle = [
+            presence.key
+            for presence in dict.fromkeys(attempt.resumed_waiters)
+            if not self.inner.transaction(
+                lambda tx, p=presence: find_completion_waiters(tx, p, limit=1)
+            ).items
+        ]
+        _delete_markers(self, idle)
+
+
+#: Markers older than this (by their createdAt, against the wall clock) are treated as expired.
+MARKER_TTL = timedelta(days=1)
+
+
+class ExpiringMarkers(WrappedTransaction):
+    """Stores markers with a time to live: one created more than a day ago reads as absent."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        found = self.inner.get(keys)
+        horizon = datetime.now(UTC) - MARKER_TTL
+        return [
+            None
+            if record is not None
+            and _is_marker(record.key)
+            and iso_date_codec.decode(str(record.document.value["createdAt"])) < horizon
+            else record
+            for record in found
+        ]
+
+
+# -- the waiter index ignores its partition ----------------------------------------------------------
+
+
+class RecordsWaiterEnvironments(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table is StorageTableName.RUNS:
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.everywhere(command, lambda c: self.inner.query_candidates(c, **kwargs))  # type: ignore[attr-defined]
+
+
+class WaiterIndexIgnoresPartition(WrappedDriver):
+    """RunsWaitingForCompletion is keyed by source id alone: a scan lists waiters of every environment."""
+
+    transaction_class = RecordsWaiterEnvironments
+
+    def everywhere(self, command: Any, read: Callable[[Any], Any]) -> Any:
+        page = read(command)
+        if command.index is not StorageIndexName.RUNS_WAITING_FOR_COMPLETION or command.cursor is not None:
+            return page
+        items = list(page.items)
+        for environment in sorted(self.store.shared.get("environments", set()) - {command.partition}):
+            items.extend(read(replace(command, partition=environment)).items)
+        items.sort(key=lambda item: (item.sort, item.key.encoded))
+        return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.everywhere(command, self.inner.query)
+
+
 MUTANTS = [
     Mutant(
         "markers-in-instance-cache",
@@ -206,8 +328,36 @@ MUTANTS = [
         "completion_waits.absent-marker-means-no-wait",
         "every stored run gets a marker, so an absent marker no longer proves anything",
     ),
+    Mutant(
+        "marker-deleted-with-source-run",
+        "tests.mutants.m_completion_waits:cascades_from_source_run",
+        "completion_waits.marker-outlives-waiters",
+        "deleting (pruning) the source run cascades to its marker",
+    ),
+    Mutant(
+        "marker-counts-waiters",
+        "tests.mutants.m_completion_waits:counts_waiters_on_resume",
+        "completion_waits.marker-outlives-waiters",
+        "the marker is deleted once the last waiting run stops waiting",
+    ),
+    Mutant(
+        "marker-expires",
+        "tests.mutants.m_completion_waits:expiring_markers",
+        "completion_waits.marker-outlives-waiters",
+        "a marker older than a day reads as absent (a time to live on the marker row)",
+    ),
+    Mutant(
+        "waiter-index-ignores-partition",
+        "tests.mutants.m_completion_waits:waiter_index_ignores_partition",
+        "completion_waits.marker-stored-for-every-instance",
+        "a RunsWaitingForCompletion scan lists the waiters of every environment's run with that source id",
+    ),
 ]
 
+cascades_from_source_run = mutant_harness(CascadesFromSourceRun)
+waiter_index_ignores_partition = mutant_harness(WaiterIndexIgnoresPartition)
+counts_waiters_on_resume = mutant_harness(CountsWaitersOnResume)
+expiring_markers = mutant_harness(transaction_class=ExpiringMarkers)
 cached_markers = mutant_harness(CachingDriver)
 unfenced_markers = mutant_harness(SideConnectionDriver)
 deletes_marker_with_waiters = mutant_harness(DeletesMarkerWithWaiters)

@@ -214,6 +214,29 @@ indexes_outside_the_commit = mutant_harness(IndexesOutsideTheCommit)
 bumps_head_before_commit = mutant_harness(BumpsHeadBeforeCommit)
 carries_usage_after_fault = mutant_harness(CarriesUsageAfterFault)
 
+
+class KeepsHoldsAfterFault(WrappedDriver):
+    """Releases an attempt's exclusive holds on commit and on a callback error, but not when the
+    connection broke: the rows stay held by an attempt that no longer exists."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[Any] = []
+
+        def run(tx: Any) -> T:
+            attempts.append(tx)
+            return callback(self.transaction_class(tx, self))
+
+        try:
+            return self.inner.transaction(run)  # type: ignore[no-any-return]
+        except (StorageUnavailableError, StorageCommitUnknownError):
+            for attempt in attempts:
+                for ekey in attempt._held:  # the reference attempt's own hold set
+                    attempt._store._holds.setdefault(ekey, attempt._token)
+            raise
+
+
+keeps_holds_after_fault = mutant_harness(KeepsHoldsAfterFault)
+
 MUTANTS = [
     Mutant(
         "replays_after_lost_commit_reply",
@@ -262,5 +285,11 @@ MUTANTS = [
         "tests.mutants.m_faults:carries_usage_after_fault",
         "faults.limits-not-inflated",
         "keeps a failed attempt's point reads counted against the instance's later transactions",
+    ),
+    Mutant(
+        "keeps_holds_after_fault",
+        "tests.mutants.m_faults:keeps_holds_after_fault",
+        "faults.holds-released-after-fault",
+        "rows an attempt held exclusively stay held after a fault broke the attempt",
     ),
 ]

@@ -20,6 +20,7 @@ from runlane_conformance import (
     StorageQueryDirection,
     StorageQueryRange,
     StorageTableName,
+    build_storage_record,
     encode_storage_query_cursor,
     thaw_json,
 )
@@ -350,3 +351,166 @@ shows_tombstoned_runs = mutant_harness(ShowsTombstonedRuns)
 lists_tombstoned_histories = mutant_harness(ListsTombstonedHistories)
 cursor_ignores_environment = mutant_harness(CursorIgnoresEnvironment)
 shares_mutable_runs = mutant_harness(SharesMutableRuns)
+
+
+# -- a projection written while staging, a lossy projection, prefix-matching filters ----------------
+
+
+class StagesIntoProjection(RecordsRunWrites):
+    """Writes every staged run into the projection at once, whether or not the attempt commits."""
+
+    def create(self, record: Any) -> None:
+        super().create(record)
+        _project(self.driver, record.key, record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        super().replace(current, record)
+        _project(self.driver, record.key, record)
+
+    def delete(self, current: Any) -> None:
+        super().delete(current)
+        _project(self.driver, current.key, None)
+
+
+def _project(driver: WrappedDriver, key: Any, record: Any) -> None:
+    if key.table is not StorageTableName.RUNS:
+        return
+    view: dict[Any, Any] = driver.store.shared.setdefault("view", {})
+    if record is None or record.document.value.get("tombstonedAt") is not None:
+        view[key] = None
+    else:
+        view[key] = record
+
+
+class ProjectionAtStaging(OperatorDriver):
+    """get_run answers from a projection that the attempt wrote while staging (a rollback never undoes it)."""
+
+    transaction_class = StagesIntoProjection
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        view: dict[Any, Any] = self.store.shared.setdefault("view", {})
+        key = run_record_key(environment, run_id)
+        return view[key] if key in view else self.inner.get_run(environment, run_id)
+
+
+def _to_milliseconds(text: object) -> object:
+    if not isinstance(text, str) or len(text) != len("2000-01-01T00:00:00.000000Z"):
+        return text
+    return text[:23] + "000Z"  # a TIMESTAMP(3) column keeps milliseconds only
+
+
+def _lossy(run: Any) -> Any:
+    if run is None:
+        return None
+    value = thaw_json(run.document.value)
+    assert isinstance(value, dict)
+    for field in ("createdAt", "updatedAt", "completedAt"):
+        value[field] = _to_milliseconds(value[field])
+    return build_storage_record(StorageTableName.RUNS, value)
+
+
+class MillisecondProjection(OperatorDriver):
+    """Run summaries come from a projection whose timestamp columns keep only milliseconds."""
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        return _lossy(self.inner.get_run(environment, run_id))
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
+        return OperatorPage(tuple(_lossy(run) for run in page.items), page.cursor)
+
+
+class RecordsNames(WrappedTransaction):
+    """Remembers every environment and run id a create names (the mutant's filter matches against them)."""
+
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table is StorageTableName.RUNS:
+            environment, run_id = record.key.id
+            self.driver.store.shared.setdefault("names", set()).add((environment, run_id))
+
+
+class PrefixFilters(OperatorDriver):
+    """Filters with ``LIKE 'value%'``: a listing also shows runs of environments, and histories of runs,
+    whose names extend the one asked for."""
+
+    transaction_class = RecordsNames
+
+    def _names(self) -> set[tuple[str, str]]:
+        return set(self.store.shared.get("names", set()))
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
+        if cursor is not None:
+            return page
+        others = sorted(
+            {env for env, _ in self._names() if env != environment and env.startswith(environment)}
+        )
+        extra = [run for env in others for run in self.inner.list_runs(env, limit=limit).items]
+        return OperatorPage(tuple([*page.items, *extra][:limit]), page.cursor)
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+        if cursor is not None:
+            return page
+        others = sorted(
+            {
+                run
+                for env, run in self._names()
+                if env == environment and run != run_id and run.startswith(run_id)
+            }
+        )
+        extra = [
+            event
+            for run in others
+            for event in self.inner.list_run_events(environment, run, limit=limit).items
+        ]
+        return OperatorPage(tuple([*page.items, *extra][:limit]), page.cursor)
+
+
+class ListsOnlyActiveRuns(OperatorDriver):
+    """list_runs serves an "active runs" projection: finished runs are left out of every page."""
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
+        active = tuple(run for run in page.items if run.document.value.get("completedAt") is None)
+        return OperatorPage(active, page.cursor)
+
+
+MUTANTS += [
+    Mutant(
+        "lists-only-active-runs",
+        "tests.mutants.m_operator_reads:lists_only_active_runs",
+        "operator_reads.list-shows-each-visible-run-once",
+        "list_runs leaves finished runs out",
+    ),
+    Mutant(
+        "projection-written-at-staging",
+        "tests.mutants.m_operator_reads:projection_at_staging",
+        "operator_reads.committed-run-visible-at-once",
+        "the projection is written when a run is staged, so a rolled-back or replayed attempt's run shows",
+    ),
+    Mutant(
+        "millisecond-projection",
+        "tests.mutants.m_operator_reads:millisecond_projection",
+        "operator_reads.committed-run-visible-at-once",
+        "operator summaries keep timestamps to the millisecond only",
+    ),
+    Mutant(
+        "prefix-matching-run-filter",
+        "tests.mutants.m_operator_reads:prefix_filters",
+        "operator_reads.list-shows-each-visible-run-once",
+        "list_runs also lists runs of environments whose name extends the one asked for",
+    ),
+    Mutant(
+        "prefix-matching-history-filter",
+        "tests.mutants.m_operator_reads:prefix_filters",
+        "operator_reads.history-in-sequence-order",
+        "list_run_events also lists events of runs whose id extends the one asked for",
+    ),
+]
+
+projection_at_staging = mutant_harness(ProjectionAtStaging)
+millisecond_projection = mutant_harness(MillisecondProjection)
+prefix_filters = mutant_harness(PrefixFilters)
+lists_only_active_runs = mutant_harness(ListsOnlyActiveRuns)

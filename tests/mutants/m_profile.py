@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from runlane_conformance import (
@@ -13,11 +13,19 @@ from runlane_conformance import (
     QueryRecordsResult,
     StorageClockAuthority,
     StorageDurability,
+    StorageIndexName,
     StorageLimits,
     StorageProfile,
 )
+from runlane_conformance.harness import load_harness
 from tests.mutants.catalog import Mutant
-from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
+from tests.mutants.wrapping import (
+    WrappedDriver,
+    WrappedHarness,
+    WrappedStore,
+    WrappedTransaction,
+    mutant_harness,
+)
 from tests.profiles.drivers import StoreSampledTransaction, TransactionAuthoritativeDriver, store_clock
 
 T = TypeVar("T")
@@ -188,6 +196,102 @@ class CachesFirstClockReading(WrappedTransaction):
         return first
 
 
+# -- one index outside the strong promise, a profile read lazily, a skewed "authoritative" clock -----
+
+
+class LagsOneIndex(WrappedTransaction):
+    """Remembers its writes and hides other instances' fresh SchedulesByNextOccurrence rows."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.written: list[str] = []
+
+    def create(self, record: Any) -> None:
+        self.inner.create(record)
+        self.written.append(record.key.encoded)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.inner.replace(current, record)
+        self.written.append(current.key.encoded)
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.lagging(command, self.inner.query_candidates(command, **kwargs))  # type: ignore[attr-defined]
+
+
+class ScheduleIndexLags(WrappedDriver):
+    """Claims strong index consistency, but the schedule index is filled by a background sweep."""
+
+    transaction_class = LagsOneIndex
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[LagsOneIndex] = []
+
+        def run(tx: Any) -> T:
+            attempts.append(LagsOneIndex(tx, self))
+            return callback(attempts[-1])
+
+        result: T = self.inner.transaction(run)
+        fresh = self.store.shared.setdefault("fresh", {})
+        for key in attempts[-1].written:
+            fresh[key] = id(self)
+        return result
+
+    def lagging(self, command: Any, page: QueryRecordsResult) -> QueryRecordsResult:
+        if command.index is not StorageIndexName.SCHEDULES_BY_NEXT_OCCURRENCE:
+            return page
+        return _hide_fresh(self, page)
+
+    def query(self, command: Any) -> Any:
+        return self.lagging(command, self.inner.query(command))
+
+
+class LoadsProfileLazily(WrappedDriver):
+    """Advertises default limits until its first transaction has fetched the server's smaller ones."""
+
+    def __init__(self, inner: Any, store: WrappedStore) -> None:
+        super().__init__(inner, store)
+        self.loaded = False
+
+    @property
+    def profile(self) -> Any:
+        real = self.inner.profile
+        if self.loaded:
+            return real
+        return replace(real, limits=replace(real.limits, max_query_results=real.limits.max_query_results + 1))
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        self.loaded = True
+        return super().transaction(callback)
+
+
+class ClaimsAuthoritativeClock(WrappedDriver):
+    """Claims transaction_authoritative time, but each instance reads its own host clock (skewed by hours)."""
+
+    @property
+    def profile(self) -> Any:
+        return replace(self.inner.profile, clock_authority=StorageClockAuthority.TRANSACTION_AUTHORITATIVE)
+
+
+class SkewedHosts(WrappedStore):
+    """Every instance gets a host clock of its own: the n-th instance runs n hours behind."""
+
+    def connect(self, *, clock: Any = None) -> WrappedDriver:
+        skew = timedelta(hours=len(self.shared.setdefault("hosts", [])))
+        self.shared["hosts"].append(skew)
+        return self.driver_class(self.inner.connect(clock=lambda: datetime.now(UTC) - skew), self)
+
+
+def claims_authoritative_clock(options: Mapping[str, str]) -> WrappedHarness:
+    class Harness(WrappedHarness):
+        def open_store(self) -> WrappedStore:
+            return SkewedHosts(self.inner.open_store(), self.driver_class)
+
+        def attach(self, address: object) -> WrappedStore:
+            return SkewedHosts(self.inner.attach(address), self.driver_class)
+
+    return Harness(load_harness("local", options), ClaimsAuthoritativeClock)
+
+
 MUTANTS = [
     Mutant(
         "incoherent-limits",
@@ -225,8 +329,28 @@ MUTANTS = [
         "profile.durable-survives-reconnect",
         "claims durability but loses data once every instance closed",
     ),
+    Mutant(
+        "schedule-index-lags",
+        "tests.mutants.m_profile:schedule_index_lags",
+        "profile.strong-index-visible-across-instances",
+        "claims strong index consistency, but SchedulesByNextOccurrence lags on other instances",
+    ),
+    Mutant(
+        "profile-loaded-lazily",
+        "tests.mutants.m_profile:loads_profile_lazily",
+        "profile.same-profile-on-every-instance",
+        "an instance advertises other limits before its first transaction than after it",
+    ),
+    Mutant(
+        "claims-authoritative-clock",
+        "tests.mutants.m_profile:claims_authoritative_clock",
+        "profile.authoritative-time-follows-what-was-read",
+        "claims transaction_authoritative time while every instance reads its own skewed clock",
+    ),
 ]
 
+schedule_index_lags = mutant_harness(ScheduleIndexLags)
+loads_profile_lazily = mutant_harness(LoadsProfileLazily)
 incoherent_limits = mutant_harness(IncoherentLimits)
 unknown_durability = mutant_harness(UnknownDurability)
 differs_per_instance = mutant_harness(DiffersPerInstance)

@@ -77,7 +77,7 @@ class GhostEntries(WrappedTransaction):
         ):
             ghosts = self.driver.store.shared.setdefault("ghosts", [])
             for entry in current.indexes:
-                if entry.index is StorageIndexName.RUNS_BY_STATUS:
+                if entry.index is self.driver.ghost_index:  # type: ignore[attr-defined]
                     ghosts.append((entry.partition, StorageIndexReference(current.key, entry.sort)))
 
     def query_candidates(self, command: Any, **kwargs: Any) -> Any:
@@ -85,7 +85,7 @@ class GhostEntries(WrappedTransaction):
 
 
 def _with_ghosts(driver: WrappedDriver, command: Any, result: Any) -> Any:
-    if command.index is not StorageIndexName.RUNS_BY_STATUS or command.cursor is not None:
+    if command.index is not driver.ghost_index or command.cursor is not None:  # type: ignore[attr-defined]
         return result
     ghosts = [
         ref for partition, ref in driver.store.shared.get("ghosts", []) if partition == command.partition
@@ -96,6 +96,7 @@ def _with_ghosts(driver: WrappedDriver, command: Any, result: Any) -> Any:
 
 class GhostDriver(WrappedDriver):
     transaction_class = GhostEntries
+    ghost_index = StorageIndexName.RUNS_BY_STATUS
 
     def query(self, command: Any) -> Any:
         return _with_ghosts(self, command, self.inner.query(command))
@@ -245,6 +246,63 @@ class AcceptsFewerRecords(WrappedTransaction):
         super().delete(current)
 
 
+class ParentGhostDriver(GhostDriver):
+    """Moves a tombstoned run out of the status and creation indexes but forgets RunsByParent."""
+
+    ghost_index = StorageIndexName.RUNS_BY_PARENT
+
+
+class CommitsOnBaseException(WrappedDriver):
+    """Rolls back when the callback raises an Exception, but commits what it staged on a BaseException
+    (``except Exception: rollback`` followed by an unconditional commit), then re-raises."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        escaped: list[BaseException] = []
+
+        def run(tx: Any) -> Any:
+            try:
+                return callback(self.transaction_class(tx, self))
+            except Exception:
+                raise
+            except BaseException as error:
+                escaped.append(error)
+                return None
+
+        result = self.inner.transaction(run)
+        if escaped:
+            raise escaped[-1]
+        return result  # type: ignore[no-any-return]
+
+
+class RecordsChildEnvironments(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table in CHILD_TABLES:
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.everywhere(command, lambda c: self.inner.query_candidates(c, **kwargs))  # type: ignore[attr-defined]
+
+
+class EventIndexIgnoresPartition(WrappedDriver):
+    """EventsByRun is keyed by run id alone: a run's event scan also lists another environment's run."""
+
+    transaction_class = RecordsChildEnvironments
+
+    def everywhere(self, command: Any, read: Callable[[Any], Any]) -> Any:
+        page = read(command)
+        if command.index is not StorageIndexName.EVENTS_BY_RUN or command.cursor is not None:
+            return page
+        items = list(page.items)
+        for environment in sorted(self.store.shared.get("environments", set()) - {command.partition}):
+            items.extend(read(replace(command, partition=environment)).items)
+        items.sort(key=lambda item: (item.sort, item.key.encoded))
+        return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.everywhere(command, self.inner.query)
+
+
 MUTANTS = [
     Mutant(
         "run-count-update-dropped",
@@ -300,11 +358,32 @@ MUTANTS = [
         "pruning.passes-stay-within-budget",
         "query_candidates fetches one row past the page to learn whether more follow, and returns it too",
     ),
+    Mutant(
+        "tombstoned-run-stays-under-its-parent",
+        "tests.mutants.m_pruning:parent_ghost_entries",
+        "pruning.tombstone-hides-in-one-commit",
+        "a tombstoned child run's RunsByParent entry keeps being served",
+    ),
+    Mutant(
+        "pass-commits-on-base-exception",
+        "tests.mutants.m_pruning:commits_on_base_exception",
+        "pruning.interrupted-pass-resumes",
+        "a pass whose callback raised a BaseException (not an Exception) commits the deletes it staged",
+    ),
+    Mutant(
+        "event-index-ignores-partition",
+        "tests.mutants.m_pruning:event_index_ignores_partition",
+        "pruning.counters-exact",
+        "EventsByRun lists the events of a run with the same id in every environment",
+    ),
 ]
 
 drops_run_count_updates = mutant_harness(transaction_class=DropsRunCountUpdates)
 decrements_without_deleting = mutant_harness(FlushesPending)
 ghost_entries = mutant_harness(GhostDriver)
+parent_ghost_entries = mutant_harness(ParentGhostDriver)
+event_index_ignores_partition = mutant_harness(EventIndexIgnoresPartition)
+commits_on_base_exception = mutant_harness(CommitsOnBaseException)
 unfenced_tombstones = store_mutant(UnfencedTombstones)
 keeps_deletes_on_raise = mutant_harness(KeepsDeletesOnRaise)
 accepts_fewer_records = mutant_harness(transaction_class=AcceptsFewerRecords)

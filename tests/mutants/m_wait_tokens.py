@@ -11,10 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageIndexName, StorageIndexReference, StorageRecordKey, StorageTableName
+from runlane_conformance import (
+    StorageIndexName,
+    StorageIndexReference,
+    StorageRecordKey,
+    StorageTableName,
+    encode_storage_query_cursor,
+    iso_date_codec,
+)
 from runlane_conformance.contract.values import QueryRecordsResult
 from runlane_conformance.local.store import CommitPlan, LocalStore
 from tests.mutants.catalog import Mutant
@@ -251,6 +258,97 @@ class RepairsOrphans(WrappedDriver):
             self.inner.transaction(delete)
 
 
+# -- a time to live on resolved tokens, and a timeout index whose due bound is exclusive ------------
+
+#: Resolved tokens whose resolvedAt lies further back than this (against the wall clock) are expired.
+RESOLVED_TTL = timedelta(days=1)
+
+
+class ExpiresResolvedTokens(WrappedTransaction):
+    """Treats a resolved token as garbage after a day: it reads as absent, links or not."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        horizon = datetime.now(UTC) - RESOLVED_TTL
+        return [
+            None
+            if record is not None
+            and record.key.table is TOKENS
+            and record.document.value.get("resolvedAt") is not None
+            and iso_date_codec.decode(str(record.document.value["resolvedAt"])) < horizon
+            else record
+            for record in self.inner.get(keys)
+        ]
+
+
+def _exclusive_due_bound(command: Any) -> Any:
+    upper = command.range.upper
+    if command.index is not StorageIndexName.WAIT_TOKENS_BY_TIMEOUT or upper is None or not upper.inclusive:
+        return command
+    # The native plan says ``timeout_at < :as_of``: tokens due exactly now wait for the next sweep.
+    return replace(command, range=replace(command.range, upper=replace(upper, inclusive=False)))
+
+
+class DueBoundExclusive(WrappedTransaction):
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        narrowed = _exclusive_due_bound(command)
+        if narrowed is command:
+            return self.inner.query_candidates(command, **kwargs)
+        return _rescoped(command, self.inner.query_candidates(narrowed, **kwargs))
+
+
+class DueBoundExclusiveDriver(WrappedDriver):
+    """WaitTokensByTimeout scans treat the inclusive due bound as exclusive (on both read paths)."""
+
+    transaction_class = DueBoundExclusive
+
+    def query(self, command: Any) -> Any:
+        narrowed = _exclusive_due_bound(command)
+        if narrowed is command:
+            return self.inner.query(command)
+        return _rescoped(command, self.inner.query(narrowed))
+
+
+def _rescoped(command: Any, result: Any) -> Any:
+    """The narrowed scan's page, with its cursor re-issued for the caller's scope."""
+    items = tuple(result.items)
+    cursor = encode_storage_query_cursor(command, items[-1]) if result.cursor is not None and items else None
+    return QueryRecordsResult(items, cursor)
+
+
+# -- one index that ignores its partition ------------------------------------------------------------
+
+
+class RecordsEnvironments(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table in (TOKENS, StorageTableName.WAIT_TOKEN_LINKS):
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return self.driver.everywhere(command, lambda c: self.inner.query_candidates(c, **kwargs))  # type: ignore[attr-defined]
+
+
+class LinksIndexIgnoresPartition(WrappedDriver):
+    """WaitTokenLinksByToken is one native table without the environment in its key: a scan of one
+    environment lists the links of every environment."""
+
+    transaction_class = RecordsEnvironments
+
+    def everywhere(self, command: Any, read: Callable[[Any], Any]) -> Any:
+        page = read(command)
+        if command.index is not StorageIndexName.WAIT_TOKEN_LINKS_BY_TOKEN or command.cursor is not None:
+            return page
+        others = sorted(self.store.shared.get("environments", set()) - {command.partition})
+        items = list(page.items)
+        for environment in others:
+            items.extend(read(replace(command, partition=environment)).items)
+        items.sort(key=lambda item: (item.sort, item.key.encoded))
+        return QueryRecordsResult(tuple(items[: command.limit]), page.cursor)
+
+    def query(self, command: Any) -> Any:
+        return self.everywhere(command, self.inner.query)
+
+
 MUTANTS = [
     Mutant(
         "token-owner-claimed-outside-the-attempt",
@@ -318,8 +416,29 @@ MUTANTS = [
         "wait_tokens.broken-owner-reported-not-repaired",
         "a token whose owner is missing is deleted by the driver, turning a reported fault into data loss",
     ),
+    Mutant(
+        "resolved-tokens-expire",
+        "tests.mutants.m_wait_tokens:expires_resolved_tokens",
+        "wait_tokens.pruned-with-owner-when-unlinked",
+        "a token resolved more than a day ago reads as absent although runs still link it",
+    ),
+    Mutant(
+        "due-bound-exclusive",
+        "tests.mutants.m_wait_tokens:due_bound_exclusive",
+        "wait_tokens.timeout-at-or-after-due",
+        "WaitTokensByTimeout treats the inclusive due bound as exclusive: a token due exactly now is missed",
+    ),
+    Mutant(
+        "links-index-ignores-partition",
+        "tests.mutants.m_wait_tokens:links_index_ignores_partition",
+        "wait_tokens.index-mappings-exact",
+        "a WaitTokenLinksByToken scan of one environment lists the links of every environment",
+    ),
 ]
 
+expires_resolved_tokens = mutant_harness(transaction_class=ExpiresResolvedTokens)
+links_index_ignores_partition = mutant_harness(LinksIndexIgnoresPartition)
+due_bound_exclusive = mutant_harness(DueBoundExclusiveDriver)
 unfenced_owners = mutant_harness(SideConnection)
 unfenced_tokens = store_mutant(UnfencedTokens)
 cached_token_reads = mutant_harness(CachingDriver)

@@ -20,6 +20,7 @@ the same faults.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from ..contract.catalog import StorageCandidateMode
 from ..contract.errors import StorageCommitUnknownError, StorageLimitError, StorageUnavailableError
 from ..contract.protocols import StorageDriver, StorageTransaction
 from ..contract.streams import AppendRecordsCommand
@@ -516,3 +518,112 @@ def report(problems: list[str], trials: int) -> str:
     rest = "".join(f"\n  {problem}" for problem in problems[1:8])
     more = f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else ""
     return f"{problems[0]} [{len(problems)} of {trials} fault trials broke the rule]{rest}{more}"
+
+
+# -- the exclusive scenario: holds of a faulted attempt are released ----------------------------
+
+#: How long rows held by a faulted attempt may stay busy: a server may notice a dropped connection (and
+#: release its locks) only a moment after the client saw the fault. Rows skipped because they are busy
+#: are legitimate until then, so the check selects again until this deadline, never longer.
+HOLD_RELEASE_DEADLINE = 5.0
+
+
+@dataclass(frozen=True)
+class HoldTrial:
+    """An attempt that selected two rows exclusively and wrote one, under ``fault``; who got them after."""
+
+    fault: Fault
+    mechanism: str
+    planned: int
+    fired: bool
+    error: BaseException | None
+    problem: str | None  # why the rows were not free again for another and for the faulted instance
+
+    def where(self) -> str:
+        return f"{self.fault.describe()} (a fault-free run makes {self.planned} writes), via {self.mechanism}"
+
+
+def _selected(driver: StorageDriver, leases: Leases) -> list[str]:
+    command = leases.query(limit=2)
+    return driver.transaction(
+        lambda tx: [
+            item.key.id[-1]
+            for item in tx.query_candidates(command, mode=StorageCandidateMode.EXCLUSIVE).items
+        ]
+    )
+
+
+def _free_again(driver: StorageDriver, leases: Leases, who: str, wait: float) -> str | None:
+    """None once an exclusive selection on ``driver`` gets both rows (retried for up to ``wait`` seconds)."""
+    deadline = time.monotonic() + wait
+    last: object = None
+    while True:
+        rows, error = bounded(lambda: _selected(driver, leases))
+        if error is None and rows == ["r0", "r1"]:
+            return None
+        last = describe_error(error) if error is not None else rows
+        if time.monotonic() >= deadline:
+            return (
+                f"{who}'s exclusive selection still got {last} {wait:.0f}s after the fault, "
+                "not both rows: the faulted attempt's holds were never released"
+            )
+        time.sleep(0.05)
+
+
+def _hold_trial(
+    rig: FaultRig, fault: Fault | None, planned: int, wait: float = HOLD_RELEASE_DEADLINE
+) -> tuple[HoldTrial, int]:
+    leases = Leases(environment=f"faults-{uuid.uuid4().hex[:8]}")
+    with rig.trial() as trial:
+        faulty = trial.connect_faulty()
+
+        def seed(tx: StorageTransaction) -> None:
+            tx.create(leases.record("r0", at=10, holder="free"))
+            tx.create(leases.record("r1", at=20, holder="free"))
+
+        faulty.transaction(seed)
+        settle_indexes(faulty)
+
+        def work(tx: StorageTransaction) -> None:
+            page = tx.query_candidates(leases.query(limit=2), mode=StorageCandidateMode.EXCLUSIVE)
+            rows = tx.get([item.key for item in page.items])
+            assert rows and rows[0] is not None, "the exclusive selection of a free index returned no row"
+            tx.replace(rows[0], leases.record(rows[0].key.id[-1], at=10, holder="taken"))
+
+        trial.switch.arm(fault)
+        _, error = bounded(lambda: faulty.transaction(work))
+        writes, fired = trial.switch.writes, trial.switch.fired
+        trial.switch.disarm()
+        problem = _free_again(trial.fresh(), leases, "a new instance", wait) or _free_again(
+            faulty, leases, "the faulted instance", wait
+        )
+        record = HoldTrial(
+            fault or Fault(FaultKind.DELAY, 1, delay=0.0), trial.mechanism, planned, fired, error, problem
+        )
+        return record, writes
+
+
+def hold_trials(harness: DriverHarness) -> list[HoldTrial]:
+    """The exclusive select-and-write under every fault of the calibrated schedule."""
+    with FaultRig(harness) as rig:
+        calibration, writes = _hold_trial(rig, None, 0)
+        if calibration.error is not None or calibration.problem is not None:
+            pytest.fail(
+                "the fault-free exclusive selection did not work: "
+                f"{describe_error(calibration.error)}; {calibration.problem}"
+            )
+        if writes == 0:
+            pytest.fail(
+                "the calibration transaction made no writes through the fault mechanism: the harness's "
+                "faulty instances do not route their store exchanges through it"
+            )
+        trials: list[HoldTrial] = []
+        # A refused store is down for the rest of the attempt: nothing the driver does can release a
+        # hold then, and a lease-based hold rightly outlives it until it expires. Every other fault
+        # leaves the store reachable, so the attempt's end must reach it.
+        for fault in [fault for fault in schedule(writes) if fault.kind is not FaultKind.REFUSE]:
+            # Once one trial found rows still held at the deadline the check has failed; later trials
+            # look once instead of waiting out the deadline again.
+            stuck = any(trial.problem is not None for trial in trials)
+            trials.append(_hold_trial(rig, fault, writes, 0.0 if stuck else HOLD_RELEASE_DEADLINE)[0])
+        return trials

@@ -133,9 +133,11 @@ def build_run(
     outbox: int = 0,
     tokens: Iterable[str] = (),
     finish: bool = True,
+    parent: str | None = None,
 ) -> BuiltRun:
-    """Create a run, its children (batched to the limits) and links to ``tokens`` (created if new)."""
-    driver.transaction(lambda tx: create_run(tx, environment, run_id))
+    """Create a run (a child of ``parent`` when given), its children (batched to the limits) and links
+    to ``tokens`` (created if new)."""
+    driver.transaction(lambda tx: create_run(tx, environment, run_id, parent_run_id=parent))
     batch = _batch(driver)
     plan = [RunChildren(events=1)] * events
     plan += [RunChildren(steps=(f"step-{n}",)) for n in range(steps)]

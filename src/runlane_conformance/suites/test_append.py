@@ -215,13 +215,22 @@ class _Raised(Exception):
     pass
 
 
+class _Halted(BaseException):
+    """Not an Exception (like KeyboardInterrupt): cleanup written for Exception alone misses it."""
+
+
 @NOTHING_ON_ROLLBACK
-def test_an_aborted_append_consumes_no_positions(driver: StorageDriver, partition: str) -> None:
+@pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
+def test_an_aborted_append_consumes_no_positions(
+    driver: StorageDriver, partition: str, raised: type[BaseException]
+) -> None:
     def aborted(tx: StorageTransaction) -> None:
         tx.append(batch(partition, "lost", 3))
-        raise _Raised
+        raise raised
 
-    with propagated(_Raised, what="the callback staged an append of 3 records and then raised"):
+    with propagated(
+        raised, what=f"the callback staged an append of 3 records and then raised {raised.__name__}"
+    ):
         driver.transaction(aborted)
     _expect_untouched(driver, partition)
     kept = batch(partition, "kept", 2)
@@ -490,6 +499,26 @@ def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
     ):
         _append(driver, batch(partition, "one-more", 1))
     assert read_stream(driver, partition) == view, "an exhausted append must change nothing"
+
+
+@BOUNDS
+@pytest.mark.parametrize("start", [2**53 + 1, 2**63 - 1], ids=["past-2**53", "across-2**63"])
+def test_positions_keep_every_digit_up_to_the_unsigned_range(
+    driver: StorageDriver, partition: str, start: int
+) -> None:
+    """Positions are exact decimal integers: no double (2**53) and no signed 64-bit column (2**63)."""
+    _set_head(driver, partition, start)
+    command = batch(partition, "wide", 3)
+    _append(driver, command)
+    view = read_stream(driver, partition)
+    assert view.positions == [start, start + 1, start + 2], (
+        f"with the head at {start}, a batch of 3 must take positions {start}..{start + 2}, "
+        f"not {view.positions}"
+    )
+    _expect_placed(view, command, start)
+    assert view.next_position == start + 3, (
+        f"the head must allocate {start + 3} next, not {view.next_position}"
+    )
 
 
 @CONCURRENT

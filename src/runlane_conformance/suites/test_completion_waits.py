@@ -15,13 +15,18 @@ drivers whose profile promises a strongly consistent index.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
-from runlane_conformance.contract.values import QueryRecordsResult, StorageIndexConsistency
+from runlane_conformance.contract.values import (
+    QueryRecordsResult,
+    StorageClockAuthority,
+    StorageIndexConsistency,
+)
 from runlane_conformance.core.completion_waits import (
     CompletionWaitPlan,
     RunCompletionWaitPresence,
@@ -29,8 +34,10 @@ from runlane_conformance.core.completion_waits import (
     plan_completion_wait,
     register_completion_wait,
 )
+from runlane_conformance.core.pruning import PassStatus, TombstoneOutcome, tombstone_run
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._lifecycle_support import prune_fully
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._operator_support import fresh_environment, read_keys, run_record, write
 from runlane_conformance.suites._processes_support import (
@@ -47,7 +54,7 @@ STORED = requirement(
     RequirementLevel.MUST,
     CLAUSE,
     "A marker created by one instance is seen by point reads on every other instance of the store, so "
-    "their waits and waiter scans agree.",
+    "their waits and waiter scans agree, and a waiter scan lists only its own environment's waiting runs.",
 )
 RACE = requirement(
     "completion_waits.racing-first-waiters-create-one-marker",
@@ -60,8 +67,8 @@ MONOTONIC = requirement(
     "completion_waits.marker-outlives-waiters",
     RequirementLevel.MUST,
     CLAUSE,
-    "Once registered, the marker stays: deleting the waiting runs, finishing the source or reconnecting "
-    "instances never removes it.",
+    "Once registered, the marker stays: deleting the waiting runs or moving them out of their wait, "
+    "finishing or pruning the source run, time passing and reconnecting instances never remove it.",
 )
 ABSENT = requirement(
     "completion_waits.absent-marker-means-no-wait",
@@ -142,6 +149,11 @@ def test_a_marker_created_by_one_instance_is_read_by_another(
     env = fresh_environment("waits")
     presence = RunCompletionWaitPresence(env, "source")
     write(driver, run_record(env, "source"))
+    # A neighbour environment (its name extends this one) waits on a source with the same id: its
+    # marker and waiter are its own, and no scan of this environment may list them.
+    neighbour = RunCompletionWaitPresence(f"{env}x", "source")
+    write(driver, run_record(neighbour.environment, "source"))
+    _wait(other_driver, neighbour, "waiter-elsewhere")
 
     assert _wait(driver, presence, "waiter-1") is CompletionWaitPlan.CREATE_MARKER, (
         "the first wait on a running source must be told to create the marker"
@@ -256,6 +268,79 @@ def test_later_waits_leave_the_marker_unchanged(driver: StorageDriver, other_dri
     assert (last.version, last.document) == (first.version, first.document), (
         "a later wait rewrote the marker: it is a one-time flag, not a counter"
     )
+
+
+def _assert_marker_still_counts(
+    reader: StorageDriver, presence: RunCompletionWaitPresence, after: str
+) -> None:
+    """The marker is there and still makes a terminal transition scan, and a new wait finds it."""
+    assert _marker_present(reader, presence), f"{after} removed the completion-wait marker"
+    assert _waiters(reader, presence) is not None, (
+        f"after {after} a terminal transition of {presence.source_run_id} would skip the waiter scan"
+    )
+
+
+@MONOTONIC
+def test_pruning_the_source_run_keeps_its_marker(driver: StorageDriver, other_driver: StorageDriver) -> None:
+    """The marker shares the source run's id but not its lifetime: no cascade from deleting that run."""
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"))
+    _wait(driver, presence, "waiter")
+    _set_status(other_driver, env, "source", RunStatus.SUCCEEDED)
+    tombstoned = driver.transaction(lambda tx: tombstone_run(tx, env, "source"))
+    assert tombstoned is TombstoneOutcome.TOMBSTONED, f"tombstoning the finished source returned {tombstoned}"
+    passes = prune_fully(other_driver, env, "source")
+    assert passes[-1].status in (PassStatus.FINISHED, PassStatus.GONE), f"pruning ended with {passes[-1]}"
+    assert read_keys(driver, [presence.source_key]) == [None], "the pruned source run is still stored"
+    _assert_marker_still_counts(driver, presence, "pruning the source run")
+    _assert_marker_still_counts(other_driver, presence, "pruning the source run")
+    # The source id is free again: a wait on it is a wait on a future run and must find the marker.
+    assert _wait(other_driver, presence, "later") is CompletionWaitPlan.MARKER_PRESENT, (
+        "a wait on the pruned source's id did not find the marker the first wait stored"
+    )
+
+
+@MONOTONIC
+def test_waiters_that_stop_waiting_keep_the_marker(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """The marker is not a waiter count: the last waiter leaving the wait (not deleted) leaves it in place."""
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    write(driver, run_record(env, "source"))
+    _wait(driver, presence, "waiter-1")
+    _wait(other_driver, presence, "waiter-2")
+    for waiter, status in (("waiter-1", RunStatus.RUNNING), ("waiter-2", RunStatus.CANCELLED)):
+        _set_status(other_driver, env, waiter, status)
+        _assert_marker_still_counts(driver, presence, f"moving {waiter} out of its wait ({status.value})")
+    _set_status(driver, env, "source", RunStatus.FAILED)
+    _assert_marker_still_counts(other_driver, presence, "finishing the source after its waiters left")
+
+
+@MONOTONIC
+def test_an_old_marker_is_still_a_marker(
+    driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    """No time to live: a marker created long before the reading attempt's time is read like a new one.
+
+    With a client clock, the wait is registered on an instance whose clock reads 2001 and read back on one
+    whose clock reads 2090 (and on a default instance); other drivers register and read at their own time.
+    """
+    env = fresh_environment("waits")
+    presence = RunCompletionWaitPresence(env, "source")
+    client = driver.profile.clock_authority is StorageClockAuthority.CLIENT
+    writer = connect(clock=lambda: datetime(2001, 1, 1, tzinfo=UTC)) if client else driver
+    write(writer, run_record(env, "source"))
+    assert _wait(writer, presence, "waiter") is CompletionWaitPlan.CREATE_MARKER, (
+        "the first wait on a running source must be told to create the marker"
+    )
+    readers = [connect(clock=lambda: datetime(2090, 1, 1, tzinfo=UTC)), connect()] if client else [connect()]
+    for reader in readers:
+        _assert_marker_still_counts(reader, presence, "time passing")
+        assert _wait(reader, presence, f"waiter-{id(reader)}") is CompletionWaitPlan.MARKER_PRESENT, (
+            "a later wait did not find a marker stored long before"
+        )
 
 
 @ABSENT

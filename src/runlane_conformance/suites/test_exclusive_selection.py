@@ -15,16 +15,30 @@ from typing import Any, cast
 
 import pytest
 
-from runlane_conformance.contract.catalog import StorageCandidateMode, StorageQueryDirection
+from runlane_conformance.contract.catalog import StorageCandidateMode, StorageIndexName, StorageQueryDirection
 from runlane_conformance.contract.cursors import parse_query_records_result
+from runlane_conformance.contract.errors import StorageCursorError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
-from runlane_conformance.contract.values import QueryRecordsCommand, QueryRecordsResult
+from runlane_conformance.contract.table_definitions import RunStatus
+from runlane_conformance.contract.values import (
+    QueryRecordsCommand,
+    QueryRecordsResult,
+    StorageQueryRange,
+    StorageRangeBound,
+)
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.processes import STEP_TIMEOUT, Worker, gather_signals
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._cursors_support import Via, in_transaction_scan, read_page, write_records
-from runlane_conformance.suites._messages import missing, propagated
+from runlane_conformance.suites._cursors_support import (
+    Via,
+    in_transaction_scan,
+    read_page,
+    scan_all,
+    write_records,
+)
+from runlane_conformance.suites._messages import missing, propagated, refused
+from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (
     GRACE,
     LATER_GRACE,
@@ -80,6 +94,15 @@ NO_LOOKAHEAD = requirement(
     "Only returned rows are held: after a page of k from k+1 free rows, another attempt gets row k+1.",
     capability=CAPABILITY,
 )
+SAME_SCAN = requirement(
+    "exclusive_selection.scans-like-advisory",
+    RequirementLevel.MUST,
+    f"{CLAUSE}; Use the closed index catalog",
+    "On rows nobody else holds, exclusive selection returns what advisory selection returns: the same "
+    "partition, range bounds, direction, tie order and pages through its cursors; it refuses a cursor used "
+    "under another scope, and an attempt is never kept from rows it holds itself.",
+    capability=CAPABILITY,
+)
 
 EXCLUSIVE = StorageCandidateMode.EXCLUSIVE
 DIRECTIONS = pytest.mark.parametrize(
@@ -92,6 +115,10 @@ def _rows(driver: StorageDriver, leases: Leases, count: int) -> list[str]:
     records = [leases.unique(f"r{i}", at=10 * (i + 1)) for i in range(count)]
     write_records(driver, records, batch=max(1, min(20, driver.profile.limits.max_transaction_records)))
     return [record.key.encoded for record in records]
+
+
+def _batch(driver: StorageDriver) -> int:
+    return max(1, min(20, driver.profile.limits.max_transaction_records))
 
 
 def _ordered(rows: list[str], direction: StorageQueryDirection) -> list[str]:
@@ -197,9 +224,14 @@ class _Raised(Exception):
     pass
 
 
+class _Halted(BaseException):
+    """Not an Exception (like KeyboardInterrupt or SystemExit): cleanup written for Exception misses it."""
+
+
 @RELEASED_AT_ROLLBACK
+@pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
 def test_rows_are_released_when_the_callback_raises(
-    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, raised: type[BaseException]
 ) -> None:
     rows = _rows(driver, leases, 4)
     command = leases.query(limit=2)
@@ -208,9 +240,11 @@ def test_rows_are_released_when_the_callback_raises(
         assert _keys(_select(tx, command)) == rows[:2], (
             "an exclusive selection must return the first two free rows, in index order"
         )
-        raise _Raised
+        raise raised
 
-    with propagated(_Raised, what="the callback selected two rows exclusively and then raised"):
+    with propagated(
+        raised, what=f"the callback selected two rows exclusively and then raised {raised.__name__}"
+    ):
         driver.transaction(callback)
     for instance in (other_driver, driver):
         assert _selected_after(instance, command) == rows[:2], (
@@ -458,4 +492,208 @@ def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
         )
         assert _selected_after(driver, command) == rows[:2], (
             f"after the holder's attempt {ending}, this check's process could not select the released rows"
+        )
+
+
+@DISJOINT
+def test_a_record_held_through_one_index_is_not_handed_out_through_another(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """Holds belong to records, not to index entries: runs are listed by RunsByStatus and RunsByCreatedAt."""
+    env = fresh_environment("exclusive")
+    runs = [run_record(env, f"run-{n}", created=n) for n in range(4)]
+    write_records(driver, runs, batch=_batch(driver))
+    keys = [run.key.encoded for run in runs]
+    by_status = QueryRecordsCommand(
+        StorageIndexName.RUNS_BY_STATUS, env, 2, StorageQueryRange.prefix((RunStatus.RUNNING.value,))
+    )
+    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, 4)
+    first_rows, competitor = _while_open(driver, by_status, _selector(other_driver, by_created))
+    assert first_rows == keys[:2], "RunsByStatus must hand the first selector the two oldest running runs"
+    finished_while_open = competitor.finished_while_open
+    second_rows = competitor.settle()
+    if finished_while_open:
+        overlap = set(first_rows) & set(second_rows)
+        assert not overlap, (
+            f"runs {sorted(overlap)} held through RunsByStatus were handed out through RunsByCreatedAt while "
+            "their holder was still open"
+        )
+        assert second_rows == keys[2:], (
+            "the RunsByCreatedAt selector must get the runs nobody holds, in order"
+        )
+
+
+# -- exclusive selection scans like advisory selection -----------------------------------------------
+
+#: Seven rows with ties at 10 and 30, so tie order by record key shows, and pages of two cross the ties.
+PLACEMENT = [("t-b", 10), ("t-a", 10), ("c", 20), ("d-2", 30), ("d-1", 30), ("f", 40), ("g", 50)]
+
+
+def _bound(leases: Leases, at: int, inclusive: bool) -> StorageRangeBound:
+    return StorageRangeBound(leases.sort(at), inclusive)
+
+
+def _ranges(leases: Leases) -> dict[str, StorageQueryRange]:
+    return {
+        "open": StorageQueryRange(),
+        "lower-inclusive": StorageQueryRange(_bound(leases, 20, True), None),
+        "lower-exclusive": StorageQueryRange(_bound(leases, 20, False), None),
+        "upper-inclusive": StorageQueryRange(None, _bound(leases, 40, True)),
+        "upper-exclusive": StorageQueryRange(None, _bound(leases, 40, False)),
+        "both": StorageQueryRange(_bound(leases, 10, False), _bound(leases, 40, True)),
+    }
+
+
+def _scan_in_pages(
+    driver: StorageDriver, command: QueryRecordsCommand, mode: StorageCandidateMode
+) -> list[str]:
+    """Every page of ``command`` through ``query_candidates`` in ``mode``, one committed attempt per page."""
+    items, pages = scan_all(
+        lambda current: read_page(driver, current, Via.CANDIDATES, mode=mode),
+        command,
+        max_pages=len(PLACEMENT) + 2,
+    )
+    assert all(len(page.items) <= command.limit for page in pages), "a page holds more rows than its limit"
+    return [key for _sort, key in items]
+
+
+@SAME_SCAN
+@DIRECTIONS
+@pytest.mark.parametrize(
+    "bounds", ["open", "lower-inclusive", "lower-exclusive", "upper-inclusive", "upper-exclusive", "both"]
+)
+def test_exclusive_pages_select_what_advisory_pages_select(
+    driver: StorageDriver, leases: Leases, direction: StorageQueryDirection, bounds: str
+) -> None:
+    write_records(driver, [leases.unique(name, at=at) for name, at in PLACEMENT], batch=_batch(driver))
+    # A neighbouring partition whose name extends this one, with rows inside every range.
+    neighbour = [
+        leases.record(name, at=at, environment=f"{leases.environment}x") for name, at in PLACEMENT[:3]
+    ]
+    write_records(driver, neighbour, batch=_batch(driver))
+    command = leases.query(limit=2, range=_ranges(leases)[bounds], direction=direction)
+    advisory = _scan_in_pages(driver, command, StorageCandidateMode.ADVISORY)
+    exclusive = _scan_in_pages(driver, command, EXCLUSIVE)
+    assert exclusive == advisory, (
+        f"paging {bounds} {direction.value} in pages of 2, exclusive selection returned {exclusive} where "
+        f"advisory selection returned {advisory} (no row was held by anyone else)"
+    )
+    whole = _keys(
+        read_page(
+            driver,
+            leases.query(limit=len(PLACEMENT), range=command.range, direction=direction),
+            Via.CANDIDATES,
+            mode=EXCLUSIVE,
+        )
+    )
+    assert whole == advisory, f"one exclusive page of the whole {bounds} range returned {whole}"
+
+
+@SAME_SCAN
+@pytest.mark.parametrize("again", ["same-page", "next-page"])
+def test_an_attempt_is_not_kept_from_rows_it_holds_itself(
+    driver: StorageDriver, leases: Leases, again: str
+) -> None:
+    rows = _rows(driver, leases, 4)
+    command = leases.query(limit=2)
+
+    def callback(tx: StorageTransaction) -> tuple[list[str], list[str]]:
+        first = _select(tx, command)
+        if again == "same-page":
+            return _keys(first), _keys(_select(tx, command))
+        assert first.cursor is not None, "a full exclusive page with more rows after it must return a cursor"
+        second = _select(tx, command.with_cursor(first.cursor))
+        return _keys(first), _keys(_select(tx, leases.query(limit=4)))[: len(_keys(second)) + 2]
+
+    first, later = driver.transaction(callback)
+    assert first == rows[:2], "the first exclusive page of a free index must be its first two rows"
+    if again == "same-page":
+        assert later == rows[:2], (
+            f"selecting the same page again in the attempt that holds it returned {later}: only rows held by "
+            "another attempt are skipped"
+        )
+    else:
+        assert later == rows, (
+            f"a whole-index exclusive scan in the attempt that holds every row returned {later}"
+        )
+
+
+@SAME_SCAN
+@pytest.mark.parametrize("change", ["index", "partition", "range", "direction"])
+def test_an_exclusive_cursor_is_refused_under_a_changed_scope(
+    driver: StorageDriver, leases: Leases, change: str
+) -> None:
+    _rows(driver, leases, 3)
+    base = leases.query(limit=1)
+    changed = {
+        "index": QueryRecordsCommand(StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, leases.environment, 1),
+        "partition": leases.query(limit=1, environment=f"{leases.environment}-other"),
+        "range": leases.query(limit=1, range=StorageQueryRange(_bound(leases, 0, True), None)),
+        "direction": leases.query(limit=1, direction=StorageQueryDirection.DESCENDING),
+    }[change]
+    cursor = read_page(driver, base, Via.CANDIDATES, mode=EXCLUSIVE).cursor
+    assert cursor is not None, "a full exclusive page with more rows after it must return a cursor"
+    read_page(driver, base.with_cursor(cursor), Via.CANDIDATES, mode=EXCLUSIVE)  # continues its own scope
+    with refused(
+        StorageCursorError,
+        what=f"the check reused an exclusive page's cursor in exclusive mode with a changed {change} (the "
+        "same cursor had just continued its own scope)",
+        rule=SAME_SCAN,
+    ):
+        driver.transaction(lambda tx: tx.query_candidates(changed.with_cursor(cursor), mode=EXCLUSIVE))
+
+
+@FULL_PAGE
+@DIRECTIONS
+def test_a_full_middle_page_continues_too(
+    driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
+) -> None:
+    """Seven rows in pages of three: the second page, reached through a cursor, is full and rows follow."""
+    rows = _ordered(_rows(driver, leases, 7), direction)
+    command = leases.query(limit=3, direction=direction)
+
+    def callback(tx: StorageTransaction) -> list[list[str]]:
+        pages: list[list[str]] = []
+        current = command
+        for number in range(1, 4):
+            page = _select(tx, current)
+            pages.append(_keys(page))
+            if number < 3:
+                assert page.cursor is not None, (
+                    f"exclusive page {number} of three is full and rows follow it, yet it returned no cursor"
+                )
+                current = command.with_cursor(page.cursor)
+        return pages
+
+    assert driver.transaction(callback) == [rows[:3], rows[3:6], rows[6:]], (
+        "following exclusive cursors must select the rows page after page, in order"
+    )
+
+
+@NO_LOOKAHEAD
+@DIRECTIONS
+def test_no_row_beyond_a_continued_page_is_held(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
+) -> None:
+    """Two pages of two through a cursor, out of five free rows: the fifth stays free for another attempt."""
+    rows = _ordered(_rows(driver, leases, 5), direction)
+    command = leases.query(limit=2, direction=direction)
+    started: list[Competitor[Any]] = []
+
+    def callback(tx: StorageTransaction) -> list[str]:
+        first = _select(tx, command)
+        assert first.cursor is not None, "a full exclusive page with more rows after it must return a cursor"
+        second = _select(tx, command.with_cursor(first.cursor))
+        if not started:
+            started.append(compete(_selector(other_driver, command)))
+        return _keys(first) + _keys(second)
+
+    mine = driver.transaction(callback)
+    assert mine == rows[:4], "two exclusive pages of two must be the first four rows in index order"
+    finished_while_open = started[0].finished_while_open
+    theirs = started[0].settle()
+    if finished_while_open:
+        assert theirs == rows[4:], (
+            f"with four of five rows held through two pages, the next selector must get the fifth; got "
+            f"{theirs}: the continued page held a row it did not return"
         )

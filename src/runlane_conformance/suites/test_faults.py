@@ -34,19 +34,21 @@ import pytest
 
 from runlane_conformance.contract.errors import StorageCommitUnknownError, StorageUnavailableError
 from runlane_conformance.harness import DriverHarness
-from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.requirements import Requirement, RequirementLevel, requirement
 from runlane_conformance.suites._faults_support import (
     FAULT_ERRORS,
     BatchTrial,
     CounterRun,
     CounterTrial,
+    HoldTrial,
     batch_trials,
     counter_trials,
     describe_error,
+    hold_trials,
     report,
 )
 
-T = TypeVar("T", CounterTrial, BatchTrial)
+T = TypeVar("T", CounterTrial, BatchTrial, HoldTrial)
 
 CHECKLIST = "Verification checklist: injected failure paths with no partial writes"
 ATTEMPTS = "Treat each transaction callback as a new attempt"
@@ -110,6 +112,16 @@ FAILURES_ARE_TYPED = requirement(
     "A fault the driver could not resolve reaches the caller as StorageUnavailableError or "
     "StorageCommitUnknownError, never as a client library's own exception or another contract error.",
     capability="faults",
+)
+HOLDS_RELEASED = requirement(
+    "faults.holds-released-after-fault",
+    RequirementLevel.MUST,
+    f"{CHECKLIST}; Add optional exclusive candidates (holds last until the attempt commits or rolls back)",
+    "After a fault at any point of an attempt that selected rows exclusively, those rows are free again "
+    "once the attempt is over: another instance's exclusive selection, and the faulted instance's next one, "
+    "get them within seconds (a server may take a moment to notice the broken connection). Not judged "
+    "when the store itself went down: a lease-based hold may then last until its lease expires.",
+    capability="exclusive_candidates+faults",
 )
 USABLE_AFTER_FAULT = requirement(
     "faults.usable-after-fault",
@@ -301,4 +313,21 @@ def test_the_instance_and_new_instances_work_once_the_fault_is_lifted(
     for trial in fired:
         if trial.follow_up is not None:
             problems.append(f"{trial.where()}: {trial.follow_up}")
+    assert not problems, report(problems, len(fired))
+
+
+@pytest.fixture
+def under_hold_faults(runlane_requirement: Requirement, runlane_harness: DriverHarness) -> list[HoldTrial]:
+    """The exclusive select-and-write under every calibrated fault (after the requirement's gate)."""
+    return hold_trials(runlane_harness)
+
+
+@HOLDS_RELEASED
+def test_rows_a_faulted_attempt_held_are_free_again(under_hold_faults: list[HoldTrial]) -> None:
+    fired = _fired(under_hold_faults)
+    problems = [
+        f"{trial.where()}: {trial.problem} (transaction() gave {describe_error(trial.error)})"
+        for trial in fired
+        if trial.problem is not None
+    ]
     assert not problems, report(problems, len(fired))

@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import StorageCursorError, StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
 from runlane_conformance.contract.values import NewStorageRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._messages import missing
+from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import (
     collect_pages,
     document_of,
@@ -185,14 +187,116 @@ def test_a_committed_change_replaces_the_summary_at_once(
     )
 
 
+class _Abandoned(Exception):
+    pass
+
+
+class _Halted(BaseException):
+    """Not an Exception: a rollback written for Exception alone misses it."""
+
+
+@VISIBLE_AT_ONCE
+@pytest.mark.parametrize("path", ["exception", "base-exception", "replayed-attempt"])
+def test_work_that_never_committed_never_shows(
+    driver: StorageDriver, other_driver: StorageDriver, path: str
+) -> None:
+    """The projection moves in the commit: an attempt that rolled back or was replayed leaves no trace."""
+    env = fresh_environment()
+    write(driver, run_record(env, "fence", note="v0"))
+    attempts: list[int] = []
+    started: list[Competitor[None]] = []
+
+    def bump() -> None:
+        _replace(other_driver, run_record(env, "fence", note="theirs"))
+
+    def callback(tx: StorageTransaction) -> None:
+        attempts.append(len(attempts) + 1)
+        [fence] = tx.get([run_record_key(env, "fence")])
+        assert fence is not None, missing("the fence run", written="the check created it before this attempt")
+        if path == "replayed-attempt" and not started:
+            started.append(compete(bump))
+            started[0].settle()  # committed before this attempt commits, so this attempt must replay
+        if len(attempts) == 1:
+            tx.create(run_record(env, "ghost", note="uncommitted", events=1))
+            tx.create(event_record(env, "ghost", 1))
+        tx.replace(fence, run_record(env, "fence", note=f"attempt-{len(attempts)}"))
+        if path == "exception":
+            raise _Abandoned
+        if path == "base-exception":
+            raise _Halted
+
+    if path == "replayed-attempt":
+        driver.transaction(callback)
+        assert len(attempts) >= 2, "the attempt whose read was overwritten before its commit was not replayed"
+    else:
+        raised: type[BaseException] = _Abandoned if path == "exception" else _Halted
+        with propagated(
+            raised, what=f"the callback staged a run and its event, then raised {raised.__name__}"
+        ):
+            driver.transaction(callback)
+    [fence] = read_keys(other_driver, [run_record_key(env, "fence")])
+    assert fence is not None, missing("the fence run", written="the check created it and never deleted it")
+    for reader in (other_driver, driver):
+        assert _get(reader, env, "ghost") is None, (
+            f"get_run shows a run only an attempt that {path.replace('-', ' ')} wrote"
+        )
+        assert _get(reader, env, "fence") == document_of(fence), (
+            "get_run of the fence run is not its committed summary"
+        )
+        assert _by_id(_runs(reader, env)) == {"fence": document_of(fence)}, (
+            "list_runs shows something no committed attempt wrote"
+        )
+        assert _events(reader, env, "ghost") == [], "list_run_events shows events no attempt committed"
+
+
+@VISIBLE_AT_ONCE
+def test_summaries_and_histories_keep_every_value_exactly(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """Microsecond instants, astral and combining characters and wide numbers come back unchanged."""
+    env = fresh_environment()
+    value = run_value(env, "exact", events=1)
+    instant = "2031-03-04T05:06:07.123456Z"
+    value.update(createdAt=instant, updatedAt="2031-03-04T05:06:07.999999Z")
+    value["input"] = {"text": "\U0001f600 e\u0301 \u4e2d \U0010fffd", "numbers": [2**70, 0.1, 1e-300, -7]}
+    run = build_storage_record(StorageTableName.RUNS, value)
+    event = event_value(env, "exact", 1)
+    event["occurredAt"] = "2031-03-04T05:06:08.000001Z"
+    write(driver, run, build_storage_record(StorageTableName.EVENTS, event))
+    stored_run, stored_event = read_keys(other_driver, [run.key, event_record(env, "exact", 1).key])
+    assert stored_run is not None and stored_event is not None, missing(
+        "the run or its event", written="the check wrote both in one commit just before"
+    )
+    assert _get(other_driver, env, "exact") == document_of(stored_run), (
+        "get_run does not return the committed summary value for value (instants to the microsecond, "
+        "every character, every number)"
+    )
+    assert _runs(other_driver, env) == [document_of(stored_run)], (
+        "list_runs does not return the committed summary value for value"
+    )
+    assert _events(other_driver, env, "exact") == [document_of(stored_event)], (
+        "list_run_events does not return the committed event value for value"
+    )
+
+
 @LISTED_ONCE
 @LIMITS
 def test_listing_runs_pages_through_every_visible_run_once(
     driver: StorageDriver, other_driver: StorageDriver, limit: int
 ) -> None:
-    env, elsewhere = fresh_environment(), fresh_environment()
-    expected = {f"run-{i}": run_value(env, f"run-{i}", created=i % 3, note=str(i)) for i in range(7)}
-    write(driver, *[run_record(env, f"run-{i}", created=i % 3, note=str(i)) for i in range(7)])
+    env = fresh_environment()
+    elsewhere = f"{env}x"  # a neighbour whose name extends this one: a prefix match would list its runs
+    # Every status (a waiting run waits on a source), so a projection of only active or only finished
+    # runs shows as missing rows.
+    statuses = list(RunStatus)
+
+    def fields(i: int) -> dict[str, Any]:
+        status = statuses[i % len(statuses)]
+        waiting = "source" if status is RunStatus.WAITING else None
+        return {"status": status, "waiting_for": waiting, "created": i % 3, "note": str(i)}
+
+    expected = {f"run-{i}": run_value(env, f"run-{i}", **fields(i)) for i in range(7)}
+    write(driver, *[run_record(env, f"run-{i}", **fields(i)) for i in range(7)])
     write(driver, *[run_record(elsewhere, f"run-{i}", created=i) for i in range(3)])
 
     listed = _runs(other_driver, env, limit=limit)
@@ -210,10 +314,11 @@ def test_a_history_reads_back_in_sequence_order(
 ) -> None:
     env = fresh_environment()
     sequences = [3, 11, 1, 10, 2, 9, 12]
-    write(driver, run_record(env, "run-a", events=len(sequences)), run_record(env, "run-b", events=2))
+    # run-ab's id extends run-a's: a history filtered by prefix would show its events too.
+    write(driver, run_record(env, "run-a", events=len(sequences)), run_record(env, "run-ab", events=2))
     for batch in ([3, 11], [1], [10, 2, 9], [12]):
         write(driver, *[event_record(env, "run-a", s) for s in batch])
-    write(driver, event_record(env, "run-b", 4), event_record(env, "run-b", 5))
+    write(driver, event_record(env, "run-ab", 4), event_record(env, "run-ab", 5))
 
     history = _events(other_driver, env, "run-a", limit=limit)
     assert [int(event["sequence"]) for event in history] == sorted(sequences), (

@@ -10,30 +10,39 @@ without any error, so each claim is verified, not just read.
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
+from importlib.resources import files
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.contract.catalog import StorageIndexName
 from runlane_conformance.contract.encodings import iso_date_codec
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.tables import get_storage_table
 from runlane_conformance.contract.values import (
+    NewStorageRecord,
     StorageClockAuthority,
     StorageDurability,
     StorageIndexConsistency,
     StorageLimits,
     StorageProfile,
+    StorageRecordKey,
     StoredRecord,
 )
 from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._append_support import batch, point_append
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._lifecycle_support import index_scan, read_all
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -56,7 +65,8 @@ STABLE = requirement(
     "profile.same-profile-on-every-instance",
     RequirementLevel.MUST,
     CLAUSE,
-    "Every instance on one store advertises the same profile, so core can size work on any of them.",
+    "Every instance on one store advertises the same profile, before and after its first transactions, so "
+    "core can size work on any of them.",
 )
 STRONG_INDEX = requirement(
     "profile.strong-index-visible-across-instances",
@@ -168,6 +178,24 @@ def test_every_instance_advertises_the_same_profile(
     assert driver.profile == driver.profile, "the profile changes between two readings"
 
 
+@STABLE
+def test_the_profile_does_not_change_once_an_instance_has_worked(
+    connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    """A profile read before the first transaction is the one core sizes work by: it must stay true after."""
+    fresh = connect()
+    before = fresh.profile
+    create_all(fresh, [leases.unique("worked", at=1)])
+    fresh.transaction(lambda tx: tx.get([leases.key("worked")]))
+    query_pairs(fresh, leases.query())
+    assert fresh.profile == before, (
+        f"the profile changed once the instance had run transactions: {before} before, {fresh.profile} after"
+    )
+    later = connect()
+    later.transaction(lambda tx: tx.get([leases.key("worked")]))
+    assert later.profile == before, "an instance that has worked advertises another profile than a fresh one"
+
+
 # -- strong index consistency ------------------------------------------------------------------------
 
 
@@ -225,6 +253,75 @@ def test_every_commit_in_a_sequence_is_visible_before_the_next(
         assert _listed(reader, leases)["query_candidates"] == expected, (
             f"commit {i} is not visible to the other instance at once"
         )
+
+
+def _catalogue_records() -> list[NewStorageRecord]:
+    """One record per key from every valid golden document, covering every index a document derives."""
+    folder = files("runlane_conformance.fixtures.vectors") / "documents"
+    records: dict[str, NewStorageRecord] = {}
+    for entry in sorted(folder.iterdir(), key=lambda item: item.name):
+        if not entry.name.endswith(".json"):
+            continue
+        vector = json.loads(entry.read_text(encoding="utf-8"))
+        for case in vector["valid"]:
+            record = build_storage_record(vector["table"], case["value"])
+            records.setdefault(record.key.encoded, record)
+    return list(records.values())
+
+
+def _expected_entries(records: list[StoredRecord | None]) -> dict[tuple[StorageIndexName, str], list[Any]]:
+    expected: dict[tuple[StorageIndexName, str], list[Any]] = {}
+    for record in records:
+        if record is None:
+            continue
+        for entry in get_storage_table(record.key.table).derive_indexes(record.document.value):
+            expected.setdefault((entry.index, entry.partition), []).append((entry.sort, record.key.encoded))
+    return {scope: sorted(items) for scope, items in expected.items()}
+
+
+def _assert_every_index_current(
+    reader: StorageDriver,
+    scopes: set[tuple[StorageIndexName, str]],
+    expected: dict[tuple[StorageIndexName, str], list[Any]],
+    when: str,
+) -> None:
+    for index, partition in sorted(scopes):
+        for path, items in index_scan(reader, index, partition).items():
+            assert items == expected.get((index, partition), []), (
+                f"{when}: another instance's {path} of {index.value} ({partition}) holds {items}, the stored "
+                f"records carry {expected.get((index, partition), [])}; a strong profile covers every index"
+            )
+
+
+@STRONG_INDEX
+def test_every_catalogued_index_is_current_at_once_on_another_instance(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    records = _catalogue_records()
+    create_all(driver, records)
+    partition = "env-a"  # the golden documents' environment; the store is this check's own
+    appended = driver.transaction(lambda tx: point_append(tx, batch(partition, "strong", 2)))
+    keys = [record.key for record in records] + [record.key for record in appended.records]
+    stored = read_all(other_driver, keys)
+    expected = _expected_entries(stored)
+    scopes = set(expected)
+    covered = {index for index, _partition in scopes}
+    assert covered == set(StorageIndexName), (
+        f"the check's records do not reach every index: {sorted(set(StorageIndexName) - covered)}"
+    )
+    _assert_every_index_current(other_driver, scopes, expected, "right after the creating commits")
+
+    def delete_all(tx: StorageTransaction, chunk: list[StorageRecordKey]) -> None:
+        for current in tx.get(chunk):
+            if current is not None:
+                tx.delete(current)
+
+    step = max(
+        1, min(20, driver.profile.limits.max_transaction_records, driver.profile.limits.max_point_reads)
+    )
+    for start in range(0, len(keys), step):
+        other_driver.transaction(lambda tx, chunk=keys[start : start + step]: delete_all(tx, chunk))  # type: ignore[misc]
+    _assert_every_index_current(driver, scopes, {}, "right after deleting every record on another instance")
 
 
 @STRONG_INDEX
@@ -417,6 +514,41 @@ def test_authoritative_time_follows_a_write_committed_after_the_attempt_began(
         f"the attempt read that record but got now() {moment}, earlier: its time was sampled before its "
         "read set was sealed (at the start of the attempt), which transaction_authoritative time forbids"
     )
+
+
+# -- transaction-authoritative clock ----------------------------------------------------------------
+
+
+@AUTHORITATIVE
+def test_time_follows_the_commit_order_across_instances(
+    driver: StorageDriver, other_driver: StorageDriver, connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    """Each attempt reads the previous commit's time from the record it rewrites, then samples now()."""
+    instances = [driver, other_driver, connect()]
+    key = leases.key("clock")
+    seen: list[datetime] = []
+    for step in range(9):
+        writer = instances[step % len(instances)]
+
+        def callback(tx: StorageTransaction) -> tuple[datetime | None, datetime]:
+            [current] = tx.get([key])
+            at = tx.now()
+            record = leases.record("clock", at=1, holder=iso_date_codec.encode(at))
+            if current is None:
+                tx.create(record)
+                return None, at
+            tx.replace(current, record)
+            return iso_date_codec.decode(str(current.document.value["holder"])), at
+
+        previous, at = writer.transaction(callback)
+        seen.append(at)
+        if previous is not None:
+            assert at >= previous, (
+                f"step {step}: an attempt that read a commit made at {previous} was given now() = {at}, "
+                "earlier than that commit: the clock is not shared and sampled after the reads, as "
+                "transaction_authoritative promises"
+            )
+    assert len(seen) == 9, "every step must have committed"
 
 
 # -- durability --------------------------------------------------------------------------------------

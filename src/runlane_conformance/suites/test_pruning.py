@@ -212,6 +212,8 @@ def test_counts_are_copied_to_the_tombstone_and_lowered_exactly_by_each_pass(
     env = fresh_environment("prune")
     built = build_run(driver, env, "r1", events=3, steps=2, outbox=2, tokens=("t1", "t2"))
     sibling = build_run(other_driver, env, "r10", events=2, steps=1, tokens=("t3",))  # its id extends "r1"
+    # The same run id in a neighbour environment (whose name extends this one): nothing of it is touched.
+    neighbour = build_run(other_driver, f"{env}x", "r1", events=2, steps=1, outbox=1, tokens=("t1",))
     [run] = read_all(other_driver, [built.key])
     assert run is not None, missing("the built run r1", written="the check built it just before")
     expected = {
@@ -239,6 +241,10 @@ def test_counts_are_copied_to_the_tombstone_and_lowered_exactly_by_each_pass(
     _assert_gone(other_driver, built)
     _assert_counters_match(driver, sibling, "the sibling run after pruning r1")
     assert counted_children(driver, sibling)[ChildKind.EVENTS] == 2, "pruning r1 deleted children of r10"
+    _assert_counters_match(driver, neighbour, "r1 of the neighbour environment after pruning r1")
+    assert counted_children(driver, neighbour)[ChildKind.EVENTS] == 2, (
+        "pruning r1 deleted children of the neighbour environment's r1"
+    )
 
 
 @HIDDEN
@@ -246,8 +252,9 @@ def test_tombstoning_removes_the_run_from_operational_and_operator_reads_in_its_
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
     env = fresh_environment("prune")
-    built = build_run(driver, env, "hidden", events=2)
-    keep = build_run(driver, env, "kept", events=1)
+    # Both are children of one parent run, so RunsByParent lists them like the status and creation indexes.
+    built = build_run(driver, env, "hidden", events=2, parent="root")
+    keep = build_run(driver, env, "kept", events=1, parent="root")
     operator = all(callable(getattr(other_driver, name, None)) for name in OPERATOR_READ_METHODS)
     _tombstone(driver, built)
     if operator:
@@ -268,7 +275,11 @@ def test_tombstoning_removes_the_run_from_operational_and_operator_reads_in_its_
     )
 
     def operational() -> None:
-        for index in (StorageIndexName.RUNS_BY_STATUS, StorageIndexName.RUNS_BY_CREATED_AT):
+        for index in (
+            StorageIndexName.RUNS_BY_STATUS,
+            StorageIndexName.RUNS_BY_CREATED_AT,
+            StorageIndexName.RUNS_BY_PARENT,
+        ):
             for path, items in index_scan(other_driver, index, env).items():
                 keys = [key for _sort, key in items]
                 assert built.key.encoded not in keys, (
@@ -371,10 +382,15 @@ class Interrupted(Exception):
     """Raised from inside a cleanup pass on purpose, after it staged some of its work."""
 
 
+class Halted(BaseException):
+    """Like ``Interrupted`` but not an Exception (as KeyboardInterrupt): cleanup for Exception misses it."""
+
+
 @INTERRUPTED
 @pytest.mark.parametrize("after", [1, 2, 3])  # the smallest pass stages three writes
+@pytest.mark.parametrize("raised", [Interrupted, Halted], ids=["exception", "base-exception"])
 def test_a_pass_that_raises_midway_leaves_nothing_and_cleanup_resumes(
-    driver: StorageDriver, other_driver: StorageDriver, after: int
+    driver: StorageDriver, other_driver: StorageDriver, after: int, raised: type[BaseException]
 ) -> None:
     env = fresh_environment("prune")
     built = build_run(driver, env, "cut", events=3, steps=2, tokens=("t1",))
@@ -383,12 +399,14 @@ def test_a_pass_that_raises_midway_leaves_nothing_and_cleanup_resumes(
     before = counted_children(other_driver, built)
 
     def boom() -> None:
-        raise Interrupted(f"interrupted before staged write {after}")
+        raise raised(f"interrupted before staged write {after}")
 
     def interrupted(tx: StorageTransaction) -> CleanupPass:
         return cleanup_pass(_staging_tripwire(tx, after, boom), env, built.run_id, _budget(driver))
 
-    with propagated(Interrupted, what=f"the cleanup pass's callback raised before its staged write {after}"):
+    with propagated(
+        raised, what=f"the cleanup pass's callback raised {raised.__name__} after its staged write {after}"
+    ):
         driver.transaction(interrupted)
     assert counted_children(other_driver, built) == before, "a pass that raised deleted children"
     _assert_counters_match(other_driver, built, "after the interrupted pass")

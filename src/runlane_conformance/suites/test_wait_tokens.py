@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -40,7 +40,7 @@ from runlane_conformance.contract.table_definitions import (
     wait_token_link_record_key,
     wait_token_record_key,
 )
-from runlane_conformance.contract.values import StorageRecordKey, StoredRecord
+from runlane_conformance.contract.values import StorageClockAuthority, StorageRecordKey, StoredRecord
 from runlane_conformance.core.pruning import tombstone_run
 from runlane_conformance.core.runs import ChildKind, CoreInvariantError, child_counts, create_run, finish_run
 from runlane_conformance.core.wait_tokens import (
@@ -427,6 +427,17 @@ def test_with_an_injected_clock_the_timeout_boundary_is_exact(
         "one microsecond before timeoutAt (by the injected clock) the token is not due: NOT_DUE"
     )
     moment["now"] = due
+
+    def due_now_listed() -> None:
+        limit = min(10, clocked.profile.limits.max_query_results)
+        page = clocked.transaction(lambda tx: due_wait_tokens(tx, env, as_of=due, limit=limit))
+        found = [item.key.id[1] for item in page.items]
+        assert found == ["t"], (
+            f"WaitTokensByTimeout up to and including the token's own timeoutAt offers {found}: a token is "
+            "due at its timeoutAt, so the due scan's bound is inclusive"
+        )
+
+    until_indexed(clocked, due_now_listed)
     assert clocked.transaction(lambda tx: time_out_wait_token(tx, env, "t")) is ResolveOutcome.RESOLVED, (
         "exactly at timeoutAt (by the injected clock) the token is due: RESOLVED"
     )
@@ -476,6 +487,12 @@ def test_every_token_index_mapping_follows_each_transition(
         wait_token_link_record_key(env, "t2", "w1"),
         tombstone_record_key(env, "w1"),
     ]
+    # A neighbour environment (its name extends this one) with the same token, run and link ids: every
+    # mapping of this environment must leave its entries out.
+    neighbour = f"{env}x"
+    _runs(driver, neighbour, "c", "w1")
+    make_token(driver, token_spec(neighbour, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
+    driver.transaction(lambda tx: link_run(tx, neighbour, "t1", "w1"))
     make_token(driver, token_spec(env, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
     make_token(driver, token_spec(env, "t2", "w1"))
     _assert_mappings(other_driver, env, keys, "creating two tokens")
@@ -539,6 +556,44 @@ def test_a_token_is_kept_while_pending_or_linked_and_then_goes_with_its_owner(
     )
     assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.GONE, (
         "pruning a token that is already gone must report GONE"
+    )
+
+
+@PRUNED
+def test_a_linked_token_resolved_long_ago_is_still_kept(
+    driver: StorageDriver, connect: Callable[..., StorageDriver]
+) -> None:
+    """No time to live on resolved tokens: only core's prune deletes them, once no run links them.
+
+    With a client clock the token is created, linked and completed by an instance whose clock reads 2001
+    and pruned from an instance on the current time; other drivers do all of it at their own time.
+    """
+    env = fresh_environment("tokens")
+    client = driver.profile.clock_authority is StorageClockAuthority.CLIENT
+    past = connect(clock=lambda: datetime(2001, 1, 1, tzinfo=UTC)) if client else driver
+    _runs(past, env, "c", "w")
+    spec = token_spec(env, "t", "c")
+    make_token(past, spec)
+    past.transaction(lambda tx: link_run(tx, env, "t", "w"))
+    assert past.transaction(lambda tx: complete_wait_token(tx, env, "t", 1)) is ResolveOutcome.RESOLVED, (
+        "completing a pending token must report RESOLVED"
+    )
+    now = connect()
+    token, owner = read_all(now, [spec.key, spec.owner_key])
+    assert token is not None and owner is not None, (
+        "a resolved token that a run still links (or its owner) vanished without being pruned"
+    )
+    assert now.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.KEPT_LINKED, (
+        "a resolved token that a run still links is kept when pruned, however long ago it resolved"
+    )
+    now.transaction(lambda tx: finish_run(tx, env, "w"))
+    now.transaction(lambda tx: tombstone_run(tx, env, "w"))
+    prune_fully(now, env, "w")
+    assert now.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.PRUNED, (
+        "a resolved token with no links left must be PRUNED"
+    )
+    assert read_all(driver, [spec.key, spec.owner_key]) == [None, None], (
+        "the token or its owner survived pruning"
     )
 
 

@@ -55,7 +55,6 @@ race. The server unreachable: ``StorageCommitUnknownError``.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -345,6 +344,9 @@ class RedisTransaction:
                         self._client.set(layout.hold(ekey), token, nx=True, px=self._hold_ms)
                     )
                 except CONNECTION_ERRORS as error:
+                    # The claim may have been made with its reply lost: release it with the rest
+                    # (a release only deletes holds that carry this attempt's token).
+                    self._held[ekey] = None
                     raise self._unavailable(error) from error
                 if claimed:
                     self._held[ekey] = None
@@ -359,13 +361,20 @@ class RedisTransaction:
     def release(self) -> None:
         """Give up every exclusive hold of this attempt (after commit, rollback or a lost race).
 
-        If the server cannot be reached the holds stay until they expire
-        (``hold_ms``); failing here would hide the attempt's own outcome.
+        A release whose connection broke is tried once more (the client opens
+        a new connection), so a fault on one connection never leaves rows held
+        by an attempt that is over. If the server cannot be reached at all the
+        holds stay until they expire (``hold_ms``); failing here would hide the
+        attempt's own outcome.
         """
         if self._held and self._token is not None:
             held, self._held = list(self._held), {}
-            with contextlib.suppress(*CONNECTION_ERRORS):
-                release_holds(self._client, self._layout, self._token, held)
+            for _try in range(2):
+                try:
+                    release_holds(self._client, self._layout, self._token, held)
+                    return
+                except CONNECTION_ERRORS:
+                    continue
 
     def now(self) -> datetime:
         """One reading of the client clock per attempt, frozen; the first call seals the read set."""

@@ -253,8 +253,24 @@ def stored_record(
         raise StorageCorruptionError(f"stored record {key} does not validate: {error}") from error
 
 
-def _placeholders(count: int) -> str:
-    return ", ".join(["%s"] * count)
+#: One key's record and index entries (a const lookup on the primary key, then the entries by key).
+_FETCH = (
+    "SELECT r.k, r.version, r.document, e.idx, e.part, e.sort FROM records r FORCE INDEX (PRIMARY) "
+    "LEFT JOIN index_entries e FORCE INDEX (by_key) ON e.k = r.k WHERE r.k = %s LOCK IN SHARE MODE"
+)
+#: Claim one record if no other attempt holds it.
+_CLAIM = "SELECT k FROM records FORCE INDEX (PRIMARY) WHERE k = %s FOR UPDATE SKIP LOCKED"
+
+
+def _by_key(select: str, count: int) -> str:
+    """``select`` (one key) for ``count`` keys in one statement: a UNION ALL of single-key lookups.
+
+    ``k IN (...)`` would be simpler, but on a small table the optimizer reads
+    an IN list by scanning the whole index, and a locking scan locks every
+    row it passes: each attempt would lock the entire table. A single-key
+    lookup locks that key (or, when absent, the gap where it would go) only.
+    """
+    return " UNION ALL ".join([f"({select})"] * count)
 
 
 def fetch_records(cur: pymysql.cursors.Cursor, ekeys: Sequence[str]) -> dict[str, StoredRecord]:
@@ -263,12 +279,7 @@ def fetch_records(cur: pymysql.cursors.Cursor, ekeys: Sequence[str]) -> dict[str
     A key that is absent leaves a shared gap lock where it would go, so a
     competitor's create of it waits for this attempt.
     """
-    cur.execute(
-        "SELECT r.k, r.version, r.document, e.idx, e.part, e.sort "
-        "FROM records r FORCE INDEX (PRIMARY) LEFT JOIN index_entries e FORCE INDEX (by_key) ON e.k = r.k "
-        f"WHERE r.k IN ({_placeholders(len(ekeys))}) LOCK IN SHARE MODE",
-        [key.encode("ascii") for key in ekeys],
-    )
+    cur.execute(_by_key(_FETCH, len(ekeys)), [key.encode("ascii") for key in ekeys])
     rows: dict[str, tuple[int, bytes, list[tuple[bytes, bytes, bytes]]]] = {}
     for k, version, document, idx, part, sort in cur.fetchall():
         ekey = k.decode("ascii")
@@ -423,11 +434,7 @@ class MysqlTransaction:
             refs = _references(list(cur.fetchall()))
             if not refs:
                 break
-            cur.execute(
-                f"SELECT k FROM records FORCE INDEX (PRIMARY) WHERE k IN ({_placeholders(len(refs))}) "
-                "FOR UPDATE SKIP LOCKED",
-                [ref.key.encoded.encode("ascii") for ref in refs],
-            )
+            cur.execute(_by_key(_CLAIM, len(refs)), [ref.key.encoded.encode("ascii") for ref in refs])
             held = {row[0].decode("ascii") for row in cur.fetchall()}
             claimed.extend(ref for ref in refs if ref.key.encoded in held)
             if len(refs) < wanted:
@@ -547,9 +554,8 @@ class MysqlTransaction:
                 raise _AttemptLost("a record to delete changed after this attempt read it")
             moved.append(key)
         if moved:
-            cur.execute(
-                f"DELETE FROM index_entries WHERE k IN ({_placeholders(len(moved))})", moved
-            )
+            # One statement per key (an IN list could become a locking scan of the whole index).
+            cur.executemany("DELETE FROM index_entries WHERE k = %s", [(key,) for key in moved])
         if entries:
             cur.executemany("INSERT INTO index_entries (idx, part, sort, k) VALUES (%s, %s, %s, %s)", entries)
 

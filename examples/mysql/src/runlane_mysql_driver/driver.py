@@ -54,11 +54,12 @@ is ambiguous; this driver has no way to ask the server afterwards and reports
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymysql
 import pymysql.cursors
@@ -130,7 +131,9 @@ _TABLES = (
 )
 
 
-def mysql_profile(limits: StorageLimits | None = None, *, exclusive_candidates: bool = False) -> StorageProfile:
+def mysql_profile(
+    limits: StorageLimits | None = None, *, exclusive_candidates: bool = False
+) -> StorageProfile:
     """What every instance advertises: durable server, client clock, strong index."""
     return StorageProfile(
         durability=StorageDurability.DURABLE,
@@ -179,7 +182,9 @@ def open_connection(
     """An autocommit connection (attempts begin explicitly) at SERIALIZABLE on ``database``.
 
     ``FOUND_ROWS`` makes an UPDATE report the rows it matched, so a
-    conditional replace is judged by its WHERE clause alone.
+    conditional replace is judged by its WHERE clause alone;
+    ``MULTI_STATEMENTS`` lets an attempt begin with its first read and write
+    all its mutations in one round trip.
     """
     conn: Connection = pymysql.connect(
         host=server.host,
@@ -188,17 +193,14 @@ def open_connection(
         password=server.password,
         database=database,
         autocommit=True,
-        client_flag=CLIENT.FOUND_ROWS,
+        client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
         connect_timeout=connect_timeout,
         charset="utf8mb4",
+        # Both settings in the connect round trip itself.
+        init_command=(
+            f"SET SESSION tx_isolation = 'SERIALIZABLE', innodb_lock_wait_timeout = {int(lock_wait_timeout)}"
+        ),
     )
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
-            cur.execute("SET SESSION innodb_lock_wait_timeout = %s", (lock_wait_timeout,))
-    except BaseException:
-        conn.close()
-        raise
     return conn
 
 
@@ -207,9 +209,11 @@ def create_database(conn: Connection, database: str) -> None:
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{database}` CHARACTER SET binary")
         for statement in _TABLES:
-            cur.execute(statement.replace("CREATE TABLE ", f"CREATE TABLE `{database}`.", 1).replace(
-                "CREATE SEQUENCE ", f"CREATE SEQUENCE `{database}`.", 1
-            ))
+            cur.execute(
+                statement.replace("CREATE TABLE ", f"CREATE TABLE `{database}`.", 1).replace(
+                    "CREATE SEQUENCE ", f"CREATE SEQUENCE `{database}`.", 1
+                )
+            )
 
 
 def drop_database(conn: Connection, database: str) -> None:
@@ -273,7 +277,7 @@ def _by_key(select: str, count: int) -> str:
     return " UNION ALL ".join([f"({select})"] * count)
 
 
-def fetch_records(cur: pymysql.cursors.Cursor, ekeys: Sequence[str]) -> dict[str, StoredRecord]:
+def fetch_records(cur: AttemptCursor, ekeys: Sequence[str]) -> dict[str, StoredRecord]:
     """The committed records among ``ekeys`` with their index entries, share-locked, in one round trip.
 
     A key that is absent leaves a shared gap lock where it would go, so a
@@ -322,10 +326,44 @@ def scan_statement(
 
 
 def _references(rows: Sequence[tuple[bytes, bytes]]) -> list[StorageIndexReference]:
-    return [StorageIndexReference(key_from_encoded(k.decode("ascii")), sort.decode("ascii")) for sort, k in rows]
+    return [
+        StorageIndexReference(key_from_encoded(k.decode("ascii")), sort.decode("ascii")) for sort, k in rows
+    ]
 
 
 # -- one attempt ------------------------------------------------------------------------------------
+
+
+class AttemptCursor:
+    """A cursor whose first statement also begins the attempt's transaction (one round trip, not two).
+
+    ``START TRANSACTION`` travels in front of the attempt's first statement
+    (a multi-statement request); nothing is begun for an attempt that never
+    reaches the server, so it has nothing to commit or roll back either.
+    """
+
+    def __init__(self, cur: pymysql.cursors.Cursor, attempt: MysqlTransaction) -> None:
+        self._cur = cur
+        self._attempt = attempt
+
+    def execute(self, statement: str, params: Sequence[object] = ()) -> int:
+        """Run ``statement`` (maybe several, ``;``-separated); the affected or matched rows of the first."""
+        if self._attempt.open:
+            return self._cur.execute(statement, params)
+        self._attempt.open = True
+        self._cur.execute("START TRANSACTION; " + statement, params)
+        self._cur.nextset()
+        return self._cur.rowcount
+
+    def fetchall(self) -> tuple[tuple[Any, ...], ...]:
+        return tuple(self._cur.fetchall())
+
+    def results(self) -> list[int]:
+        """The affected or matched row count of every remaining result of the last request, in order."""
+        counts = [self._cur.rowcount]
+        while self._cur.nextset():
+            counts.append(self._cur.rowcount)
+        return counts
 
 
 class _AttemptLost(StorageConflictError):
@@ -360,11 +398,12 @@ class MysqlTransaction:
         self._conn = conn
         self._exclusive_offered = exclusive
         self._rules = StorageAttemptRules(limits, clock)
-        self.open = True
+        #: True from the attempt's first statement (which begins its transaction) until it ends.
+        self.open = False
         self.lost: BaseException | None = None
         self.broken: BaseException | None = None
 
-    def _server(self, action: Callable[[pymysql.cursors.Cursor], T]) -> T:
+    def _server(self, action: Callable[[AttemptCursor], T]) -> T:
         """Run statements; a deadlock or lock timeout dooms the attempt to a replay, a broken
         connection dooms it to ``StorageUnavailableError``."""
         if self.broken is not None:
@@ -373,7 +412,7 @@ class MysqlTransaction:
             raise _AttemptLost(f"this attempt already lost a lock conflict: {self.lost}")
         try:
             with self._conn.cursor() as cur:
-                return action(cur)
+                return action(AttemptCursor(cur, self))
         except pymysql.err.Error as error:
             if _errno(error) in RETRYABLE_ERRORS:
                 self.lost = error
@@ -409,12 +448,16 @@ class MysqlTransaction:
                 raise StorageUnsupportedError("exclusive candidates are not enabled for this mysql store")
             if exclusive:
                 items = self._server(lambda cur: self._claim(cur, command))
-                cursor = encode_storage_query_cursor(command, items[-1]) if len(items) == command.limit else None
+                cursor = (
+                    encode_storage_query_cursor(command, items[-1]) if len(items) == command.limit else None
+                )
                 return QueryRecordsResult(tuple(items), cursor)
             position = decode_storage_query_cursor(command)
-            statement, params = scan_statement(command, position, command.limit + 1, lock="LOCK IN SHARE MODE")
+            statement, params = scan_statement(
+                command, position, command.limit + 1, lock="LOCK IN SHARE MODE"
+            )
 
-            def scan(cur: pymysql.cursors.Cursor) -> list[tuple[bytes, bytes]]:
+            def scan(cur: AttemptCursor) -> list[tuple[bytes, bytes]]:
                 cur.execute(statement, params)
                 return list(cur.fetchall())
 
@@ -423,8 +466,8 @@ class MysqlTransaction:
             cursor = encode_storage_query_cursor(command, items[-1]) if len(refs) > command.limit else None
             return QueryRecordsResult(tuple(items), cursor)
 
-    def _claim(self, cur: pymysql.cursors.Cursor, command: QueryRecordsCommand) -> list[StorageIndexReference]:
-        """Walk the range in order, claiming records with ``FOR UPDATE SKIP LOCKED`` until the page is full."""
+    def _claim(self, cur: AttemptCursor, command: QueryRecordsCommand) -> list[StorageIndexReference]:
+        """Walk the range in order, claiming records (``FOR UPDATE SKIP LOCKED``) until the page is full."""
         position = decode_storage_query_cursor(command)
         claimed: list[StorageIndexReference] = []
         while len(claimed) < command.limit:
@@ -490,6 +533,8 @@ class MysqlTransaction:
                     f"nothing was committed: this attempt's connection failed: {_one_line(self.broken)}"
                 )
             self._rules.check_within_limits()
+            if not self._rules.mutated and not self.open:
+                return  # nothing reached the server: nothing to commit
             try:
                 if self._rules.mutated:
                     self._server(self._flush)
@@ -515,49 +560,60 @@ class MysqlTransaction:
             self._rollback()
             raise
 
-    def _flush(self, cur: pymysql.cursors.Cursor) -> None:
+    def _flush(self, cur: AttemptCursor) -> None:
+        """Write every staged mutation in one request, then check each conditional statement's count.
+
+        Versions are drawn in SQL (``NEXTVAL`` per written row). Nothing here
+        commits: ``COMMIT`` is sent only after every replace and delete matched
+        exactly the version it was staged from.
+        """
         rules = self._rules
-        written = len(rules.creates) + len(rules.replaces)
-        versions: list[int] = []
-        if written:
-            cur.execute(f"SELECT NEXTVAL(versions) FROM seq_1_to_{written}")
-            versions = [int(row[0]) for row in cur.fetchall()]
-        numbered = iter(versions)
+        statements: list[str] = []
+        params: list[object] = []
+        expected: list[int | None] = []  # per statement: the matched rows it must report (None: any)
         entries: list[tuple[bytes, bytes, bytes, bytes]] = []
         if rules.creates:
-            cur.executemany(
-                "INSERT INTO records (k, version, document) VALUES (%s, %s, %s)",
-                [
-                    (ekey.encode("ascii"), next(numbered), _utf8(record.document.text))
-                    for ekey, record in rules.creates
-                ],
+            statements.append(
+                "INSERT INTO records (k, version, document) VALUES "
+                + ", ".join(["(%s, NEXTVAL(versions), %s)"] * len(rules.creates))
             )
             for ekey, record in rules.creates:
+                params.extend((ekey.encode("ascii"), _utf8(record.document.text)))
                 entries.extend(_entry_rows(ekey, record))
+            expected.append(None)  # a created key that exists fails with 1062 instead
         moved: list[bytes] = []
         for ekey, current, record in rules.replaces:
             key = ekey.encode("ascii")
-            matched = cur.execute(
-                "UPDATE records SET version = %s, document = %s WHERE k = %s AND version = %s",
-                (next(numbered), _utf8(record.document.text), key, int(current.version.value)),
+            statements.append(
+                "UPDATE records SET version = NEXTVAL(versions), document = %s WHERE k = %s AND version = %s"
             )
-            if matched != 1:
-                raise _AttemptLost("a record to replace changed after this attempt read it")
+            params.extend((_utf8(record.document.text), key, int(current.version.value)))
+            expected.append(1)
             moved.append(key)
             entries.extend(_entry_rows(ekey, record))
         for ekey, current in rules.deletes:
             key = ekey.encode("ascii")
-            matched = cur.execute(
-                "DELETE FROM records WHERE k = %s AND version = %s", (key, int(current.version.value))
-            )
-            if matched != 1:
-                raise _AttemptLost("a record to delete changed after this attempt read it")
+            statements.append("DELETE FROM records WHERE k = %s AND version = %s")
+            params.extend((key, int(current.version.value)))
+            expected.append(1)
             moved.append(key)
-        if moved:
+        for key in moved:
             # One statement per key (an IN list could become a locking scan of the whole index).
-            cur.executemany("DELETE FROM index_entries WHERE k = %s", [(key,) for key in moved])
+            statements.append("DELETE FROM index_entries WHERE k = %s")
+            params.append(key)
+            expected.append(None)
         if entries:
-            cur.executemany("INSERT INTO index_entries (idx, part, sort, k) VALUES (%s, %s, %s, %s)", entries)
+            statements.append(
+                "INSERT INTO index_entries (idx, part, sort, k) VALUES "
+                + ", ".join(["(%s, %s, %s, %s)"] * len(entries))
+            )
+            params.extend(value for row in entries for value in row)
+            expected.append(None)
+        cur.execute("; ".join(statements), params)
+        counts = cur.results()
+        for count, wanted in zip(counts, expected, strict=True):
+            if wanted is not None and count != wanted:
+                raise _AttemptLost("a record to replace or delete changed after this attempt read it")
 
 
 def _entry_rows(ekey: str, record: NewStorageRecord) -> list[tuple[bytes, bytes, bytes, bytes]]:
@@ -605,20 +661,16 @@ class _Connections:
             if healthy and not self._closed and conn.open:
                 self._idle.append(conn)
                 return
-        try:
+        with contextlib.suppress(pymysql.err.Error):
             conn.close()
-        except pymysql.err.Error:
-            pass
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
-            try:
+            with contextlib.suppress(pymysql.err.Error):
                 conn.close()
-            except pymysql.err.Error:
-                pass
 
 
 class MysqlStorageDriver:
@@ -660,14 +712,6 @@ class MysqlStorageDriver:
             conn = self._connections.acquire()
             attempt: MysqlTransaction | None = None
             try:
-                try:
-                    conn.begin()
-                except pymysql.err.Error as error:
-                    if not connection_lost(error):
-                        raise
-                    raise StorageUnavailableError(
-                        f"the mysql connection failed before the attempt began: {_one_line(error)}"
-                    ) from error
                 attempt = MysqlTransaction(
                     conn, self._profile.limits, self._clock, exclusive=self._profile.exclusive_candidates
                 )

@@ -37,7 +37,14 @@ from runlane_conformance import (
     storage_limits_from_options,
 )
 
-from .driver import Connection, MysqlServer, MysqlStorageDriver, create_database, drop_database, open_connection
+from .driver import (
+    Connection,
+    MysqlServer,
+    MysqlStorageDriver,
+    create_database,
+    drop_database,
+    open_connection,
+)
 
 __all__ = [
     "DEFAULT_SERVER",
@@ -188,7 +195,9 @@ class MysqlHarness:
             raise MysqlOptionError(f"mysql store address {address!r} is not (host, port, database)")
         host, port, database = address
         if (host, port) != (self.server.host, self.server.port):
-            raise MysqlOptionError(f"store {database} lives on {host}:{port}, but this harness uses {self.server}")
+            raise MysqlOptionError(
+                f"store {database} lives on {host}:{port}, but this harness uses {self.server}"
+            )
         return MysqlStoreHandle(self, database, owned=False)
 
     def _drop(self, handle: MysqlStoreHandle) -> None:
@@ -241,7 +250,11 @@ def harness(options: Mapping[str, str]) -> MysqlHarness:
         if "max_transaction_attempts" in options
         else 32
     )
-    wait = _positive_int("lock_wait_timeout", options["lock_wait_timeout"]) if "lock_wait_timeout" in options else 10
+    wait = (
+        _positive_int("lock_wait_timeout", options["lock_wait_timeout"])
+        if "lock_wait_timeout" in options
+        else 10
+    )
     exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "true"))
     limits = storage_limits_from_options("mysql", options, error=MysqlOptionError)
     return MysqlHarness(

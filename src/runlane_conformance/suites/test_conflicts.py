@@ -5,8 +5,10 @@ Every check here sets up one interleaving. The first transaction (T1, on
 ``other_driver``) runs a whole transaction on another thread; then T1 decides
 and writes from what it read. An optimistic driver lets T2 commit at once and
 must then make T1 conflict and replay; a locking driver may make T2 wait
-until T1 has committed. Both are correct. Each check lists the outcomes of
-the two serial orders (T1 then T2, T2 then T1) and accepts exactly those:
+until T1 has committed, or pick T1 as a deadlock victim and replay it after
+T2. All of these are correct. Each check lists the outcomes of the serial
+orders (T1 then T2, T2 then T1, and where T2 is several commits, T1 between
+any two of them, as a replayed T1 may land there) and accepts exactly those:
 anything else means a dependency was not protected.
 
 The transactions are built so that the anomaly each check hunts for shows in

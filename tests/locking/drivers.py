@@ -77,9 +77,9 @@ class LockingDriver(WrappedDriver):
                 yielded = True  # it waited for a holder: it goes first now and never yields back
             try:
 
-                def attempt(tx: Any) -> T:
+                def attempt(tx: Any, may_yield: bool = not yielded) -> T:
                     result = callback(self.transaction_class(tx, self))
-                    if not yielded and lock.contended():
+                    if may_yield and lock.contended():
                         raise _Victim
                     return result
 

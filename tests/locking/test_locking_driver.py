@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from runlane_conformance import Leases
+from runlane_conformance.fixtures.interleave import CompetitorPace
 from tests.locking.drivers import LockingDriver, TicketLock, harness
 from tests.mutants.runner import requirement_outcomes
 
@@ -93,3 +94,17 @@ def test_a_locking_driver_passes_every_check_with_a_competitor(area: str) -> Non
     failed = {req: messages.get(req, "") for req, outcome in outcomes.items() if outcome == "failed"}
     assert not failed, f"a correct locking driver fails: {failed}"
     assert any(outcome == "passed" for outcome in outcomes.values())
+
+
+def test_the_competitor_pace_keeps_the_full_grace_until_a_driver_blocks() -> None:
+    pace = CompetitorPace(floor=0.02, ceiling=1.0, factor=5.0)
+    assert pace.grace() == 1.0, "no transaction measured yet: the fixed checks' grace"
+    assert pace.timed(lambda: "done") == "done"
+    pace.note(True)  # a competitor that finished in time says nothing about blocking
+    assert pace.grace() == 1.0, "a driver that never blocked keeps the full grace and its interleavings"
+    pace.note(False)
+    assert pace.blocked_seen == 1
+    assert pace.grace() == 0.02, "an instant transaction scales to the floor, never below it"
+    for seconds in (0.5, 0.5, 0.5):
+        pace._recent.append(seconds)  # the toolkit's own test of its own helper: slow transactions
+    assert pace.grace() == 1.0, "five times a slow median is capped at the ceiling"

@@ -127,6 +127,7 @@ def test_each_store_is_a_fresh_database_dropped_on_close(my_harness: MysqlHarnes
     first.connect().transaction(lambda tx: tx.create(leases.record("only-in-first")))
     assert second.connect().transaction(lambda tx: tx.get([leases.key("only-in-first")])) == [None]
     first.close()
+    my_harness.drain()
     assert not _database_exists(first.database)
     assert _database_exists(second.database)
 

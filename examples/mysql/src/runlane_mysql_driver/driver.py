@@ -100,6 +100,7 @@ from runlane_conformance import (
 
 __all__ = [
     "RETRYABLE_ERRORS",
+    "ConnectionPool",
     "MysqlServer",
     "MysqlStorageDriver",
     "MysqlTransaction",
@@ -631,11 +632,61 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class ConnectionPool:
+    """Idle connections to one server, shared by the instances of a harness across its stores.
+
+    Opening a connection costs several round trips (handshake, login,
+    settings); a suite opens two or more instances for every check and every
+    generated history. A connection an instance no longer needs comes back
+    here, outside any transaction, and the next instance takes it and
+    switches it to its own database (one round trip). Only connections to the
+    same server (and settings) are pooled; the faults suite's proxied
+    instances open their own.
+    """
+
+    def __init__(self, server: MysqlServer, *, lock_wait_timeout: int = 10, keep: int = 16) -> None:
+        self._server = server
+        self._lock_wait_timeout = lock_wait_timeout
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._idle: list[Connection] = []
+
+    def take(self, database: str) -> Connection:
+        """A connection on ``database``: a pooled one switched to it, or a new one."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            try:
+                conn.select_db(database)
+                return conn
+            except pymysql.err.Error:
+                with contextlib.suppress(pymysql.err.Error):
+                    conn.close()
+        return open_connection(self._server, database, lock_wait_timeout=self._lock_wait_timeout)
+
+    def give(self, conn: Connection) -> None:
+        """Take back a healthy connection that is outside any transaction."""
+        with self._lock:
+            if conn.open and len(self._idle) < self._keep:
+                self._idle.append(conn)
+                return
+        with contextlib.suppress(pymysql.err.Error):
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(pymysql.err.Error):
+                conn.close()
+
+
 class _Connections:
     """This instance's connections: one per concurrently running call, reused afterwards."""
 
-    def __init__(self, opener: Callable[[], Connection]) -> None:
+    def __init__(self, opener: Callable[[], Connection], giver: Callable[[Connection], None] | None) -> None:
         self._opener = opener
+        self._giver = giver
         self._lock = threading.Lock()
         self._idle: list[Connection] = []
         self._closed = False
@@ -661,6 +712,9 @@ class _Connections:
             if healthy and not self._closed and conn.open:
                 self._idle.append(conn)
                 return
+        if healthy and self._giver is not None:
+            self._giver(conn)
+            return
         with contextlib.suppress(pymysql.err.Error):
             conn.close()
 
@@ -669,6 +723,9 @@ class _Connections:
             self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
+            if self._giver is not None:
+                self._giver(conn)
+                continue
             with contextlib.suppress(pymysql.err.Error):
                 conn.close()
 
@@ -686,13 +743,17 @@ class MysqlStorageDriver:
         max_transaction_attempts: int = 32,
         exclusive_candidates: bool = False,
         lock_wait_timeout: int = 10,
+        pool: ConnectionPool | None = None,
     ) -> None:
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = mysql_profile(limits, exclusive_candidates=exclusive_candidates)
         self._max_attempts = max_transaction_attempts
-        self._connections = _Connections(
-            lambda: open_connection(server, database, lock_wait_timeout=lock_wait_timeout)
-        )
+        if pool is None:
+            self._connections = _Connections(
+                lambda: open_connection(server, database, lock_wait_timeout=lock_wait_timeout), None
+            )
+        else:
+            self._connections = _Connections(lambda: pool.take(database), pool.give)
 
     @property
     def profile(self) -> StorageProfile:

@@ -43,6 +43,7 @@ from runlane_conformance import (
 
 from .driver import (
     Connection,
+    ConnectionPool,
     MysqlServer,
     MysqlStorageDriver,
     create_database,
@@ -108,7 +109,7 @@ class MysqlStoreHandle:
         self._closed = False
 
     def connect(self, *, clock: Clock | None = None) -> MysqlStorageDriver:
-        return self._open(self._harness.server, clock)
+        return self._open(self._harness.server, clock, pooled=True)
 
     def proxy_target(self) -> tuple[str, int]:
         """The TCP ``(host, port)`` of the server (for the faults suite's proxy)."""
@@ -119,7 +120,7 @@ class MysqlStoreHandle:
         host, port = address
         return self._open(self._harness.server.at(host, port), clock)
 
-    def _open(self, server: MysqlServer, clock: Clock | None) -> MysqlStorageDriver:
+    def _open(self, server: MysqlServer, clock: Clock | None, *, pooled: bool = False) -> MysqlStorageDriver:
         if self._closed:
             raise MysqlOptionError(f"the store {self.database} was closed")
         harness = self._harness
@@ -131,6 +132,7 @@ class MysqlStoreHandle:
             max_transaction_attempts=harness.max_transaction_attempts,
             exclusive_candidates=harness.exclusive_candidates,
             lock_wait_timeout=harness.lock_wait_timeout,
+            pool=harness.pool if pooled else None,
         )
         self._drivers.append(driver)
         return driver
@@ -175,6 +177,8 @@ class MysqlHarness:
         # database is dropped behind the caller's back. Suites open a fresh store per check and per
         # generated history, so this takes the DDL (about a third of a second) off each of them.
         self._ddl: ThreadPoolExecutor | None = None
+        #: Idle connections the instances of every store share (see ``ConnectionPool``).
+        self.pool = ConnectionPool(server, lock_wait_timeout=lock_wait_timeout)
         self._spare: Future[str] | None = None
         self._drops: list[Future[None]] = []
 
@@ -261,6 +265,7 @@ class MysqlHarness:
                     executor.submit(lambda: drop_database(self._admin_connection(), database)).result()
             self.drain()
             executor.shutdown(wait=True)
+        self.pool.close()
         if self._admin is not None:
             self._admin.close()
             self._admin = None

@@ -88,7 +88,7 @@ def test_the_ticket_lock_serves_in_arrival_order_and_reports_waiters() -> None:
     assert order == [0, 1, 2]
 
 
-@pytest.mark.parametrize("area", ["conflicts", "replay"])
+@pytest.mark.parametrize("area", ["conflicts", "replay", "histories", "model"])
 def test_a_locking_driver_passes_every_check_with_a_competitor(area: str) -> None:
     outcomes, messages = requirement_outcomes(DRIVER, areas=[area])
     failed = {req: messages.get(req, "") for req, outcome in outcomes.items() if outcome == "failed"}

@@ -402,9 +402,11 @@ class StoreMachine(RuleBasedStateMachine):
             seen.attempts += 1
             return _run_driver(tx, plan, main_writes, start_competitor, exact_pages=not self.eventual)
 
+        def run() -> Any:
+            return driver.transaction(main)
+
         try:
             # A step without a competitor measures the driver's pace (see CompetitorPace).
-            run = lambda: driver.transaction(main)  # noqa: E731
             seen.result = run() if rival is not None else self.pace.timed(run)
         except (Boom, StorageConflictError) as error:
             seen.error = error

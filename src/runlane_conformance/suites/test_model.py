@@ -46,7 +46,7 @@ from runlane_conformance.contract.values import (
 from runlane_conformance.fixtures.convergence import indexes_are_eventual, until_store_indexed
 from runlane_conformance.fixtures.evidence import record_search
 from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
-from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.interleave import Competitor, CompetitorPace, compete
 from runlane_conformance.fixtures.records import BASE_TIME
 from runlane_conformance.fixtures.replay_guard import ReplayGuardedDriver, ReplayWithoutBound
 from runlane_conformance.harness import DriverHarness
@@ -72,7 +72,8 @@ NAMES = ("a", "b", "c", "d", "e", "f")
 DIRECTIONS = tuple(StorageQueryDirection)
 #: How long the main attempt waits for its competitor's callback to start (a locking driver may block it).
 COMPETITOR_START_GRACE = 0.02
-#: How long it then waits for the started competitor to finish (it may block on a row lock).
+#: How long it then waits for the started competitor to finish (it may block on a row lock), until the
+#: driver has shown that it blocks competitors; then the grace follows the driver's pace (CompetitorPace).
 COMPETITOR_FINISH_GRACE = 1.0
 #: Upper bound on histories per run, whatever the profile asks for (each history is a whole fresh store).
 MAX_HISTORIES = 150
@@ -312,6 +313,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     harness: DriverHarness
     budget: SearchBudget
+    pace: CompetitorPace
 
     def __init__(self) -> None:
         super().__init__()
@@ -396,14 +398,18 @@ class StoreMachine(RuleBasedStateMachine):
                 # failing example) is the same on every run; one that blocks it at the start costs only
                 # the short wait for ``started``.
                 if started.wait(COMPETITOR_START_GRACE):
-                    seen.competitor.wait_briefly(COMPETITOR_FINISH_GRACE)
+                    self.pace.note(seen.competitor.wait_briefly(self.pace.grace()))
 
         def main(tx: StorageTransaction) -> Any:
             seen.attempts += 1
             return _run_driver(tx, plan, main_writes, start_competitor, exact_pages=not self.eventual)
 
+        def run() -> Any:
+            return driver.transaction(main)
+
         try:
-            seen.result = driver.transaction(main)
+            # A step without a competitor measures the driver's pace (see CompetitorPace).
+            seen.result = run() if rival is not None else self.pace.timed(run)
         except (Boom, StorageConflictError) as error:
             seen.error = error
         rival_result: Any = None
@@ -557,7 +563,12 @@ def test_random_histories_match_a_serial_model(
     # evidence, and the seed fixes it. The guard (SEARCH_SHARE of the check's generous hang limit) only
     # lets a search that cannot finish say so, inconclusive, before the outside deadline kills it.
     budget = SearchBudget(check_seconds(request) * SEARCH_SHARE)
-    machine = type("RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness, "budget": budget})
+    # One pace for the whole search: once the driver shows it blocks competitors, later histories wait
+    # for a blocked competitor about as long as its transactions take, not a full second each.
+    pace = CompetitorPace(ceiling=COMPETITOR_FINISH_GRACE)
+    machine = type(
+        "RunlaneStoreMachine", (StoreMachine,), {"harness": runlane_harness, "budget": budget, "pace": pace}
+    )
     # settings() inherits the active profile (no deadline, printed blob); steps come from the profile and
     # examples are capped at 150 so the thorough profile stays inside the check's timeout on a locking driver.
     active = settings()

@@ -381,12 +381,15 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
     attempts = Attempts()
     competitors: list[Competitor[str | None]] = []
 
+    read: list[str | None] = []
+
     def t1(tx: StorageTransaction) -> str:
         number = attempts.begin(tx)
         (current,) = tx.get([leases.key("k")])
         assert current is not None, missing(
             "lease k", written="the check created it before T1 began and the other instance only replaces it"
         )
+        read.append(holder(current))
         if number <= ATTEMPT_CEILING:
             # Every attempt loses: another instance changes k after this attempt read it.
             competitors.append(compete(lambda: _replace_holder(other_driver, leases, "k", f"t2-{number}")))
@@ -398,8 +401,7 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
         result: str | StorageConflictError = driver.transaction(t1)
     except StorageConflictError as error:
         result = error
-    for competitor in competitors:
-        competitor.settle()
+    replaced = [competitor.settle() for competitor in competitors]
     assert attempts.count <= ATTEMPT_CEILING, (
         f"the driver ran the callback {attempts.count} times without giving up: attempts are not bounded"
     )
@@ -413,15 +415,25 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
             "the other instance's last commit must be stored, untouched by T1's abandoned attempts",
         )
     else:
-        # Only a driver that made the other instance wait can commit here (then there was no race).
-        assert final["t1-scratch"] is not None and final["t1-scratch"][0] == result, (
-            f"transaction() returned {result!r} without committing that attempt's writes"
+        # Only a driver that made the other instance wait can commit here. A locking driver may first
+        # replay T1 as a deadlock victim, each time after that attempt's competitor committed; the
+        # committing attempt n then read the n-1st competitor's write, and the nth competitor waited
+        # for T1 and replaced T1's write: competitors 1..n-1, T1, competitor n is the serial order.
+        n = attempts.count
+        assert final["t1-scratch"] is not None and final["t1-scratch"][0] == result == f"t1-{n}", (
+            f"transaction() returned {result!r} without committing that attempt's writes (the last "
+            f"attempt, {n}, wrote t1-{n}; t1-scratch is {final['t1-scratch']!r})"
         )
-        assert attempts.count == 1 and final["k"] is not None and final["k"][0] == "t2-1", (
-            "T1 committed while the other instance kept changing k: that is only possible in one "
-            "attempt with "
-            f"the other instance waiting; got {attempts.count} attempts and k = {final['k']!r} (expected 1 "
-            "and 't2-1')"
+        before = "h0" if n == 1 else f"t2-{n - 1}"
+        waited = replaced[n - 1] if len(replaced) >= n else None
+        assert read[-1] == before and waited == result and final["k"] is not None and final["k"][0] == (
+            f"t2-{n}"
+        ), (
+            f"T1 committed in attempt {n} while the other instance kept changing k: that is only possible "
+            f"if the other instance's change started in that attempt waited for T1. Expected T1's last "
+            f"attempt to read {before!r} (the commit before it), the other instance to replace "
+            f"{result!r} (T1's write) and k to end as 't2-{n}'; got read {read[-1]!r}, replaced "
+            f"{waited!r}, k = {final['k']!r}"
         )
 
 

@@ -373,3 +373,52 @@ garbled_cursor_restarts = _harness(GarbledCursorRestarts)
 partition_prefix_scan = _harness(PartitionPrefixScan, _PartitionRegistry)
 ties_by_utf16 = _harness(TiesByUtf16)
 sorts_by_utf16 = _harness(SortsByUtf16)
+
+
+# -- every index of the closed catalogue -------------------------------------------------------------
+
+
+def _planned(scan: Scan, command: QueryRecordsCommand, shape: str) -> QueryRecordsResult:
+    from runlane_conformance import StorageIndexName
+
+    forgotten = shape == "forgotten" and command.index is StorageIndexName.RUNS_BY_PARENT
+    copied = shape == "copied" and command.index is StorageIndexName.WAIT_TOKEN_LINKS_BY_TOKEN
+    if forgotten:
+        return QueryRecordsResult(items=(), cursor=None)
+    if copied:
+        result = scan(replace(command, index=StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, cursor=None))
+        return QueryRecordsResult(items=result.items, cursor=None)
+    return scan(command)
+
+
+def _plan_mutant(shape: str) -> Callable[[Any], Any]:
+    class PlanTransaction(WrappedTransaction):
+        def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+            return _planned(lambda c: self.inner.query_candidates(c, **kwargs), command, shape)
+
+    class PlanDriver(WrappedDriver):
+        transaction_class = PlanTransaction
+
+        def query(self, command: Any) -> Any:
+            return _planned(self.inner.query, command, shape)
+
+    return mutant_harness(PlanDriver)
+
+
+forgets_one_index = _plan_mutant("forgotten")
+copies_a_sibling_plan = _plan_mutant("copied")
+
+MUTANTS += [
+    Mutant(
+        "forgets-one-index",
+        "tests.mutants.m_cursors:forgets_one_index",
+        "cursors.every-catalog-index",
+        "RunsByParent has no query plan: every scan of it comes back empty",
+    ),
+    Mutant(
+        "copies-a-sibling-plan",
+        "tests.mutants.m_cursors:copies_a_sibling_plan",
+        "cursors.every-catalog-index",
+        "WaitTokenLinksByToken is answered by the WaitTokenLinksByRun plan (a copy-pasted mapping)",
+    ),
+]

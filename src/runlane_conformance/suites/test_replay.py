@@ -607,3 +607,74 @@ def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
             final["k"],
             "the raising attempt commits nothing",
         )
+
+
+# -- callback errors that are not Exceptions ---------------------------------------------------------
+
+
+class CallbackAbort(BaseException):
+    """A BaseException of the check's own, like the ones frameworks use to unwind a task."""
+
+
+#: BaseException subclasses a callback can raise; ``except Exception`` in a driver misses every one.
+BASE_ERRORS: dict[str, type[BaseException]] = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "SystemExit": SystemExit,
+    "GeneratorExit": GeneratorExit,
+    "custom-BaseException": CallbackAbort,
+}
+
+
+@CALLBACK_ERROR
+@pytest.mark.parametrize("kind", list(BASE_ERRORS), ids=list(BASE_ERRORS))
+def test_a_base_exception_from_the_callback_rolls_back_and_propagates(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, kind: str
+) -> None:
+    """KeyboardInterrupt, SystemExit, GeneratorExit and custom BaseExceptions roll back like any error.
+
+    A driver that rolls back in ``except Exception`` leaves these attempts open: their writes commit
+    at once, or ride along with the instance's next transaction. Both are caught here: nothing of the
+    attempt is visible from another instance, not even after this instance committed again.
+    """
+    write_leases(driver, leases.record("k", holder="h0"))
+    (before,) = driver.transaction(lambda tx: tx.get([leases.key("k")]))
+    attempts = Attempts()
+    raised = BASE_ERRORS[kind](f"raised by the check's callback ({kind})")
+
+    def t1(tx: StorageTransaction) -> None:
+        attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
+        tx.create(leases.record("scratch", holder="t1"))
+        tx.replace(current, leases.record("k", holder="t1"))
+        raise raised
+
+    caught: BaseException | None = None
+    try:
+        driver.transaction(t1)
+    except BaseException as error:  # every kind is caught here, so none escapes into the test runner
+        caught = error
+    assert caught is raised, (
+        f"the callback raised {kind} after staging a create and a replace; transaction() "
+        + ("returned normally" if caught is None else f"raised {caught!r} instead")
+        + f". {CALLBACK_ERROR.id}: {CALLBACK_ERROR.summary}"
+    )
+    assert attempts.count == 1, (
+        f"a callback that raised {kind} was run {attempts.count} times; it is no conflict"
+    )
+    _follow_up_commits(driver, leases, "after")
+    final = lease_views(other_driver, leases, ["k", "scratch", "after"])
+    assert final["scratch"] is None, (
+        f"a create staged before the callback raised {kind} is stored (seen after this instance's next "
+        "commit): the interrupted attempt was committed instead of rolled back"
+    )
+    assert final["k"] is not None and final["k"][0] == "h0", differs(
+        f"lease k after its replace was interrupted by {kind}",
+        "h0",
+        final["k"],
+        "a callback that raised commits nothing",
+    )
+    (after,) = driver.transaction(lambda tx: tx.get([leases.key("k")]))
+    assert before is not None and after is not None and after.version == before.version, (
+        f"lease k changed version ({before!r} -> {after!r}) although its replace was interrupted by {kind}"
+    )

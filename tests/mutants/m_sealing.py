@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageAttemptEndedError
+from runlane_conformance import StorageAttemptEndedError, StorageConcurrentUseError
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -166,3 +166,46 @@ ignores_injected_clock = mutant_harness(transaction_class=IgnoresInjectedClock)
 reads_after_now = mutant_harness(transaction_class=ReadsAfterNow)
 reads_after_mutation = mutant_harness(DeferringDriver)
 usable_after_attempt = mutant_harness(transaction_class=UsableAfterAttempt)
+
+
+# -- overlapping calls ---------------------------------------------------------------------------------
+
+
+class _PooledOverlap(WrappedTransaction):
+    """Serves a read that finds the attempt busy on another pooled connection instead of refusing it."""
+
+    def _pooled(self) -> Any:
+        return self.driver.store.inner.connect()
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        try:
+            return self.inner.get(keys)
+        except StorageConcurrentUseError:
+            return self._pooled().transaction(lambda tx: tx.get(keys))  # type: ignore[no-any-return]
+
+
+class _PooledOverlapQuery(WrappedTransaction):
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        try:
+            return self.inner.query_candidates(command, **kwargs)
+        except StorageConcurrentUseError:
+            return self.driver.store.inner.connect().query(command)
+
+
+overlapping_get_served = mutant_harness(transaction_class=_PooledOverlap)
+overlapping_query_served = mutant_harness(transaction_class=_PooledOverlapQuery)
+
+MUTANTS += [
+    Mutant(
+        "overlapping-get-served",
+        "tests.mutants.m_sealing:overlapping_get_served",
+        "sealing.overlapping-calls-refused",
+        "a get() that overlaps a running call of its attempt is served on another pooled connection",
+    ),
+    Mutant(
+        "overlapping-query-served",
+        "tests.mutants.m_sealing:overlapping_query_served",
+        "sealing.overlapping-calls-refused",
+        "a query_candidates() that overlaps a running call is answered by an advisory query elsewhere",
+    ),
+]

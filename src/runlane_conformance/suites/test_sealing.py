@@ -9,6 +9,7 @@ transaction object that outlives its attempt refuses every call.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -16,7 +17,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runlane_conformance.contract.errors import StorageAttemptEndedError, StorageSealedError
+from runlane_conformance.contract.errors import (
+    StorageAttemptEndedError,
+    StorageSealedError,
+    StorageUsageError,
+)
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StorageRecordVersion, StoredRecord
 from runlane_conformance.fixtures.interleave import compete
@@ -327,3 +332,83 @@ def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
     # Whether or not the driver replayed (a locking driver makes the competitor wait instead),
     # the first attempt's object has ended by now.
     _assert_all_refused(attempts[0], leases, stand_in, "whose attempt was replayed or committed")
+
+
+# -- overlapping calls -------------------------------------------------------------------------------
+
+OVERLAP = requirement(
+    "sealing.overlapping-calls-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A get() or query_candidates() that starts while another call of the same attempt is still running "
+    "(now() waiting on the injected clock) is refused with a StorageUsageError, never served.",
+    capability="client_clock",
+)
+
+#: How long the check holds now() inside the clock while the overlapping read runs. A driver that makes
+#: the read wait for now() instead of refusing it at once uses up this time, then the read must be
+#: refused as sealed; the verdict is the same however long it is.
+OVERLAP_HOLD = 0.5
+#: Upper bound for any one step of the check, so a driver that never returns fails instead of hanging.
+OVERLAP_BOUND = 10.0
+
+
+def _capture(call: Callable[[], object]) -> object:
+    try:
+        return call()
+    except BaseException as error:  # the outcome is judged by the check, whatever it is
+        return error
+
+
+@OVERLAP
+@pytest.mark.parametrize("read_call", list(READS), ids=list(READS))
+def test_a_read_overlapping_a_running_call_is_refused(
+    connect: Callable[..., StorageDriver], leases: Leases, read_call: str
+) -> None:
+    """A read issued from a second thread while now() is inside the clock must not be served.
+
+    Whichever way the driver keeps the rule, the read is refused: at once, because the attempt is
+    busy (StorageConcurrentUseError), or after waiting for now() to finish, because the read set is
+    then sealed (StorageSealedError). Serving it means two calls of one attempt ran interleaved.
+    """
+    entered, release = threading.Event(), threading.Event()
+    instant = datetime(2033, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+
+    def clock() -> datetime:
+        entered.set()
+        release.wait(OVERLAP_BOUND)
+        return instant
+
+    driver = connect(clock=clock)
+    outcome: dict[str, object] = {}
+
+    def callback(tx: StorageTransaction) -> None:
+        timer = threading.Thread(target=lambda: outcome.__setitem__("now", _capture(tx.now)), daemon=True)
+        timer.start()
+        try:
+            assert entered.wait(OVERLAP_BOUND), (
+                "now() never consulted the injected clock; with client clock authority it must "
+                f"({INJECTED_CLOCK.id}), and this check needs now() to be inside the clock"
+            )
+            reader = threading.Thread(
+                target=lambda: outcome.__setitem__("read", _capture(lambda: READS[read_call](tx, leases))),
+                daemon=True,
+            )
+            reader.start()
+            reader.join(OVERLAP_HOLD)
+        finally:
+            release.set()
+            timer.join(OVERLAP_BOUND)
+        reader.join(OVERLAP_BOUND)
+
+    driver.transaction(callback)
+    assert "read" in outcome and "now" in outcome, (
+        f"the overlapping {read_call}() or now() did not return within {OVERLAP_BOUND}s of the clock "
+        f"being released: got {outcome!r}"
+    )
+    assert isinstance(outcome["read"], StorageUsageError), (
+        f"{read_call}() was called from a second thread while now() of the same attempt was still "
+        f"inside the clock, and it returned {outcome['read']!r}; expected a StorageUsageError "
+        "(StorageConcurrentUseError while the attempt is busy, or StorageSealedError once now() sealed it). "
+        f"This breaks {OVERLAP.id}: {OVERLAP.summary}"
+    )

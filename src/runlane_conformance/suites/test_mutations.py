@@ -23,8 +23,10 @@ from runlane_conformance.contract.errors import (
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StorageIndexConsistency, StoredRecord
 from runlane_conformance.fixtures.convergence import until_indexed
+from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._conflicts_support import Attempts, holder
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
@@ -371,6 +373,22 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         tx.replace(current, leases.unique("twice", at=4))
         tx.replace(current, leases.unique("twice", at=5))
 
+    def delete_then_create(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
+        tx.delete(current)
+        tx.create(leases.unique("twice", at=6))
+
+    def replace_then_create(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
+        tx.replace(current, leases.unique("twice", at=7))
+        tx.create(leases.unique("twice", at=8))
+
     def create_twice(tx: StorageTransaction) -> None:
         tx.create(leases.unique("new-twice", at=1))
         tx.create(leases.unique("new-twice", at=2))
@@ -387,6 +405,8 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         "replace-then-delete": replace_then_delete,
         "delete-then-replace": delete_then_replace,
         "replace-twice": replace_twice,
+        "delete-then-create": delete_then_create,
+        "replace-then-create": replace_then_create,
         "create-twice": create_twice,
         "read-absent-create-twice": read_absent_create_twice,
     }
@@ -399,6 +419,8 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         "replace-then-delete",
         "delete-then-replace",
         "replace-twice",
+        "delete-then-create",
+        "replace-then-create",
         "create-twice",
         "read-absent-create-twice",
     ],
@@ -627,3 +649,90 @@ def test_no_subset_of_staged_writes_survives_a_raising_callback(
     ):
         driver.transaction(stage_then_raise)
     assert read(driver, keys) == before, f"a staged write of the raising attempt became visible (plan {plan})"
+
+
+# -- no partially applied batch ------------------------------------------------------------------------
+
+NO_PARTIAL_BATCH = requirement(
+    "mutations.no-partial-batch",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "When one staged create loses its condition (another instance created the key before commit), none "
+    "of the attempt's creates, replacements and deletes commit: the attempt is replayed or fails, and is "
+    "never reported as done with only part of its writes applied.",
+)
+
+
+@NO_PARTIAL_BATCH
+def test_a_create_that_loses_its_race_takes_the_whole_batch_with_it(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """Three blind creates, a replace and a delete; another instance takes the middle create's key.
+
+    A driver that groups the writes into bulk statements must still apply all of them or none: an
+    insert that skips existing keys, or groups committed one after another, leave part of the batch.
+    Every serializable outcome is accepted: the other instance waits and loses, or this attempt is
+    replayed (it then reads the taken key and leaves it alone), or the transaction fails with nothing
+    of it stored.
+    """
+    create_all(driver, [leases.record("r", holder="h0"), leases.record("d", holder="h0")])
+    before_r = read_one(driver, leases.key("r"))
+    names = ["b1", "b2", "b3"]
+    attempts = Attempts()
+    competitor: list[Competitor[None]] = []
+
+    def take_b2(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("b2")])
+        if current is None:
+            tx.create(leases.record("b2", holder="other"))
+
+    def batch(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        keys = [leases.key("r"), leases.key("d")] + ([leases.key("b2")] if number > 1 else [])
+        found = tx.get(keys)
+        r, d = found[0], found[1]
+        assert r is not None and d is not None, missing("leases r and d", written="the check created both")
+        for name in names:
+            if name == "b2" and number > 1 and found[2] is not None:
+                continue  # a replay sees the key taken and leaves it to its owner
+            tx.create(leases.record(name, holder=f"t1-{number}"))
+        tx.replace(r, leases.record("r", holder=f"t1-{number}"))
+        tx.delete(d)
+        if number == 1:
+            competitor.append(compete(lambda: other_driver.transaction(take_b2)))
+        return number
+
+    try:
+        outcome: object = driver.transaction(batch)
+    except StorageConflictError as error:
+        outcome = error
+    competitor[0].settle()
+    final = {name: read_one(driver, leases.key(name)) for name in [*names, "r", "d"]}
+    seen = {name: None if record is None else holder(record) for name, record in final.items()}
+    if isinstance(outcome, StorageConflictError):
+        assert seen == {"b1": None, "b2": "other", "b3": None, "r": "h0", "d": "h0"}, differs(
+            "the store after the batch transaction failed with StorageConflictError",
+            "b1/b3 absent, b2 the other instance's, r and d untouched",
+            seen,
+            f"a failed transaction commits none of its writes ({NO_PARTIAL_BATCH.id})",
+        )
+        assert final["r"] == before_r, "lease r changed although the batch transaction failed"
+        return
+    assert isinstance(outcome, int), f"the batch transaction returned {outcome!r}, not an attempt number"
+    if outcome == 1 and competitor[0].finished_while_open:
+        raise AssertionError(
+            "another instance created b2 while the batch attempt was open, and the batch attempt still "
+            f"committed in one attempt, reported as done; the store now holds {seen!r}. Its create of b2 "
+            "could not have succeeded, so the transaction was reported successful with part of its batch "
+            f"missing. This breaks {NO_PARTIAL_BATCH.id}: {NO_PARTIAL_BATCH.summary}"
+        )
+    mine = f"t1-{outcome}"
+    expected_b2 = mine if outcome == 1 else "other"
+    expected = {"b1": mine, "b2": expected_b2, "b3": mine, "r": mine, "d": None}
+    assert seen == expected, differs(
+        f"the store after the batch committed in attempt {outcome}",
+        expected,
+        seen,
+        "the committing attempt's creates, replace and delete all apply, and nothing of an earlier attempt "
+        f"({NO_PARTIAL_BATCH.id})",
+    )

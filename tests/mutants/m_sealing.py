@@ -209,3 +209,23 @@ MUTANTS += [
         "a query_candidates() that overlaps a running call is answered by an advisory query elsewhere",
     ),
 ]
+
+
+class _MillisecondNow(WrappedTransaction):
+    """now() passes through a millisecond-precision clock type (a JavaScript Date, DATETIME(3))."""
+
+    def now(self) -> datetime:
+        value = self.inner.now()
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)  # type: ignore[no-any-return]
+
+
+now_in_milliseconds = mutant_harness(transaction_class=_MillisecondNow)
+
+MUTANTS += [
+    Mutant(
+        "now-in-milliseconds",
+        "tests.mutants.m_sealing:now_in_milliseconds",
+        "sealing.now-uses-injected-client-clock",
+        "now() keeps milliseconds only, so an injected instant with microseconds comes back changed",
+    ),
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -126,8 +126,13 @@ def test_any_number_of_now_calls_agree(driver: StorageDriver, calls: int) -> Non
 @INJECTED_CLOCK
 @pytest.mark.parametrize(
     "instant",
-    [datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC), datetime(2099, 12, 31, 23, 59, 59, tzinfo=UTC)],
-    ids=["past", "future"],
+    [
+        datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC),
+        datetime(2099, 12, 31, 23, 59, 59, tzinfo=UTC),
+        datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2030, 6, 1, 12, 0, 0, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    ],
+    ids=["past", "future", "last-microsecond", "one-microsecond-offset-zone"],
 )
 def test_now_is_the_injected_clock_time(connect: Callable[..., StorageDriver], instant: datetime) -> None:
     driver = connect(clock=lambda: instant)

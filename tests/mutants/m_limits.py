@@ -252,3 +252,38 @@ counts_only_written_keys = mutant_harness(
     transaction_class=meter_mutant(count_reads=False, count_deletes=False)
 )
 measures_append_narrow = mutant_harness(transaction_class=MeasuresAppendAtAllocatedPosition)
+
+
+# -- a budget kept per transaction() call instead of per attempt ----------------------------------------
+
+
+class _CallWideReads(WrappedTransaction):
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        driver: Any = self.driver
+        driver.point_reads += len(keys)
+        maximum = driver.profile.limits.max_point_reads
+        if driver.point_reads > maximum:
+            raise create_storage_limit_error(StorageLimitName.POINT_READS, maximum, driver.point_reads)
+        return self.inner.get(keys)  # type: ignore[no-any-return]
+
+
+class PointReadsSpanAttempts(WrappedDriver):
+    """Counts point reads over every attempt of one transaction() call, so a replay inherits the count."""
+
+    transaction_class = _CallWideReads
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        self.point_reads = 0
+        return super().transaction(callback)
+
+
+point_reads_span_attempts = mutant_harness(PointReadsSpanAttempts)
+
+MUTANTS += [
+    Mutant(
+        "point-reads-span-attempts",
+        "tests.mutants.m_limits:point_reads_span_attempts",
+        "limits.point-reads-boundary",
+        "the point-read meter is kept per transaction() call, so a replayed attempt starts over the limit",
+    ),
+]

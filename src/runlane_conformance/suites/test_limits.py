@@ -27,8 +27,10 @@ from runlane_conformance.contract.values import (
     StoredRecord,
 )
 from runlane_conformance.fixtures.evidence import record_limit
+from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._conflicts_support import Attempts
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._limits_support import (
     PRACTICAL_BYTES,
@@ -845,3 +847,49 @@ def test_point_dependencies_and_deletes_count_toward_transaction_records(
         assert read_one(driver, creates[0].key) is not None, (
             "exactly max_transaction_records keys did not commit"
         )
+
+
+# -- budgets start over with every attempt -------------------------------------------------------------
+
+
+@POINT_READS
+def test_a_replayed_attempt_gets_the_whole_point_read_budget_again(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """An attempt that read exactly max_point_reads positions and lost a race replays with a fresh budget.
+
+    A meter kept per transaction() call instead of per attempt refuses the replay at the limit,
+    although each attempt on its own stays inside it.
+    """
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    create_all(driver, [leases.unique("p0")])
+    positions = _positions(leases, limits.max_point_reads, limits)
+    attempts = Attempts()
+    competitor: list[Competitor[None]] = []
+
+    def bump(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("p0")])
+        assert current is not None, missing("lease p0")
+        tx.replace(current, leases.unique("p0"))
+
+    def t1(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        (current, *_rest) = tx.get(positions)
+        assert current is not None, missing("lease p0")
+        if number == 1:
+            competitor.append(compete(lambda: other_driver.transaction(bump)))
+        tx.replace(current, leases.unique("p0"))
+        return number
+
+    try:
+        driver.transaction(t1)
+    except StorageLimitError as error:
+        raise AssertionError(
+            f"every attempt read exactly max_point_reads = {limits.max_point_reads} positions, yet attempt "
+            f"{attempts.count} was refused with {error!r}: the point-read budget belongs to one attempt and "
+            f"starts over when the callback is replayed ({POINT_READS.id})"
+        ) from error
+    finally:
+        if competitor:
+            competitor[0].settle()

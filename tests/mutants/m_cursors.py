@@ -93,6 +93,14 @@ class RescanDriver(WrappedDriver):
         """Index in ``emitted`` of the first item after the cursor."""
         return start
 
+    def has_more(self, remaining: int, limit: int) -> bool:
+        """Whether a page hands out a cursor, given how many entries follow it."""
+        return remaining > 0
+
+    def cursor_item(self, command: QueryRecordsCommand, chosen: list[StorageIndexReference]) -> Any:
+        """The entry a page's cursor continues after."""
+        return chosen[-1]
+
     # -- machinery -----------------------------------------------------------------------------
 
     def rescan(self, scan: Scan, command: QueryRecordsCommand) -> QueryRecordsResult:
@@ -122,8 +130,12 @@ class RescanDriver(WrappedDriver):
                         break
             start = self.resume(emitted, start)
         chosen = emitted[start : start + command.limit]
-        more = len(emitted) > start + command.limit
-        cursor = encode_storage_query_cursor(command, chosen[-1]) if more and chosen else None
+        more = self.has_more(len(emitted) - (start + command.limit), command.limit)
+        cursor = (
+            encode_storage_query_cursor(command, self.cursor_item(command, chosen))
+            if more and chosen
+            else None
+        )
         return QueryRecordsResult(tuple(chosen), cursor)
 
     def query(self, command: Any) -> Any:
@@ -420,5 +432,41 @@ MUTANTS += [
         "tests.mutants.m_cursors:copies_a_sibling_plan",
         "cursors.every-catalog-index",
         "WaitTokenLinksByToken is answered by the WaitTokenLinksByRun plan (a copy-pasted mapping)",
+    ),
+]
+
+
+# -- the page before the last, and the descending cursor ------------------------------------------------
+
+
+class DropsCursorBeforeShortPage(RescanDriver):
+    """Hands out a cursor only when another full page follows: a short last page is never reached."""
+
+    def has_more(self, remaining: int, limit: int) -> bool:
+        return remaining >= limit
+
+
+class DescendingCursorFromFirstItem(RescanDriver):
+    """Descending pages continue after their first entry instead of their last (a mirrored index)."""
+
+    def cursor_item(self, command: QueryRecordsCommand, chosen: list[StorageIndexReference]) -> Any:
+        return chosen[0] if command.direction is DESC else chosen[-1]
+
+
+drops_cursor_before_short_page = _harness(DropsCursorBeforeShortPage)
+descending_cursor_from_first_item = _harness(DescendingCursorFromFirstItem)
+
+MUTANTS += [
+    Mutant(
+        "drops-cursor-before-short-page",
+        "tests.mutants.m_cursors:drops_cursor_before_short_page",
+        "cursors.pages-join-to-one-scan",
+        "a full page gets a cursor only when another full page follows, so a short last page is lost",
+    ),
+    Mutant(
+        "descending-cursor-from-first-item",
+        "tests.mutants.m_cursors:descending_cursor_from_first_item",
+        "cursors.pages-join-to-one-scan",
+        "a descending page's cursor continues after its first entry, so pages repeat",
     ),
 ]

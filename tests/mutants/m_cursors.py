@@ -470,3 +470,31 @@ MUTANTS += [
         "a descending page's cursor continues after its first entry, so pages repeat",
     ),
 ]
+
+
+class SentinelPrefixBound(RescanDriver):
+    """Rebuilds a tuple-prefix upper bound as the prefix plus a U+10FFFF component, inclusive: entries
+    whose next component starts with U+10FFFF and goes on are cut off."""
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        upper = command.range.upper
+        if upper is None or upper.inclusive or not upper.value.endswith("0"):
+            return command.range
+        try:
+            prefix = storage_tuple_codec.decode(upper.value[:-1])
+        except ValueError:
+            return command.range
+        sentinel = storage_tuple_codec.encode((*prefix, "\U0010ffff"))
+        return replace(command.range, upper=StorageRangeBound(sentinel, True))
+
+
+sentinel_prefix_bound = _harness(SentinelPrefixBound)
+
+MUTANTS += [
+    Mutant(
+        "sentinel-prefix-bound",
+        "tests.mutants.m_cursors:sentinel_prefix_bound",
+        "cursors.tuple-prefix-range",
+        "a prefix range ends at the prefix plus a U+10FFFF component (a Unicode sentinel)",
+    ),
+]

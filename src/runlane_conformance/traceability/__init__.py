@@ -18,7 +18,8 @@ What this module guarantees, and ``tests/test_traceability.py`` enforces:
   links back to the contract (:func:`clauses_by_requirement`).
 
 ``docs/traceability.md`` is generated from the table: ``python -m
-runlane_conformance.traceability --write docs/traceability.md``.
+runlane_conformance.traceability --mutants --write docs/traceability.md`` (from the repository root,
+so that the mutants each row's requirements must kill are listed too).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "SpecSentence",
     "clauses_by_requirement",
     "load_clauses",
+    "mutants_by_requirement",
     "normative_sentences",
     "render",
     "spec_sentences",
@@ -253,7 +255,8 @@ def anchor(clause_id: str) -> str:
 HEADER = """# Traceability: contract sentences to checks
 
 Generated from `src/runlane_conformance/traceability/clauses.toml` by
-`python -m runlane_conformance.traceability --write docs/traceability.md`; do not edit by hand.
+`python -m runlane_conformance.traceability --mutants --write docs/traceability.md` (from the
+repository root); do not edit by hand.
 
 Every normative sentence of the storage contract (the repository keeps its upstream copy in
 `spec/storage-contract.md`) has a clause ID here: every obligation, every prohibition (a sentence that
@@ -269,25 +272,48 @@ flagged sentence that binds core or states a fact).
 """
 
 
-def render(clauses: Sequence[Clause] | None = None) -> str:
-    """The Markdown of docs/traceability.md."""
+MUTANTS_NOTE = """
+"Misreads caught" lists the broken drivers of the toolkit's own test suite (`tests/mutants/`) that a
+check of the row's requirements must fail: each is one cheap wrong reading of the rule, and CI's kill
+table proves each is caught by the requirement it names.
+"""
+
+
+def render(
+    clauses: Sequence[Clause] | None = None, mutants: Mapping[str, Sequence[str]] | None = None
+) -> str:
+    """The Markdown of docs/traceability.md.
+
+    ``mutants`` maps a requirement ID to the names of the mutants it must kill; with it, each row also
+    lists the misreads its requirements catch (``--mutants`` reads them from ``tests/mutants``).
+    """
     rows = load_clauses() if clauses is None else clauses
-    lines = [HEADER]
+    lines = [HEADER if mutants is None else HEADER + MUTANTS_NOTE]
     section = None
     for clause in rows:
         if clause.section != section:
             section = clause.section
-            lines.append(f"\n## {section}\n")
-            lines.append("| Clause | Kind | In our words | Checked by |")
-            lines.append("|---|---|---|---|")
-        checked = ", ".join(f"[`{req}`](requirements.md)" for req in clause.checks)
+            lines.append(f"\n## {section or 'Introduction'}\n")
+            if mutants is None:
+                lines.append("| Clause | Kind | In our words | Checked by |")
+                lines.append("|---|---|---|---|")
+            else:
+                lines.append("| Clause | Kind | In our words | Checked by | Misreads caught |")
+                lines.append("|---|---|---|---|---|")
+        checked = ", ".join(f"[`{req}`](requirements.md#{req.partition('.')[0]})" for req in clause.checks)
         if clause.reason:
             checked = f"{checked}; {clause.reason}" if checked else f"not checked: {clause.reason}"
         says = clause.says.replace("|", "\\|")
-        lines.append(
-            f'| <a id="{anchor(clause.id)}"></a>`{clause.id}` | {clause.kind.value} | {says} | '
-            f"{checked.replace('|', chr(92) + '|')} |"
-        )
+        cells = [
+            f'<a id="{anchor(clause.id)}"></a>`{clause.id}`',
+            clause.kind.value,
+            says,
+            checked.replace("|", "\\|"),
+        ]
+        if mutants is not None:
+            names = dict.fromkeys(name for req in clause.checks for name in mutants.get(req, ()))
+            cells.append(", ".join(f"`{name}`" for name in names))
+        lines.append("| " + " | ".join(cells) + " |")
     checked_count = sum(1 for clause in rows if clause.checks)
     lines.append(
         f"\n{len(rows)} clauses: {checked_count} checked by at least one requirement, "
@@ -296,11 +322,29 @@ def render(clauses: Sequence[Clause] | None = None) -> str:
     return "\n".join(lines)
 
 
+def mutants_by_requirement() -> dict[str, tuple[str, ...]]:
+    """Requirement ID -> names of the mutants that must fail it, from a checkout's ``tests/mutants``."""
+    import importlib
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    catalog = importlib.import_module("tests.mutants.catalog")
+    found: dict[str, list[str]] = {}
+    for mutant in catalog.all_mutants():
+        found.setdefault(mutant.kills, []).append(mutant.name)
+    return {requirement_id: tuple(names) for requirement_id, names in found.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Render docs/traceability.md from the clause table.")
     parser.add_argument("--write", type=Path, help="write the document to this path (atomically)")
+    parser.add_argument(
+        "--mutants",
+        action="store_true",
+        help="list the mutants of tests/mutants (importable from the current directory) per clause",
+    )
     args = parser.parse_args(argv)
-    text = render()
+    text = render(mutants=mutants_by_requirement() if args.mutants else None)
     if args.write is None:
         sys.stdout.write(text)
         return 0

@@ -229,3 +229,64 @@ MUTANTS += [
         "now() keeps milliseconds only, so an injected instant with microseconds comes back changed",
     ),
 ]
+
+
+class _UsableAfterInterrupt(UsableAfterAttempt):
+    """Ends attempts in ``except Exception`` only: after a BaseException the object keeps working."""
+
+    leaked = False
+
+    def _or_later(self, call: Callable[[Any], Any]) -> Any:
+        if self.leaked:
+            return super()._or_later(call)
+        return call(self.inner)
+
+    def create(self, record: Any) -> None:
+        self._or_later(lambda tx: tx.create(record))
+
+    def now(self) -> datetime:
+        return super().now() if self.leaked else self.inner.now()  # type: ignore[no-any-return]
+
+    def replace(self, current: Any, record: Any) -> None:
+        if self.leaked:
+            super().replace(current, record)
+        else:
+            self.inner.replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        if self.leaked:
+            super().delete(current)
+        else:
+            self.inner.delete(current)
+
+
+class UsableAfterInterrupt(WrappedDriver):
+    transaction_class = _UsableAfterInterrupt
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        handed: list[_UsableAfterInterrupt] = []
+
+        def attempt(tx: Any) -> Any:
+            wrapped = _UsableAfterInterrupt(tx, self)
+            handed.append(wrapped)
+            return callback(wrapped)
+
+        try:
+            return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                for wrapped in handed:
+                    wrapped.leaked = True
+            raise
+
+
+usable_after_interrupt = mutant_harness(UsableAfterInterrupt)
+
+MUTANTS += [
+    Mutant(
+        "usable-after-interrupt",
+        "tests.mutants.m_sealing:usable_after_interrupt",
+        "sealing.attempt-ended-refused",
+        "an attempt ended by KeyboardInterrupt/SystemExit/GeneratorExit keeps serving calls",
+    ),
+]

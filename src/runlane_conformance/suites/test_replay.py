@@ -26,6 +26,7 @@ from runlane_conformance.contract.values import StoredRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
 from runlane_conformance.suites._messages import differs, missing, refused
 
@@ -610,19 +611,6 @@ def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
 
 
 # -- callback errors that are not Exceptions ---------------------------------------------------------
-
-
-class CallbackAbort(BaseException):
-    """A BaseException of the check's own, like the ones frameworks use to unwind a task."""
-
-
-#: BaseException subclasses a callback can raise; ``except Exception`` in a driver misses every one.
-BASE_ERRORS: dict[str, type[BaseException]] = {
-    "KeyboardInterrupt": KeyboardInterrupt,
-    "SystemExit": SystemExit,
-    "GeneratorExit": GeneratorExit,
-    "custom-BaseException": CallbackAbort,
-}
 
 
 @CALLBACK_ERROR

@@ -27,8 +27,9 @@ from runlane_conformance.contract.values import StorageRecordVersion, StoredReco
 from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._messages import missing, propagated, refused
+from runlane_conformance.suites._messages import CALLBACK_ERROR_RULE, missing, propagated, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Treat each transaction callback as a new attempt"
@@ -291,6 +292,42 @@ def test_a_rolled_back_attempt_refuses_every_call(driver: StorageDriver, leases:
         "the record x", written="the check created it before; the attempt that read it rolled back"
     )
     _assert_all_refused(kept[0], leases, record, "whose attempt rolled back")
+    assert read_one(driver, leases.key("late")) is None, (
+        "a create refused because the attempt had ended must not be stored"
+    )
+
+
+@ENDED
+@pytest.mark.parametrize("kind", list(BASE_ERRORS), ids=list(BASE_ERRORS))
+def test_an_attempt_ended_by_a_base_exception_refuses_every_call(
+    driver: StorageDriver, leases: Leases, kind: str
+) -> None:
+    """An attempt whose callback raised KeyboardInterrupt, SystemExit, GeneratorExit or another
+    BaseException has ended like any rolled-back one: a driver that ends attempts in ``except
+    Exception`` leaves this one open for later calls."""
+    create_all(driver, [leases.unique("x")])
+    kept: list[StorageTransaction] = []
+    raised = BASE_ERRORS[kind](f"raised by the check ({kind})")
+
+    def fail(tx: StorageTransaction) -> None:
+        kept.append(tx)
+        tx.get([leases.key("x")])
+        raise raised
+
+    caught: BaseException | None = None
+    try:
+        driver.transaction(fail)
+    except BaseException as error:  # every kind is caught here, so none escapes into the test runner
+        caught = error
+    assert caught is raised, (
+        f"the callback raised {kind}; transaction() "
+        + ("returned normally" if caught is None else f"raised {caught!r}")
+        + f" instead of that exception ({CALLBACK_ERROR_RULE}); this check cannot judge its own rule "
+        "without it and fails because of that"
+    )
+    record = read_one(driver, leases.key("x"))
+    assert record is not None, missing("the record x", written="the check created it before")
+    _assert_all_refused(kept[0], leases, record, f"whose attempt was ended by {kind}")
     assert read_one(driver, leases.key("late")) is None, (
         "a create refused because the attempt had ended must not be stored"
     )

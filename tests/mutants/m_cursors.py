@@ -498,3 +498,43 @@ MUTANTS += [
         "a prefix range ends at the prefix plus a U+10FFFF component (a Unicode sentinel)",
     ),
 ]
+
+
+# -- an exclusive path written as a second query --------------------------------------------------------
+
+
+def _exclusive_mutant(shape: str) -> Callable[[Any], Any]:
+    class ExclusivePathTransaction(WrappedTransaction):
+        def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+            if kwargs.get("mode", StorageCandidateMode.ADVISORY) is not StorageCandidateMode.EXCLUSIVE:
+                return self.inner.query_candidates(command, **kwargs)
+            if shape == "ascending" and command.direction is DESC:
+                page = self.inner.query_candidates(replace(command, direction=ASC, cursor=None), **kwargs)
+                items = page.items
+                cursor = encode_storage_query_cursor(command, items[-1]) if page.cursor and items else None
+                return QueryRecordsResult(items, cursor)
+            if shape == "open-lower" and command.range.lower is not None:
+                widened = replace(command, range=replace(command.range, lower=None), cursor=None)
+                return self.inner.query_candidates(widened, **kwargs)
+            return self.inner.query_candidates(command, **kwargs)
+
+    return mutant_harness(transaction_class=ExclusivePathTransaction)
+
+
+exclusive_ignores_direction = _exclusive_mutant("ascending")
+exclusive_ignores_lower_bound = _exclusive_mutant("open-lower")
+
+MUTANTS += [
+    Mutant(
+        "exclusive-ignores-direction",
+        "tests.mutants.m_cursors:exclusive_ignores_direction",
+        "cursors.exclusive-pages-keep-contract-order",
+        "the exclusive selection query always scans ascending",
+    ),
+    Mutant(
+        "exclusive-ignores-lower-bound",
+        "tests.mutants.m_cursors:exclusive_ignores_lower_bound",
+        "cursors.exclusive-pages-keep-contract-order",
+        "the exclusive selection query forgets the range's lower bound",
+    ),
+]

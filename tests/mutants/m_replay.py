@@ -351,3 +351,34 @@ MUTANTS += [
         "rollback only in except Exception: interrupted creates commit with the next transaction",
     ),
 ]
+
+
+class ReturnsLastValueWhenAttemptsRunOut(WrappedDriver):
+    """When every attempt lost its race, returns what the last (uncommitted) attempt returned."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        values: list[Any] = []
+
+        def attempt(tx: Any) -> Any:
+            value = callback(self.transaction_class(tx, self))
+            values.append(value)
+            return value
+
+        try:
+            return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+        except StorageConflictError:
+            if values:
+                return values[-1]  # type: ignore[no-any-return]
+            raise
+
+
+returns_last_value_when_attempts_run_out = mutant_harness(ReturnsLastValueWhenAttemptsRunOut)
+
+MUTANTS += [
+    Mutant(
+        "returns-last-value-when-attempts-run-out",
+        "tests.mutants.m_replay:returns_last_value_when_attempts_run_out",
+        "replay.attempts-are-bounded",
+        "when every attempt lost, transaction() returns the last uncommitted attempt's value",
+    ),
+]

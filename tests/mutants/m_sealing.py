@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageAttemptEndedError, StorageConcurrentUseError
+from runlane_conformance import StorageAttemptEndedError, StorageConcurrentUseError, StorageSealedError
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -288,5 +288,41 @@ MUTANTS += [
         "tests.mutants.m_sealing:usable_after_interrupt",
         "sealing.attempt-ended-refused",
         "an attempt ended by KeyboardInterrupt/SystemExit/GeneratorExit keeps serving calls",
+    ),
+]
+
+
+class _NowSealsWrites(WrappedTransaction):
+    """Reads now() as the end of the whole attempt: replace() and delete() after it are refused."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.timed = False
+
+    def now(self) -> datetime:
+        self.timed = True
+        return self.inner.now()  # type: ignore[no-any-return]
+
+    def _refuse_after_now(self, operation: str) -> None:
+        if self.timed:
+            raise StorageSealedError(f"{operation}() after now(): the attempt is sealed")
+
+    def replace(self, current: Any, record: Any) -> None:
+        self._refuse_after_now("replace")
+        self.inner.replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        self._refuse_after_now("delete")
+        self.inner.delete(current)
+
+
+now_seals_writes = mutant_harness(transaction_class=_NowSealsWrites)
+
+MUTANTS += [
+    Mutant(
+        "now-seals-writes",
+        "tests.mutants.m_sealing:now_seals_writes",
+        "sealing.writes-allowed-after-now",
+        "now() seals the whole attempt: replaces and deletes after it are refused",
     ),
 ]

@@ -454,3 +454,48 @@ def test_a_read_overlapping_a_running_call_is_refused(
         "(StorageConcurrentUseError while the attempt is busy, or StorageSealedError once now() sealed it). "
         f"This breaks {OVERLAP.id}: {OVERLAP.summary}"
     )
+
+
+# -- sealing closes reads, not writes --------------------------------------------------------------------
+
+WRITES_AFTER_SEAL = requirement(
+    "sealing.writes-allowed-after-now",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "now() and the first mutation close only the read phase: creates, replaces and deletes staged after "
+    "them (of records read before) commit.",
+)
+
+
+@WRITES_AFTER_SEAL
+@pytest.mark.parametrize("sealed_by", ["now", "mutation"])
+def test_every_kind_of_write_after_the_seal_commits(
+    driver: StorageDriver, leases: Leases, sealed_by: str
+) -> None:
+    """Core reads, asks for the time, then writes what it decided: a driver that seals the whole attempt
+    at now() (or at the first write) breaks every such transaction."""
+    create_all(driver, [leases.unique("r"), leases.unique("d")])
+
+    def decide(tx: StorageTransaction) -> datetime | None:
+        r, d = tx.get([leases.key("r"), leases.key("d")])
+        assert r is not None and d is not None, missing("leases r and d")
+        at = tx.now() if sealed_by == "now" else None
+        if sealed_by == "mutation":
+            tx.create(leases.record("first", holder="first"))
+        tx.create(leases.record("made", holder="after-seal"))
+        tx.replace(r, leases.record("r", holder="after-seal"))
+        tx.delete(d)
+        return at
+
+    try:
+        driver.transaction(decide)
+    except StorageUsageError as error:
+        raise AssertionError(
+            f"after {sealed_by} sealed the read set, a create, a replace and a delete of records read "
+            f"before were refused with {error!r}: {WRITES_AFTER_SEAL.id}: {WRITES_AFTER_SEAL.summary}"
+        ) from error
+    made, r, d = (read_one(driver, leases.key(name)) for name in ("made", "r", "d"))
+    assert made is not None and r is not None and d is None, (
+        f"the writes staged after {sealed_by} did not all commit: made = {made!r}, r = {r!r}, d = {d!r}"
+    )
+    assert r.document.value["holder"] == "after-seal", f"the replacement of r did not commit: {r!r}"

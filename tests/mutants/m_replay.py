@@ -382,3 +382,22 @@ MUTANTS += [
         "when every attempt lost, transaction() returns the last uncommitted attempt's value",
     ),
 ]
+
+
+class _EagerDeletes(WrappedTransaction):
+    """Deletes at once (a store without transactions), instead of staging the delete for the commit."""
+
+    def delete(self, current: Any) -> None:
+        self.driver.store.inner.connect().transaction(lambda tx: tx.delete(tx.get([current.key])[0]))
+
+
+deletes_eagerly = mutant_harness(transaction_class=_EagerDeletes)
+
+MUTANTS += [
+    Mutant(
+        "deletes-eagerly",
+        "tests.mutants.m_replay:deletes_eagerly",
+        "replay.abandoned-attempts-leave-no-trace",
+        "delete() is applied at once, so an abandoned attempt's delete stays applied",
+    ),
+]

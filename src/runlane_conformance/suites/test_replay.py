@@ -371,6 +371,50 @@ def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
         )
 
 
+@NO_TRACE
+def test_a_delete_staged_by_an_abandoned_attempt_is_never_applied(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """Deletes are staged like every write: a store without transactions that deletes at once, or a
+    delete sent ahead of the commit, removes a record the committing attempt decided to keep."""
+    write_leases(driver, leases.record("k", holder="h0"), leases.record("victim", holder="h0"))
+    (victim_before,) = driver.transaction(lambda tx: tx.get([leases.key("victim")]))
+    attempts = Attempts()
+    competitor: list[Competitor[str | None]] = []
+
+    def t1(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        current, victim = tx.get([leases.key("k"), leases.key("victim")])
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
+        if number == 1:
+            assert victim is not None, missing("lease victim", written="the check created it before T1")
+            tx.delete(victim)  # only the first attempt decides to delete it
+        tx.replace(current, leases.record("k", holder=f"t1-{number}"))
+        if number == 1:
+            competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "other")))
+        return number
+
+    committed = driver.transaction(t1)
+    competitor[0].settle()
+    _expect_replay_or_wait(
+        competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
+    )
+    (victim_after,) = driver.transaction(lambda tx: tx.get([leases.key("victim")]))
+    if committed == 1:
+        assert victim_after is None, (
+            "T1 committed its first attempt, which deleted the victim, yet it is stored"
+        )
+    else:
+        assert victim_after is not None and victim_before is not None, (
+            f"the victim was deleted only by attempt 1 of {attempts.count}, which was abandoned, yet it is "
+            f"gone: writes of an attempt that did not commit must never be applied ({NO_TRACE.id})"
+        )
+        assert victim_after.version == victim_before.version, (
+            f"the victim changed version ({victim_before.version} -> {victim_after.version}) although only "
+            "an abandoned attempt touched it"
+        )
+
+
 # -- attempts are bounded ----------------------------------------------------------------------
 
 

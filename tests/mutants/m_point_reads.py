@@ -276,3 +276,24 @@ MUTANTS += [
         "keys compare under a case/accent-insensitive, space-padding collation",
     ),
 ]
+
+
+class _FoundThenMissing(WrappedTransaction):
+    """Answers from a lookup of the distinct keys: found records first, then one None per miss."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        results = self.inner.get(keys)
+        found = [record for record in results if record is not None]
+        return found + [None] * (len(results) - len(found))
+
+
+found_then_missing = mutant_harness(transaction_class=_FoundThenMissing)
+
+MUTANTS += [
+    Mutant(
+        "found-then-missing",
+        "tests.mutants.m_point_reads:found_then_missing",
+        "point_reads.exact-positions",
+        "records found come first and misses last, not at the positions they were asked for",
+    ),
+]

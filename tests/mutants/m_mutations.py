@@ -426,3 +426,51 @@ MUTANTS += [
         "a create of a key deleted earlier in the attempt is accepted (delete + create become a replace)",
     ),
 ]
+
+
+# -- a delete that drops the main index entry only --------------------------------------------------------
+
+
+class _DeleteKeepsSecondaryEntries(WrappedTransaction):
+    """Deletes the record and its first index entry; entries of its other indexes stay behind."""
+
+    def delete(self, current: Any) -> None:
+        ghosts: list[Any] = self.driver.store.shared.setdefault("ghosts", [])
+        ghosts.extend((entry, current.key) for entry in current.indexes[1:])
+        self.inner.delete(current)
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return _with_ghosts(self.driver, command, self.inner.query_candidates(command, **kwargs))
+
+
+def _with_ghosts(driver: Any, command: Any, page: Any) -> Any:
+    ghosts = [
+        StorageIndexReference(key, entry.sort)
+        for entry, key in driver.store.shared.get("ghosts", [])
+        if entry.index is command.index and entry.partition == command.partition
+    ]
+    if not ghosts or command.cursor is not None:
+        return page
+    items = sorted([*page.items, *ghosts], key=lambda item: (item.sort, item.key.encoded))
+    if command.direction is StorageQueryDirection.DESCENDING:
+        items.reverse()
+    return QueryRecordsResult(tuple(items[: command.limit]), None)
+
+
+class DeleteKeepsSecondaryEntries(WrappedDriver):
+    transaction_class = _DeleteKeepsSecondaryEntries
+
+    def query(self, command: Any) -> Any:
+        return _with_ghosts(self, command, self.inner.query(command))
+
+
+delete_keeps_secondary_entries = mutant_harness(DeleteKeepsSecondaryEntries)
+
+MUTANTS += [
+    Mutant(
+        "delete-keeps-secondary-entries",
+        "tests.mutants.m_mutations:delete_keeps_secondary_entries",
+        "mutations.delete-removes-index-entries",
+        "a delete removes the record's first index entry only; its other indexes keep listing it",
+    ),
+]

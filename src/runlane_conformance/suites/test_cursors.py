@@ -44,6 +44,7 @@ from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import (
     ScanItem,
     Via,
+    catalog_records,
     expected_scan,
     index_entries,
     read_page,
@@ -653,35 +654,10 @@ EVERY_INDEX = requirement(
 )
 
 
-def _catalog_records() -> list[NewStorageRecord]:
-    """Valid records of every table (the golden document vectors), together carrying every catalogued index.
-
-    Observations come from the stream vectors' materialised records, written here as ordinary point
-    creates (the path a driver without native append takes).
-    """
-    import json
-    from importlib import resources
-
-    vectors = resources.files("runlane_conformance.fixtures").joinpath("vectors")
-    values: list[tuple[str, object]] = []
-    for entry in sorted(vectors.joinpath("documents").iterdir(), key=lambda item: item.name):
-        data = json.loads(entry.read_text(encoding="utf-8"))
-        values.extend((data["table"], case["value"]) for case in data["valid"])
-    streams = json.loads(vectors.joinpath("streams.json").read_text(encoding="utf-8"))
-    for materialization in streams["materializations"]:
-        for record in materialization["records"]:
-            values.append((record["key"]["table"], record["document"]["value"]))
-    records: dict[str, NewStorageRecord] = {}
-    for table, value in values:
-        built = build_storage_record(table, value)
-        records.setdefault(built.key.encoded, built)
-    return list(records.values())
-
-
 @EVERY_INDEX
 @VIAS
 def test_every_catalogued_index_returns_exactly_its_entries(driver: StorageDriver, via: Via) -> None:
-    records = _catalog_records()
+    records = catalog_records()
     carried = {entry.index for record in records for entry in record.indexes}
     assert carried == set(StorageIndexName), (
         f"the check's own records miss indexes {sorted(set(StorageIndexName) - carried)} (a fault in the "

@@ -21,15 +21,22 @@ from runlane_conformance.contract.errors import (
     StorageKeyChangeError,
 )
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
-from runlane_conformance.contract.values import StorageIndexConsistency, StoredRecord
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageIndexConsistency,
+    StoredRecord,
+)
 from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder
+from runlane_conformance.suites._cursors_support import catalog_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
+    batches,
     create_all,
     query_candidates_pairs,
     query_pairs,
@@ -564,6 +571,34 @@ def test_delete_removes_the_index_entry_in_the_same_commit(driver: StorageDriver
         )
 
     until_indexed(driver, removed)  # an eventual index may show the removal late, but must show it
+
+
+@INDEX_REMOVED
+def test_delete_removes_the_entries_of_every_index_a_record_has(driver: StorageDriver) -> None:
+    """Records of every table (runs carry up to four indexes): each delete drops every entry, not only
+    the record's first or main index."""
+    records = catalog_records()
+    create_all(driver, records)
+    for group in batches(records, driver.profile.limits):
+
+        def delete_group(tx: StorageTransaction, group: list[NewStorageRecord] = group) -> None:
+            for record, found in zip(group, tx.get([record.key for record in group]), strict=True):
+                assert found is not None, missing(f"record {record.key.id!r}", written="the check created it")
+                tx.delete(found)
+
+        driver.transaction(delete_group)
+    scopes = sorted({(entry.index, entry.partition) for record in records for entry in record.indexes})
+
+    def removed() -> None:
+        for index, partition in scopes:
+            command = QueryRecordsCommand(index, partition, driver.profile.limits.max_query_results)
+            left = [(item.key.id, item.sort) for item in driver.query(command).items]
+            assert not left, (
+                f"every record was deleted, yet index {index.value} in partition {partition!r} still lists "
+                f"{left}: {INDEX_REMOVED.id}: {INDEX_REMOVED.summary}"
+            )
+
+    until_indexed(driver, removed)
 
 
 # -- rollback ------------------------------------------------------------------------------------------

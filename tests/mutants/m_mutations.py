@@ -474,3 +474,29 @@ MUTANTS += [
         "a delete removes the record's first index entry only; its other indexes keep listing it",
     ),
 ]
+
+
+class _ReplaceKeepsSecondaryEntries(_DeleteKeepsSecondaryEntries):
+    """Replaces the record and moves its first index entry; old entries of its other indexes linger."""
+
+    def delete(self, current: Any) -> None:
+        self.inner.delete(current)
+
+    def replace(self, current: Any, record: Any) -> None:
+        ghosts: list[Any] = self.driver.store.shared.setdefault("ghosts", [])
+        ghosts.extend((entry, current.key) for entry in current.indexes[1:])
+        self.inner.replace(current, record)
+
+
+replace_keeps_secondary_entries = mutant_harness(
+    DeleteKeepsSecondaryEntries, transaction_class=_ReplaceKeepsSecondaryEntries
+)
+
+MUTANTS += [
+    Mutant(
+        "replace-keeps-secondary-entries",
+        "tests.mutants.m_mutations:replace_keeps_secondary_entries",
+        "mutations.replace-moves-index-entries",
+        "a replace moves the record's first index entry only; its other indexes keep the old entries",
+    ),
+]

@@ -15,12 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import (
     StorageConflictError,
     StorageDuplicateMutationError,
     StorageKeyChangeError,
 )
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -29,7 +31,7 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder
 from runlane_conformance.suites._cursors_support import catalog_records
@@ -542,6 +544,69 @@ def test_replace_that_leaves_an_index_removes_the_entry(driver: StorageDriver, l
         lambda tx: tx.replace(tx.get([leases.key("released")])[0], leases.unique("released", at=30))  # type: ignore[arg-type]
     )
     _only(driver, leases, "released", 30)
+
+
+def _waiting_run(environment: str, **changes: object) -> NewStorageRecord:
+    """A waiting child run, listed by all four run indexes (status, creation, parent, awaited source)."""
+    value: dict[str, object] = {
+        "environment": environment,
+        "runId": "run-2",
+        "workflow": "billing",
+        "status": "waiting",
+        "input": {"amount": 10},
+        "output": None,
+        "error": None,
+        "parentRunId": "run-1",
+        "waitingForRunId": "run-3",
+        "createdAt": expiry(5),
+        "updatedAt": expiry(9),
+        "completedAt": None,
+        "tombstonedAt": None,
+        "counts": {"events": "0", "outboxMessages": "0", "steps": "0", "waitTokenLinks": "0"},
+    }
+    value.update(changes)
+    return build_storage_record(StorageTableName.RUNS, value)
+
+
+@INDEX_MOVED
+def test_replace_moves_the_entries_of_every_index(driver: StorageDriver, leases: Leases) -> None:
+    """A run listed by four indexes changes every sort value and leaves one index: each index shows exactly
+    the new entries right after the commit (a driver updating only the main index fails this)."""
+    before = _waiting_run(leases.environment)
+    after = _waiting_run(
+        leases.environment,
+        status="running",
+        waitingForRunId=None,
+        parentRunId="run-9",
+        createdAt=expiry(86_405),
+        updatedAt=expiry(86_409),
+    )
+    create_all(driver, [before])
+
+    def move(tx: StorageTransaction) -> None:
+        (current,) = tx.get([before.key])
+        assert current is not None, missing("the waiting run", written="the check created it")
+        tx.replace(current, after)
+
+    driver.transaction(move)
+    indexes = sorted({entry.index for entry in (*before.indexes, *after.indexes)})
+    expected = {
+        index: [(after.key, entry.sort) for entry in after.indexes if entry.index is index]
+        for index in indexes
+    }
+
+    def moved() -> None:
+        for index in indexes:
+            command = QueryRecordsCommand(index, leases.environment, driver.profile.limits.max_query_results)
+            got = query_pairs(driver, command)
+            assert got == expected[index], differs(
+                f"index {index.value} after the run was replaced",
+                expected[index],
+                got,
+                f"{INDEX_MOVED.id}: {INDEX_MOVED.summary}",
+            )
+
+    until_indexed(driver, moved)
 
 
 @INDEX_MOVED

@@ -498,14 +498,11 @@ def _same_json(left: object, right: object) -> bool:
     """Equal as JSON values with the same types, floats compared bit for bit (the sign of zero too)."""
     if type(left) is not type(right):
         return False
-    if isinstance(left, float):
-        assert isinstance(right, float)
+    if isinstance(left, float) and isinstance(right, float):
         return left == right and math.copysign(1.0, left) == math.copysign(1.0, right)
-    if isinstance(left, dict):
-        assert isinstance(right, dict)
+    if isinstance(left, dict) and isinstance(right, dict):
         return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
-    if isinstance(left, list):
-        assert isinstance(right, list)
+    if isinstance(left, list) and isinstance(right, list):
         return len(left) == len(right) and all(_same_json(a, b) for a, b in zip(left, right, strict=True))
     return left == right
 

@@ -22,6 +22,7 @@ import unicodedata
 from pathlib import Path
 
 from .requirements import AREAS, Requirement, all_requirements
+from .traceability import anchor, clauses_by_requirement
 
 __all__ = ["CAPABILITIES_SECTION", "CLAUSE_SECTIONS", "contract_sections", "render", "slugify"]
 
@@ -72,6 +73,10 @@ reported only.
 rule comes from; that specification is not part of this package, so the title is there to help you
 find it if you have the text, not as a reference you are expected to follow.
 
+"Clauses" lists the contract sentences the rule checks, by clause ID, each linked to its row on
+[the traceability page](traceability.md), which maps every normative sentence of the contract to
+the requirements that check it.
+
 A capability in the "Needs" column means the check runs only when the driver offers it (names
 joined by `+`: all of them), and is otherwise skipped with a `profile:` reason;
 [the capabilities section]({CONTRACT_PAGE}#{{capabilities}}) explains each name. To run only one
@@ -115,19 +120,25 @@ def _explained_in(requirement: Requirement) -> str:
 def render() -> str:
     catalog = all_requirements()
     lines = [HEADER.replace("{capabilities}", slugify(CAPABILITIES_SECTION))]
+    traced = clauses_by_requirement()
     for area in AREAS:
         rows = [req for req in catalog.values() if req.area == area]
         if not rows:
             continue
         lines.append(f"\n## {area}\n")
-        lines.append("| ID | Level | Rule | Explained in | Spec clause | Needs |")
-        lines.append("|---|---|---|---|---|---|")
+        lines.append("| ID | Level | Rule | Explained in | Spec clause | Clauses | Needs |")
+        lines.append("|---|---|---|---|---|---|---|")
         for req in rows:
             summary = req.summary.replace("|", "\\|")
             clause = req.clause.replace("|", "\\|")
             needs = req.capability or ""
             explained = _explained_in(req)
-            lines.append(f"| `{req.id}` | {req.level.value} | {summary} | {explained} | {clause} | {needs} |")
+            clauses = ", ".join(
+                f"[`{clause_id}`](traceability.md#{anchor(clause_id)})"
+                for clause_id in traced.get(req.id, ())
+            )
+            cells = (f"`{req.id}`", req.level.value, summary, explained, clause, clauses, needs)
+            lines.append("| " + " | ".join(cells) + " |")
     total = len(catalog)
     must = sum(1 for req in catalog.values() if req.level.value == "MUST")
     lines.append(f"\n{total} requirements ({must} MUST, {total - must} SHOULD).\n")

@@ -19,6 +19,7 @@ from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
 from runlane_conformance.local.harness import LocalHarness, LocalStoreHandle, local_harness
 from runlane_conformance.local.store import CommitPlan, LocalStore, StoreConflict
 from tests.mutants.catalog import Mutant
+from tests.mutants.wrapping import WrappedTransaction, mutant_harness
 
 
 def store_mutant(store_class: type[LocalStore]) -> Callable[[Mapping[str, str]], LocalHarness]:
@@ -332,3 +333,29 @@ MUTANTS += [
 keeps_latest_read_call = store_mutant(KeepsLatestReadCall)
 rereads_latest = store_mutant(RereadsLatest)
 scans_descending_as_ascending = store_mutant(ScansDescendingAsAscending)
+
+
+# -- absence that only protects a create of the same key -------------------------------------------------
+
+
+class _UntrackedAbsence(WrappedTransaction):
+    """Looks keys up outside the attempt first and tracks only those found: an absent read protects
+    nothing except, through the conditional insert, a create of that same key."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        looked_up = self.driver.store.inner.connect().transaction(lambda tx: tx.get(keys))
+        present = [key for key, found in zip(keys, looked_up, strict=True) if found is not None]
+        tracked = dict(zip([key.encoded for key in present], self.inner.get(present), strict=True))
+        return [tracked.get(key.encoded) for key in keys]
+
+
+absence_protects_only_creates = mutant_harness(transaction_class=_UntrackedAbsence)
+
+MUTANTS += [
+    Mutant(
+        "absence-protects-only-creates",
+        "tests.mutants.m_conflicts:absence_protects_only_creates",
+        "conflicts.absent-read-then-create-elsewhere",
+        "keys read as absent are not dependencies unless the attempt creates them itself",
+    ),
+]

@@ -93,6 +93,14 @@ class RescanDriver(WrappedDriver):
         """Index in ``emitted`` of the first item after the cursor."""
         return start
 
+    def has_more(self, remaining: int, limit: int) -> bool:
+        """Whether a page hands out a cursor, given how many entries follow it."""
+        return remaining > 0
+
+    def cursor_item(self, command: QueryRecordsCommand, chosen: list[StorageIndexReference]) -> Any:
+        """The entry a page's cursor continues after."""
+        return chosen[-1]
+
     # -- machinery -----------------------------------------------------------------------------
 
     def rescan(self, scan: Scan, command: QueryRecordsCommand) -> QueryRecordsResult:
@@ -122,8 +130,12 @@ class RescanDriver(WrappedDriver):
                         break
             start = self.resume(emitted, start)
         chosen = emitted[start : start + command.limit]
-        more = len(emitted) > start + command.limit
-        cursor = encode_storage_query_cursor(command, chosen[-1]) if more and chosen else None
+        more = self.has_more(len(emitted) - (start + command.limit), command.limit)
+        cursor = (
+            encode_storage_query_cursor(command, self.cursor_item(command, chosen))
+            if more and chosen
+            else None
+        )
         return QueryRecordsResult(tuple(chosen), cursor)
 
     def query(self, command: Any) -> Any:
@@ -373,3 +385,156 @@ garbled_cursor_restarts = _harness(GarbledCursorRestarts)
 partition_prefix_scan = _harness(PartitionPrefixScan, _PartitionRegistry)
 ties_by_utf16 = _harness(TiesByUtf16)
 sorts_by_utf16 = _harness(SortsByUtf16)
+
+
+# -- every index of the closed catalogue -------------------------------------------------------------
+
+
+def _planned(scan: Scan, command: QueryRecordsCommand, shape: str) -> QueryRecordsResult:
+    from runlane_conformance import StorageIndexName
+
+    forgotten = shape == "forgotten" and command.index is StorageIndexName.RUNS_BY_PARENT
+    copied = shape == "copied" and command.index is StorageIndexName.WAIT_TOKEN_LINKS_BY_TOKEN
+    if forgotten:
+        return QueryRecordsResult(items=(), cursor=None)
+    if copied:
+        result = scan(replace(command, index=StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, cursor=None))
+        return QueryRecordsResult(items=result.items, cursor=None)
+    return scan(command)
+
+
+def _plan_mutant(shape: str) -> Callable[[Any], Any]:
+    class PlanTransaction(WrappedTransaction):
+        def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+            return _planned(lambda c: self.inner.query_candidates(c, **kwargs), command, shape)
+
+    class PlanDriver(WrappedDriver):
+        transaction_class = PlanTransaction
+
+        def query(self, command: Any) -> Any:
+            return _planned(self.inner.query, command, shape)
+
+    return mutant_harness(PlanDriver)
+
+
+forgets_one_index = _plan_mutant("forgotten")
+copies_a_sibling_plan = _plan_mutant("copied")
+
+MUTANTS += [
+    Mutant(
+        "forgets-one-index",
+        "tests.mutants.m_cursors:forgets_one_index",
+        "cursors.every-catalog-index",
+        "RunsByParent has no query plan: every scan of it comes back empty",
+    ),
+    Mutant(
+        "copies-a-sibling-plan",
+        "tests.mutants.m_cursors:copies_a_sibling_plan",
+        "cursors.every-catalog-index",
+        "WaitTokenLinksByToken is answered by the WaitTokenLinksByRun plan (a copy-pasted mapping)",
+    ),
+]
+
+
+# -- the page before the last, and the descending cursor ------------------------------------------------
+
+
+class DropsCursorBeforeShortPage(RescanDriver):
+    """Hands out a cursor only when another full page follows: a short last page is never reached."""
+
+    def has_more(self, remaining: int, limit: int) -> bool:
+        return remaining >= limit
+
+
+class DescendingCursorFromFirstItem(RescanDriver):
+    """Descending pages continue after their first entry instead of their last (a mirrored index)."""
+
+    def cursor_item(self, command: QueryRecordsCommand, chosen: list[StorageIndexReference]) -> Any:
+        return chosen[0] if command.direction is DESC else chosen[-1]
+
+
+drops_cursor_before_short_page = _harness(DropsCursorBeforeShortPage)
+descending_cursor_from_first_item = _harness(DescendingCursorFromFirstItem)
+
+MUTANTS += [
+    Mutant(
+        "drops-cursor-before-short-page",
+        "tests.mutants.m_cursors:drops_cursor_before_short_page",
+        "cursors.pages-join-to-one-scan",
+        "a full page gets a cursor only when another full page follows, so a short last page is lost",
+    ),
+    Mutant(
+        "descending-cursor-from-first-item",
+        "tests.mutants.m_cursors:descending_cursor_from_first_item",
+        "cursors.pages-join-to-one-scan",
+        "a descending page's cursor continues after its first entry, so pages repeat",
+    ),
+]
+
+
+class SentinelPrefixBound(RescanDriver):
+    """Rebuilds a tuple-prefix upper bound as the prefix plus a U+10FFFF component, inclusive: entries
+    whose next component starts with U+10FFFF and goes on are cut off."""
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        upper = command.range.upper
+        if upper is None or upper.inclusive or not upper.value.endswith("0"):
+            return command.range
+        try:
+            prefix = storage_tuple_codec.decode(upper.value[:-1])
+        except ValueError:
+            return command.range
+        sentinel = storage_tuple_codec.encode((*prefix, "\U0010ffff"))
+        return replace(command.range, upper=StorageRangeBound(sentinel, True))
+
+
+sentinel_prefix_bound = _harness(SentinelPrefixBound)
+
+MUTANTS += [
+    Mutant(
+        "sentinel-prefix-bound",
+        "tests.mutants.m_cursors:sentinel_prefix_bound",
+        "cursors.tuple-prefix-range",
+        "a prefix range ends at the prefix plus a U+10FFFF component (a Unicode sentinel)",
+    ),
+]
+
+
+# -- an exclusive path written as a second query --------------------------------------------------------
+
+
+def _exclusive_mutant(shape: str) -> Callable[[Any], Any]:
+    class ExclusivePathTransaction(WrappedTransaction):
+        def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+            if kwargs.get("mode", StorageCandidateMode.ADVISORY) is not StorageCandidateMode.EXCLUSIVE:
+                return self.inner.query_candidates(command, **kwargs)
+            if shape == "ascending" and command.direction is DESC:
+                page = self.inner.query_candidates(replace(command, direction=ASC, cursor=None), **kwargs)
+                items = page.items
+                cursor = encode_storage_query_cursor(command, items[-1]) if page.cursor and items else None
+                return QueryRecordsResult(items, cursor)
+            if shape == "open-lower" and command.range.lower is not None:
+                widened = replace(command, range=replace(command.range, lower=None), cursor=None)
+                return self.inner.query_candidates(widened, **kwargs)
+            return self.inner.query_candidates(command, **kwargs)
+
+    return mutant_harness(transaction_class=ExclusivePathTransaction)
+
+
+exclusive_ignores_direction = _exclusive_mutant("ascending")
+exclusive_ignores_lower_bound = _exclusive_mutant("open-lower")
+
+MUTANTS += [
+    Mutant(
+        "exclusive-ignores-direction",
+        "tests.mutants.m_cursors:exclusive_ignores_direction",
+        "cursors.exclusive-pages-keep-contract-order",
+        "the exclusive selection query always scans ascending",
+    ),
+    Mutant(
+        "exclusive-ignores-lower-bound",
+        "tests.mutants.m_cursors:exclusive_ignores_lower_bound",
+        "cursors.exclusive-pages-keep-contract-order",
+        "the exclusive selection query forgets the range's lower bound",
+    ),
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runlane_conformance import (
@@ -128,3 +128,72 @@ accepts_non_finite = mutant_harness(transaction_class=AcceptsNonFinite)
 accepts_cycles = mutant_harness(transaction_class=AcceptsCycles)
 accepts_any_schema_version = mutant_harness(transaction_class=AcceptsAnySchemaVersion)
 derives_key_and_indexes = mutant_harness(transaction_class=DerivesKeyAndIndexes)
+
+
+# -- numbers that a lossy store changes ----------------------------------------------------------------
+
+
+def _through_doubles(value: Any) -> Any:
+    """What JSON.parse in a JavaScript store makes of a number: every integer becomes a double."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(float(value))
+    if isinstance(value, list):
+        return [_through_doubles(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _through_doubles(item) for key, item in value.items()}
+    return value
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """What JSON.stringify writes for 1.0, 100.0 and -0.0: the integers 1, 100 and 0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _integral_floats_as_ints(item) for key, item in value.items()}
+    return value
+
+
+class _LossyNumbers(WrappedTransaction):
+    lose: Callable[[Any], Any] = staticmethod(_through_doubles)
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        from runlane_conformance import StoredRecord, parse_storage_document, thaw_json
+
+        records = self.inner.get(keys)
+        out: list[Any] = []
+        for record in records:
+            if record is None:
+                out.append(None)
+                continue
+            document = parse_storage_document(
+                {"schemaVersion": 1, "value": self.lose(thaw_json(record.document.value))}
+            )
+            out.append(StoredRecord(record.key, record.version, document, record.indexes))
+        return out
+
+
+class _IntegralFloats(_LossyNumbers):
+    lose = staticmethod(_integral_floats_as_ints)
+
+
+numbers_through_doubles = mutant_harness(transaction_class=_LossyNumbers)
+integral_floats_as_ints = mutant_harness(transaction_class=_IntegralFloats)
+
+MUTANTS += [
+    Mutant(
+        "numbers-through-doubles",
+        "tests.mutants.m_json_boundary:numbers_through_doubles",
+        "json_boundary.numbers-kept-exactly",
+        "documents pass through doubles: integers past 2**53 come back rounded",
+    ),
+    Mutant(
+        "integral-floats-as-ints",
+        "tests.mutants.m_json_boundary:integral_floats_as_ints",
+        "json_boundary.numbers-kept-exactly",
+        "1.0, 100.0 and -0.0 are written back as the integers 1, 100 and 0",
+    ),
+]

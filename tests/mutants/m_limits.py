@@ -12,9 +12,11 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from runlane_conformance import (
+    QueryRecordsResult,
     StorageLimitError,
     StorageLimitName,
     create_storage_limit_error,
+    encode_storage_query_cursor,
 )
 from runlane_conformance.contract.limits import StorageTransactionMeter
 from runlane_conformance.contract.streams import materialize_storage_append, parse_append_records_command
@@ -252,3 +254,83 @@ counts_only_written_keys = mutant_harness(
     transaction_class=meter_mutant(count_reads=False, count_deletes=False)
 )
 measures_append_narrow = mutant_harness(transaction_class=MeasuresAppendAtAllocatedPosition)
+
+
+# -- a budget kept per transaction() call instead of per attempt ----------------------------------------
+
+
+class _CallWideReads(WrappedTransaction):
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        driver: Any = self.driver
+        driver.point_reads += len(keys)
+        maximum = driver.profile.limits.max_point_reads
+        if driver.point_reads > maximum:
+            raise create_storage_limit_error(StorageLimitName.POINT_READS, maximum, driver.point_reads)
+        return self.inner.get(keys)  # type: ignore[no-any-return]
+
+
+class PointReadsSpanAttempts(WrappedDriver):
+    """Counts point reads over every attempt of one transaction() call, so a replay inherits the count."""
+
+    transaction_class = _CallWideReads
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        self.point_reads = 0
+        return super().transaction(callback)
+
+
+point_reads_span_attempts = mutant_harness(PointReadsSpanAttempts)
+
+MUTANTS += [
+    Mutant(
+        "point-reads-span-attempts",
+        "tests.mutants.m_limits:point_reads_span_attempts",
+        "limits.point-reads-boundary",
+        "the point-read meter is kept per transaction() call, so a replayed attempt starts over the limit",
+    ),
+]
+
+
+# -- the page limit checked on first pages only ------------------------------------------------------------
+
+
+def _first_pages_only(scan: Callable[[Any], Any], command: Any, limit: int) -> Any:
+    """Serves a continued page of any size: only a command without a cursor is checked against the limit."""
+    if command.cursor is None or command.limit <= limit:
+        return scan(command)
+    items: list[Any] = []
+    current = replace(command, limit=limit)
+    while len(items) < command.limit:
+        page = scan(current)
+        items.extend(page.items)
+        if page.cursor is None:
+            break
+        current = current.with_cursor(page.cursor)
+    chosen = items[: command.limit]
+    cursor = encode_storage_query_cursor(command, chosen[-1]) if len(items) > len(chosen) else None
+    return QueryRecordsResult(tuple(chosen), cursor)
+
+
+class _FirstPageLimitTransaction(WrappedTransaction):
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        limit = self.driver.profile.limits.max_query_results
+        return _first_pages_only(lambda c: self.inner.query_candidates(c, **kwargs), command, limit)
+
+
+class FirstPageLimitOnly(WrappedDriver):
+    transaction_class = _FirstPageLimitTransaction
+
+    def query(self, command: Any) -> Any:
+        return _first_pages_only(self.inner.query, command, self.profile.limits.max_query_results)
+
+
+query_limit_on_first_pages_only = mutant_harness(FirstPageLimitOnly)
+
+MUTANTS += [
+    Mutant(
+        "query-limit-on-first-pages-only",
+        "tests.mutants.m_limits:query_limit_on_first_pages_only",
+        "limits.query-results-boundary",
+        "max_query_results is checked when a scan starts, not on pages continued from a cursor",
+    ),
+]

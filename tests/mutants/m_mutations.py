@@ -9,10 +9,12 @@ from typing import Any, TypeVar
 from runlane_conformance import (
     NewStorageRecord,
     QueryRecordsResult,
+    StorageConflictError,
     StorageDuplicateMutationError,
     StorageIndexReference,
     StorageKeyChangeError,
     StorageQueryDirection,
+    parse_new_storage_record,
 )
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
@@ -297,3 +299,204 @@ replace_moves_key = mutant_harness(transaction_class=ReplaceMovesKey)
 lazy_on_replace = mutant_harness(LazyIndexDriver, transaction_class=LazyOnReplace)
 lazy_on_delete = mutant_harness(LazyIndexDriver, transaction_class=LazyOnDelete)
 commits_on_raise = mutant_harness(CommitsOnRaise)
+
+
+# -- partially applied batches ------------------------------------------------------------------------
+
+
+class _HoldsCreates(WrappedTransaction):
+    """Keeps creates aside (as a driver building one bulk INSERT does) instead of staging them at once."""
+
+    def create(self, record: Any) -> None:
+        self.driver.held.append(record)  # type: ignore[attr-defined]
+
+
+class _BulkDriver(WrappedDriver):
+    transaction_class = _HoldsCreates
+
+    def __init__(self, inner: Any, store: Any) -> None:
+        super().__init__(inner, store)
+        self.held: list[Any] = []
+
+    def existing(self, records: list[Any]) -> list[bool]:
+        """Which of ``records`` exist right now (the bulk statement's own view of the table)."""
+        found = self.store.inner.connect().transaction(lambda tx: tx.get([r.key for r in records]))
+        return [record is not None for record in found]
+
+
+class InsertIgnoresTakenKeys(_BulkDriver):
+    """One INSERT ... ON CONFLICT DO NOTHING for all creates: a taken key is skipped, the rest commits."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def attempt(tx: Any) -> Any:
+            self.held = []
+            result = callback(self.transaction_class(tx, self))
+            for record, taken in zip(self.held, self.existing(self.held), strict=True):
+                if not taken:
+                    tx.create(record)
+            return result
+
+        return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+
+
+class CreatesInASecondCommit(_BulkDriver):
+    """Commits replacements and deletes first, then the bulk insert in its own commit; a failing insert
+    raises, but the first group stays committed."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def attempt(tx: Any) -> Any:
+            self.held = []
+            return callback(self.transaction_class(tx, self))
+
+        result = self.inner.transaction(attempt)
+        held = list(self.held)
+        if held:
+            if any(self.existing(held)):
+                raise StorageConflictError("the bulk insert hit an existing key")
+            self.inner.transaction(lambda tx: [tx.create(record) for record in held])
+        return result  # type: ignore[no-any-return]
+
+
+insert_ignores_taken_keys = mutant_harness(InsertIgnoresTakenKeys)
+creates_in_a_second_commit = mutant_harness(CreatesInASecondCommit)
+
+MUTANTS += [
+    Mutant(
+        "insert-ignores-taken-keys",
+        "tests.mutants.m_mutations:insert_ignores_taken_keys",
+        "mutations.no-partial-batch",
+        "creates go out as one insert that skips keys already taken; the rest of the batch commits",
+    ),
+    Mutant(
+        "creates-in-a-second-commit",
+        "tests.mutants.m_mutations:creates_in_a_second_commit",
+        "mutations.no-partial-batch",
+        "replacements and deletes commit before the bulk insert, which then fails on its own",
+    ),
+]
+
+
+# -- a delete followed by a create of the same key -----------------------------------------------------
+
+
+class _DeleteThenCreateIsReplace(WrappedTransaction):
+    """Holds deletes back; a create of a key deleted earlier in the attempt turns the pair into a replace
+    (the 'delete, then insert the new version' upsert), instead of refusing the second mutation."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.deleted: dict[str, Any] = {}
+
+    def delete(self, current: Any) -> None:
+        self.deleted[current.key.encoded] = current
+
+    def create(self, record: Any) -> None:
+        current = self.deleted.pop(parse_new_storage_record(record).key.encoded, None)
+        if current is None:
+            self.inner.create(record)
+        else:
+            self.inner.replace(current, record)
+
+    def flush(self) -> None:
+        for current in self.deleted.values():
+            self.inner.delete(current)
+        self.deleted = {}
+
+
+class RecreateAfterDelete(WrappedDriver):
+    transaction_class = _DeleteThenCreateIsReplace
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def attempt(tx: Any) -> Any:
+            wrapped = _DeleteThenCreateIsReplace(tx, self)
+            result = callback(wrapped)
+            wrapped.flush()
+            return result
+
+        return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+
+
+recreate_after_delete = mutant_harness(RecreateAfterDelete)
+
+MUTANTS += [
+    Mutant(
+        "recreate-after-delete",
+        "tests.mutants.m_mutations:recreate_after_delete",
+        "mutations.one-mutation-per-key",
+        "a create of a key deleted earlier in the attempt is accepted (delete + create become a replace)",
+    ),
+]
+
+
+# -- a delete that drops the main index entry only --------------------------------------------------------
+
+
+class _DeleteKeepsSecondaryEntries(WrappedTransaction):
+    """Deletes the record and its first index entry; entries of its other indexes stay behind."""
+
+    def delete(self, current: Any) -> None:
+        ghosts: list[Any] = self.driver.store.shared.setdefault("ghosts", [])
+        ghosts.extend((entry, current.key) for entry in current.indexes[1:])
+        self.inner.delete(current)
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return _with_ghosts(self.driver, command, self.inner.query_candidates(command, **kwargs))
+
+
+def _with_ghosts(driver: Any, command: Any, page: Any) -> Any:
+    ghosts = [
+        StorageIndexReference(key, entry.sort)
+        for entry, key in driver.store.shared.get("ghosts", [])
+        if entry.index is command.index and entry.partition == command.partition
+    ]
+    if not ghosts or command.cursor is not None:
+        return page
+    items = sorted([*page.items, *ghosts], key=lambda item: (item.sort, item.key.encoded))
+    if command.direction is StorageQueryDirection.DESCENDING:
+        items.reverse()
+    return QueryRecordsResult(tuple(items[: command.limit]), None)
+
+
+class DeleteKeepsSecondaryEntries(WrappedDriver):
+    transaction_class = _DeleteKeepsSecondaryEntries
+
+    def query(self, command: Any) -> Any:
+        return _with_ghosts(self, command, self.inner.query(command))
+
+
+delete_keeps_secondary_entries = mutant_harness(DeleteKeepsSecondaryEntries)
+
+MUTANTS += [
+    Mutant(
+        "delete-keeps-secondary-entries",
+        "tests.mutants.m_mutations:delete_keeps_secondary_entries",
+        "mutations.delete-removes-index-entries",
+        "a delete removes the record's first index entry only; its other indexes keep listing it",
+    ),
+]
+
+
+class _ReplaceKeepsSecondaryEntries(_DeleteKeepsSecondaryEntries):
+    """Replaces the record and moves its first index entry; old entries of its other indexes linger."""
+
+    def delete(self, current: Any) -> None:
+        self.inner.delete(current)
+
+    def replace(self, current: Any, record: Any) -> None:
+        ghosts: list[Any] = self.driver.store.shared.setdefault("ghosts", [])
+        ghosts.extend((entry, current.key) for entry in current.indexes[1:])
+        self.inner.replace(current, record)
+
+
+replace_keeps_secondary_entries = mutant_harness(
+    DeleteKeepsSecondaryEntries, transaction_class=_ReplaceKeepsSecondaryEntries
+)
+
+MUTANTS += [
+    Mutant(
+        "replace-keeps-secondary-entries",
+        "tests.mutants.m_mutations:replace_keeps_secondary_entries",
+        "mutations.replace-moves-index-entries",
+        "a replace moves the record's first index entry only; its other indexes keep the old entries",
+    ),
+]

@@ -208,3 +208,92 @@ MUTANTS += [
 
 serializes_at_commit = mutant_harness(_DefersWrites, transaction_class=SerializesAtCommit)
 appends_at_commit = mutant_harness(_DefersWrites, transaction_class=AppendsAtCommit)
+
+
+# -- keys stored under a lossy native form ---------------------------------------------------------------
+
+
+def _collated(text: str) -> str:
+    """What a case- and accent-insensitive, space-padding collation (MariaDB's default) compares."""
+    import unicodedata
+
+    stripped = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return stripped.casefold().rstrip(" ")
+
+
+def _collation_form(key: Any) -> str:
+    return "\x1f".join([key.table, *(_collated(part) for part in key.id)])
+
+
+def _raw_join_form(key: Any) -> str:
+    return "/".join([key.table, *key.id])
+
+
+class _LossyKeys(WrappedTransaction):
+    """Keys live in a native column under ``form(key)``: two keys with one form are one row.
+
+    Reads of a key find the row of whichever key claimed its form first; a create of a key whose
+    form another key already holds fails as a duplicate row.
+    """
+
+    form: Callable[[Any], str] = staticmethod(_raw_join_form)
+
+    def _claims(self) -> dict[str, Any]:
+        return self.driver.store.shared.setdefault("claims", {})  # type: ignore[no-any-return]
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        claims = self._claims()
+        return self.inner.get([claims.get(self.form(key), key) for key in keys])  # type: ignore[no-any-return]
+
+    def create(self, record: Any) -> None:
+        from runlane_conformance import StorageConflictError, parse_new_storage_record
+
+        key = parse_new_storage_record(record).key
+        owner = self._claims().setdefault(self.form(key), key)
+        if owner != key:
+            raise StorageConflictError(f"duplicate row: {key} collides with {owner}")
+        self.inner.create(record)
+
+
+class _CollatedKeys(_LossyKeys):
+    form = staticmethod(_collation_form)
+
+
+raw_joined_keys = mutant_harness(transaction_class=_LossyKeys)
+collated_keys = mutant_harness(transaction_class=_CollatedKeys)
+
+MUTANTS += [
+    Mutant(
+        "raw-joined-keys",
+        "tests.mutants.m_point_reads:raw_joined_keys",
+        "point_reads.keys-of-any-shape",
+        "keys are stored as raw components joined by '/', so ('a/b', 'c') and ('a', 'b/c') are one row",
+    ),
+    Mutant(
+        "collated-keys",
+        "tests.mutants.m_point_reads:collated_keys",
+        "point_reads.keys-of-any-shape",
+        "keys compare under a case/accent-insensitive, space-padding collation",
+    ),
+]
+
+
+class _FoundThenMissing(WrappedTransaction):
+    """Answers from a lookup of the distinct keys: found records first, then one None per miss."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        results = self.inner.get(keys)
+        found = [record for record in results if record is not None]
+        return found + [None] * (len(results) - len(found))
+
+
+found_then_missing = mutant_harness(transaction_class=_FoundThenMissing)
+
+MUTANTS += [
+    Mutant(
+        "found-then-missing",
+        "tests.mutants.m_point_reads:found_then_missing",
+        "point_reads.exact-positions",
+        "records found come first and misses last, not at the positions they were asked for",
+    ),
+]

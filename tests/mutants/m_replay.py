@@ -228,3 +228,176 @@ swallows_conflicts = mutant_harness(SwallowsConflicts)
 swallows_errors = mutant_harness(SwallowsCallbackErrors)
 wraps_errors = mutant_harness(WrapsCallbackErrors)
 commits_before_raising = mutant_harness(CommitsBeforeRaising)
+
+
+# -- callback errors that are not Exceptions (``except Exception`` where BaseException was meant) -------
+
+
+def _is_base_only(error: BaseException) -> bool:
+    return not isinstance(error, Exception)
+
+
+class CommitsOnInterrupt(WrappedDriver):
+    """Treats a BaseException that is no Exception (KeyboardInterrupt...) as a normal return: commits."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        interrupted: list[BaseException] = []
+
+        def attempt(tx: Any) -> Any:
+            try:
+                return callback(self.transaction_class(tx, self))
+            except BaseException as error:
+                if not _is_base_only(error):
+                    raise
+                interrupted.append(error)
+                return None
+
+        result = self.inner.transaction(attempt)
+        if interrupted:
+            raise interrupted[-1]
+        return result  # type: ignore[no-any-return]
+
+
+class ReplaysOnInterrupt(WrappedDriver):
+    """Retries the whole transaction once after a BaseException, as if it were a lost connection."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        last: BaseException | None = None
+        for _ in range(2):
+            try:
+                return super().transaction(callback)
+            except BaseException as error:
+                if not _is_base_only(error):
+                    raise
+                last = error
+        assert last is not None
+        raise last
+
+
+class WrapsInterrupt(WrappedDriver):
+    """Turns a BaseException from the callback into a StorageError of its own."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        try:
+            return super().transaction(callback)
+        except BaseException as error:
+            if not _is_base_only(error):
+                raise
+            raise StorageError(f"the transaction was aborted: {error!r}") from error
+
+
+class _RecordsCreates(WrappedTransaction):
+    def create(self, record: Any) -> None:
+        self.inner.create(record)
+        self.driver.staged.append(record)  # type: ignore[attr-defined]
+
+
+class LeftoverAfterInterrupt(WrappedDriver):
+    """Rolls back only on Exception: after a BaseException the attempt stays open on this instance's
+    connection, and its staged creates commit with that instance's next transaction."""
+
+    transaction_class = _RecordsCreates
+
+    def __init__(self, inner: Any, store: Any) -> None:
+        super().__init__(inner, store)
+        self.staged: list[Any] = []
+        self.leftover: list[Any] = []
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        def attempt(tx: Any) -> Any:
+            self.staged = []
+            try:
+                result = callback(self.transaction_class(tx, self))
+            except BaseException as error:
+                if _is_base_only(error):
+                    self.leftover = list(self.staged)
+                raise
+            carried, self.leftover = self.leftover, []
+            for record in carried:
+                tx.create(record)
+            return result
+
+        return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+
+
+commits_on_interrupt = mutant_harness(CommitsOnInterrupt)
+replays_on_interrupt = mutant_harness(ReplaysOnInterrupt)
+wraps_interrupt = mutant_harness(WrapsInterrupt)
+leftover_after_interrupt = mutant_harness(LeftoverAfterInterrupt)
+
+MUTANTS += [
+    Mutant(
+        "commits-on-interrupt",
+        "tests.mutants.m_replay:commits_on_interrupt",
+        "replay.callback-error-rolls-back-and-propagates",
+        "a KeyboardInterrupt/SystemExit/GeneratorExit from the callback commits what was staged",
+    ),
+    Mutant(
+        "replays-on-interrupt",
+        "tests.mutants.m_replay:replays_on_interrupt",
+        "replay.callback-error-rolls-back-and-propagates",
+        "a BaseException from the callback is retried like a lost connection",
+    ),
+    Mutant(
+        "wraps-interrupt",
+        "tests.mutants.m_replay:wraps_interrupt",
+        "replay.callback-error-rolls-back-and-propagates",
+        "a BaseException from the callback reaches the caller as a new StorageError",
+    ),
+    Mutant(
+        "leftover-after-interrupt",
+        "tests.mutants.m_replay:leftover_after_interrupt",
+        "replay.callback-error-rolls-back-and-propagates",
+        "rollback only in except Exception: interrupted creates commit with the next transaction",
+    ),
+]
+
+
+class ReturnsLastValueWhenAttemptsRunOut(WrappedDriver):
+    """When every attempt lost its race, returns what the last (uncommitted) attempt returned."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        values: list[Any] = []
+
+        def attempt(tx: Any) -> Any:
+            value = callback(self.transaction_class(tx, self))
+            values.append(value)
+            return value
+
+        try:
+            return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+        except StorageConflictError:
+            if values:
+                return values[-1]  # type: ignore[no-any-return]
+            raise
+
+
+returns_last_value_when_attempts_run_out = mutant_harness(ReturnsLastValueWhenAttemptsRunOut)
+
+MUTANTS += [
+    Mutant(
+        "returns-last-value-when-attempts-run-out",
+        "tests.mutants.m_replay:returns_last_value_when_attempts_run_out",
+        "replay.attempts-are-bounded",
+        "when every attempt lost, transaction() returns the last uncommitted attempt's value",
+    ),
+]
+
+
+class _EagerDeletes(WrappedTransaction):
+    """Deletes at once (a store without transactions), instead of staging the delete for the commit."""
+
+    def delete(self, current: Any) -> None:
+        self.driver.store.inner.connect().transaction(lambda tx: tx.delete(tx.get([current.key])[0]))
+
+
+deletes_eagerly = mutant_harness(transaction_class=_EagerDeletes)
+
+MUTANTS += [
+    Mutant(
+        "deletes-eagerly",
+        "tests.mutants.m_replay:deletes_eagerly",
+        "replay.abandoned-attempts-leave-no-trace",
+        "delete() is applied at once, so an abandoned attempt's delete stays applied",
+    ),
+]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from runlane_conformance import StorageAttemptEndedError
+from runlane_conformance import StorageAttemptEndedError, StorageConcurrentUseError, StorageSealedError
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -166,3 +166,163 @@ ignores_injected_clock = mutant_harness(transaction_class=IgnoresInjectedClock)
 reads_after_now = mutant_harness(transaction_class=ReadsAfterNow)
 reads_after_mutation = mutant_harness(DeferringDriver)
 usable_after_attempt = mutant_harness(transaction_class=UsableAfterAttempt)
+
+
+# -- overlapping calls ---------------------------------------------------------------------------------
+
+
+class _PooledOverlap(WrappedTransaction):
+    """Serves a read that finds the attempt busy on another pooled connection instead of refusing it."""
+
+    def _pooled(self) -> Any:
+        return self.driver.store.inner.connect()
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        try:
+            return self.inner.get(keys)
+        except StorageConcurrentUseError:
+            return self._pooled().transaction(lambda tx: tx.get(keys))  # type: ignore[no-any-return]
+
+
+class _PooledOverlapQuery(WrappedTransaction):
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        try:
+            return self.inner.query_candidates(command, **kwargs)
+        except StorageConcurrentUseError:
+            return self.driver.store.inner.connect().query(command)
+
+
+overlapping_get_served = mutant_harness(transaction_class=_PooledOverlap)
+overlapping_query_served = mutant_harness(transaction_class=_PooledOverlapQuery)
+
+MUTANTS += [
+    Mutant(
+        "overlapping-get-served",
+        "tests.mutants.m_sealing:overlapping_get_served",
+        "sealing.overlapping-calls-refused",
+        "a get() that overlaps a running call of its attempt is served on another pooled connection",
+    ),
+    Mutant(
+        "overlapping-query-served",
+        "tests.mutants.m_sealing:overlapping_query_served",
+        "sealing.overlapping-calls-refused",
+        "a query_candidates() that overlaps a running call is answered by an advisory query elsewhere",
+    ),
+]
+
+
+class _MillisecondNow(WrappedTransaction):
+    """now() passes through a millisecond-precision clock type (a JavaScript Date, DATETIME(3))."""
+
+    def now(self) -> datetime:
+        value = self.inner.now()
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)  # type: ignore[no-any-return]
+
+
+now_in_milliseconds = mutant_harness(transaction_class=_MillisecondNow)
+
+MUTANTS += [
+    Mutant(
+        "now-in-milliseconds",
+        "tests.mutants.m_sealing:now_in_milliseconds",
+        "sealing.now-uses-injected-client-clock",
+        "now() keeps milliseconds only, so an injected instant with microseconds comes back changed",
+    ),
+]
+
+
+class _UsableAfterInterrupt(UsableAfterAttempt):
+    """Ends attempts in ``except Exception`` only: after a BaseException the object keeps working."""
+
+    leaked = False
+
+    def _or_later(self, call: Callable[[Any], Any]) -> Any:
+        if self.leaked:
+            return super()._or_later(call)
+        return call(self.inner)
+
+    def create(self, record: Any) -> None:
+        self._or_later(lambda tx: tx.create(record))
+
+    def now(self) -> datetime:
+        return super().now() if self.leaked else self.inner.now()  # type: ignore[no-any-return]
+
+    def replace(self, current: Any, record: Any) -> None:
+        if self.leaked:
+            super().replace(current, record)
+        else:
+            self.inner.replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        if self.leaked:
+            super().delete(current)
+        else:
+            self.inner.delete(current)
+
+
+class UsableAfterInterrupt(WrappedDriver):
+    transaction_class = _UsableAfterInterrupt
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        handed: list[_UsableAfterInterrupt] = []
+
+        def attempt(tx: Any) -> Any:
+            wrapped = _UsableAfterInterrupt(tx, self)
+            handed.append(wrapped)
+            return callback(wrapped)
+
+        try:
+            return self.inner.transaction(attempt)  # type: ignore[no-any-return]
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                for wrapped in handed:
+                    wrapped.leaked = True
+            raise
+
+
+usable_after_interrupt = mutant_harness(UsableAfterInterrupt)
+
+MUTANTS += [
+    Mutant(
+        "usable-after-interrupt",
+        "tests.mutants.m_sealing:usable_after_interrupt",
+        "sealing.attempt-ended-refused",
+        "an attempt ended by KeyboardInterrupt/SystemExit/GeneratorExit keeps serving calls",
+    ),
+]
+
+
+class _NowSealsWrites(WrappedTransaction):
+    """Reads now() as the end of the whole attempt: replace() and delete() after it are refused."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.timed = False
+
+    def now(self) -> datetime:
+        self.timed = True
+        return self.inner.now()  # type: ignore[no-any-return]
+
+    def _refuse_after_now(self, operation: str) -> None:
+        if self.timed:
+            raise StorageSealedError(f"{operation}() after now(): the attempt is sealed")
+
+    def replace(self, current: Any, record: Any) -> None:
+        self._refuse_after_now("replace")
+        self.inner.replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        self._refuse_after_now("delete")
+        self.inner.delete(current)
+
+
+now_seals_writes = mutant_harness(transaction_class=_NowSealsWrites)
+
+MUTANTS += [
+    Mutant(
+        "now-seals-writes",
+        "tests.mutants.m_sealing:now_seals_writes",
+        "sealing.writes-allowed-after-now",
+        "now() seals the whole attempt: replaces and deletes after it are refused",
+    ),
+]

@@ -10,12 +10,15 @@ independent model instead of against itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from enum import StrEnum
+from importlib import resources
 
 from ..contract.catalog import StorageCandidateMode, StorageIndexName, StorageQueryDirection
 from ..contract.cursors import parse_query_records_result
 from ..contract.protocols import StorageDriver, StorageTransaction
+from ..contract.records import build_storage_record
 from ..contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -27,6 +30,7 @@ from ..fixtures.convergence import settle_indexes
 __all__ = [
     "ScanItem",
     "Via",
+    "catalog_records",
     "expected_scan",
     "in_transaction_scan",
     "index_entries",
@@ -167,3 +171,25 @@ def write_records(driver: StorageDriver, records: Sequence[NewStorageRecord], *,
 
         driver.transaction(create)
     settle_indexes(driver)
+
+
+def catalog_records() -> list[NewStorageRecord]:
+    """Valid records of every table (the golden document vectors), together carrying every catalogued index.
+
+    Observations come from the stream vectors' materialised records, written here as ordinary point
+    creates (the path a driver without native append takes).
+    """
+    vectors = resources.files("runlane_conformance.fixtures").joinpath("vectors")
+    values: list[tuple[str, object]] = []
+    for entry in sorted(vectors.joinpath("documents").iterdir(), key=lambda item: item.name):
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        values.extend((data["table"], case["value"]) for case in data["valid"])
+    streams = json.loads(vectors.joinpath("streams.json").read_text(encoding="utf-8"))
+    for materialization in streams["materializations"]:
+        for record in materialization["records"]:
+            values.append((record["key"]["table"], record["document"]["value"]))
+    records: dict[str, NewStorageRecord] = {}
+    for table, value in values:
+        built = build_storage_record(table, value)
+        records.setdefault(built.key.encoded, built)
+    return list(records.values())

@@ -19,7 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runlane_conformance.contract.catalog import StorageIndexName, StorageQueryDirection, StorageTableName
+from runlane_conformance.contract.catalog import (
+    StorageCandidateMode,
+    StorageIndexName,
+    StorageQueryDirection,
+    StorageTableName,
+)
 from runlane_conformance.contract.encodings import (
     encode_storage_tuple_prefix_upper_bound,
     storage_tuple_codec,
@@ -39,6 +44,7 @@ from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import (
     ScanItem,
     Via,
+    catalog_records,
     expected_scan,
     index_entries,
     read_page,
@@ -635,3 +641,88 @@ def test_descending_sort_components_follow_reverse_code_point_order(
     driver: StorageDriver, via: Via, limit: int
 ) -> None:
     _unicode_sort_scan(driver, via, DESC, limit)
+
+
+# -- every index of the closed catalogue -------------------------------------------------------------
+
+EVERY_INDEX = requirement(
+    "cursors.every-catalog-index",
+    RequirementLevel.MUST,
+    "Use the closed index catalog",
+    "Every index of StorageIndexName is served: a scan of each returns exactly the entries its records "
+    "carry in that index and partition (no index forgotten, none answered from another index's plan).",
+)
+
+
+@EVERY_INDEX
+@VIAS
+def test_every_catalogued_index_returns_exactly_its_entries(driver: StorageDriver, via: Via) -> None:
+    records = catalog_records()
+    carried = {entry.index for record in records for entry in record.indexes}
+    assert carried == set(StorageIndexName), (
+        f"the check's own records miss indexes {sorted(set(StorageIndexName) - carried)} (a fault in the "
+        "check's vectors, not the driver)"
+    )
+    write_records(driver, records, batch=1)
+    scopes = sorted({(entry.index, entry.partition) for record in records for entry in record.indexes})
+    for index, partition in scopes:
+        expected = expected_scan(index_entries(records, index, partition))
+        command = QueryRecordsCommand(index, partition, _max_page(driver))
+        got = _scan(driver, via, command, expected_len=len(expected))
+        assert got == expected, (
+            f"{via.value} of index {index.value} in partition {partition!r} returned {got!r}; the records "
+            f"written carry exactly {expected!r} there. Every index of the catalogue needs its own query "
+            "plan that returns the entries the records were written with"
+        )
+
+
+# -- the exclusive path keeps the same order, ranges and cursors ---------------------------------------
+
+EXCLUSIVE_PAGES = requirement(
+    "cursors.exclusive-pages-keep-contract-order",
+    RequirementLevel.MUST,
+    "Use the closed index catalog; Add optional exclusive candidates",
+    "Exclusive query_candidates, with no rows held elsewhere, pages exactly like an advisory scan: the same "
+    "order and ties in both directions, the same range bounds, and cursors that join the pages.",
+    capability="exclusive_candidates",
+)
+
+#: (lower, upper) bounds the exclusive path must apply like the advisory one.
+EXCLUSIVE_SCOPES: dict[str, tuple[tuple[int | None, bool], tuple[int | None, bool]]] = {
+    "open": ((None, True), (None, True)),
+    "incl20-excl40": ((20, True), (40, False)),
+    "excl15-incl45": ((15, False), (45, True)),
+}
+
+
+@EXCLUSIVE_PAGES
+@pytest.mark.parametrize("scope_name", list(EXCLUSIVE_SCOPES))
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=[d.value for d in DIRECTIONS])
+def test_exclusive_pages_follow_the_contract_order(
+    driver: StorageDriver, leases: Leases, scope_name: str, direction: StorageQueryDirection
+) -> None:
+    """A driver often writes its exclusive selection (SKIP LOCKED, a claim script) as a second query; it
+    must keep every rule of the first: each page here is read in its own attempt, so nothing is held
+    when the next one starts."""
+    records = _layout(leases, RANGE_PLACEMENT + [(name, 30) for name in TIE_NAMES[:6]])
+    write_records(driver, records, batch=_batch(driver))
+    lower, upper = EXCLUSIVE_SCOPES[scope_name]
+    scope = StorageQueryRange(_bound(*lower), _bound(*upper))
+    expected = expected_scan(
+        index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment),
+        query_range=scope,
+        direction=direction,
+    )
+    for limit in (_max_page(driver), 3):
+        command = leases.query(limit=min(limit, _max_page(driver)), range=scope, direction=direction)
+        got, _pages = scan_all(
+            lambda page: read_page(driver, page, Via.CANDIDATES, mode=StorageCandidateMode.EXCLUSIVE),
+            command,
+            max_pages=len(records) + 2,
+        )
+        assert got == expected, (
+            f"exclusive query_candidates ({direction.value}, range {scope_name}, pages of {limit}) "
+            f"returned {_names(got, records)}; an advisory scan of the same scope returns "
+            f"{_names(expected, records)}. "
+            f"{EXCLUSIVE_PAGES.id}: {EXCLUSIVE_PAGES.summary}"
+        )

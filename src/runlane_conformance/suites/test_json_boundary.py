@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import StorageCorruptionError, StorageValidationError
+from runlane_conformance.contract.json_boundary import parse_storage_document, thaw_json
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEntry
@@ -457,3 +458,78 @@ def test_disagreeing_indexes_are_refused_on_replace(driver: StorageDriver, lease
         what=f"a mapping whose index entries disagree with its document ({case})",
         rule=MISMATCH,
     )
+
+
+# -- numbers, in every spelling the codecs accept --------------------------------------------------------
+
+NUMBERS = requirement(
+    "json_boundary.numbers-kept-exactly",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "Every number the codecs accept reads back as the same JSON number: integers of any size exactly, "
+    "floats bit for bit (an integral float stays a float, -0.0 keeps its sign), whatever spelling the "
+    "written JSON text used.",
+)
+
+#: Numbers a lossy store changes: integers past 2**53 (doubles), past 2**63 (int64), integral floats
+#: (written back as integers), -0.0 and the extremes of the double range.
+NUMBER_VALUES: list[int | float] = [
+    0,
+    -1,
+    2**53 + 1,
+    2**63 - 1,
+    -(2**63),
+    2**64 + 7,
+    10**30 + 1,
+    0.1,
+    -0.0,
+    1.0,
+    100.0,
+    1e-7,
+    5e-324,
+    1.7976931348623157e308,
+    123456.789,
+]
+#: JSON text spellings the parser accepts, each giving the value the codec makes of it.
+NUMBER_SPELLINGS = ["1e2", "1E+2", "-0", "-0.0", "0.5E-3", "1.0", "12345678901234567890123", "-1e-400"]
+
+
+def _same_json(left: object, right: object) -> bool:
+    """Equal as JSON values with the same types, floats compared bit for bit (the sign of zero too)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, float) and isinstance(right, float):
+        return left == right and math.copysign(1.0, left) == math.copysign(1.0, right)
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same_json(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(_same_json(a, b) for a, b in zip(left, right, strict=True))
+    return left == right
+
+
+@NUMBERS
+def test_numbers_read_back_exactly(driver: StorageDriver, leases: Leases) -> None:
+    """Numbers given as values, and as JSON text in every spelling, come back as the codec parsed them."""
+    by_value = message(leases.environment, "numbers", {"values": list(NUMBER_VALUES)})
+    base = message(leases.environment, "spellings", {"n": 0})
+    spelled = raw(base)
+    spelled["document"] = base.document.text.replace(
+        '"payload":{"n":0}', '"payload":{"n":[' + ",".join(NUMBER_SPELLINGS) + "]}"
+    )
+    assert spelled["document"] != base.document.text, "the check could not spell its numbers (a check fault)"
+    create_all(driver, [by_value])
+
+    def create_spelled(tx: StorageTransaction) -> None:
+        tx.create(spelled)  # type: ignore[arg-type]
+
+    driver.transaction(create_spelled)
+    cases = [(by_value.key, by_value.document), (base.key, parse_storage_document(spelled["document"]))]
+    for key, document in cases:
+        stored = read_one(driver, key)
+        assert stored is not None, missing(f"outbox message {key.id[-1]}")
+        expected = thaw_json(document.value["payload"])
+        got = thaw_json(stored.document.value["payload"])
+        assert _same_json(got, expected) and stored.document.text == document.text, (
+            f"outbox message {key.id[-1]} was written as {document.text} and read back as "
+            f"{stored.document.text}: {NUMBERS.id}: {NUMBERS.summary}"
+        )

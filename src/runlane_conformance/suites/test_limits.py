@@ -26,9 +26,12 @@ from runlane_conformance.contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
+from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.evidence import record_limit
+from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._conflicts_support import Attempts
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._limits_support import (
     PRACTICAL_BYTES,
@@ -284,6 +287,24 @@ def test_a_page_limit_past_max_query_results_is_refused(driver: StorageDriver, l
         StorageLimitName.QUERY_RESULTS, lambda: driver.transaction(lambda tx: tx.query_candidates(command))
     )
     record_limit("max_query_results", rejected=limits.max_query_results + 1)
+
+
+@QUERY_RESULTS
+def test_a_continued_page_past_max_query_results_is_refused(driver: StorageDriver, leases: Leases) -> None:
+    """The page limit is checked on every page, not only on a scan's first one (a cursor is no exemption)."""
+    limits = _limits(driver)
+    create_all(driver, [leases.unique("q1", at=1), leases.unique("q2", at=2)])
+    settle_indexes(driver)
+    first = driver.query(leases.query(limit=1))
+    assert first.cursor is not None, (
+        "a full page of 1 out of 2 entries must carry a cursor (cursors.pages-join-to-one-scan); this check "
+        "needs one to continue with and fails because of that"
+    )
+    continued = leases.query(limit=limits.max_query_results + 1).with_cursor(first.cursor)
+    _refused(StorageLimitName.QUERY_RESULTS, lambda: driver.query(continued))
+    _refused(
+        StorageLimitName.QUERY_RESULTS, lambda: driver.transaction(lambda tx: tx.query_candidates(continued))
+    )
 
 
 # -- record bytes ------------------------------------------------------------------------------------
@@ -845,3 +866,49 @@ def test_point_dependencies_and_deletes_count_toward_transaction_records(
         assert read_one(driver, creates[0].key) is not None, (
             "exactly max_transaction_records keys did not commit"
         )
+
+
+# -- budgets start over with every attempt -------------------------------------------------------------
+
+
+@POINT_READS
+def test_a_replayed_attempt_gets_the_whole_point_read_budget_again(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """An attempt that read exactly max_point_reads positions and lost a race replays with a fresh budget.
+
+    A meter kept per transaction() call instead of per attempt refuses the replay at the limit,
+    although each attempt on its own stays inside it.
+    """
+    limits = _limits(driver)
+    _practical(limits.max_point_reads, "max_point_reads")
+    create_all(driver, [leases.unique("p0")])
+    positions = _positions(leases, limits.max_point_reads, limits)
+    attempts = Attempts()
+    competitor: list[Competitor[None]] = []
+
+    def bump(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("p0")])
+        assert current is not None, missing("lease p0")
+        tx.replace(current, leases.unique("p0"))
+
+    def t1(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        (current, *_rest) = tx.get(positions)
+        assert current is not None, missing("lease p0")
+        if number == 1:
+            competitor.append(compete(lambda: other_driver.transaction(bump)))
+        tx.replace(current, leases.unique("p0"))
+        return number
+
+    try:
+        driver.transaction(t1)
+    except StorageLimitError as error:
+        raise AssertionError(
+            f"every attempt read exactly max_point_reads = {limits.max_point_reads} positions, yet attempt "
+            f"{attempts.count} was refused with {error!r}: the point-read budget belongs to one attempt and "
+            f"starts over when the callback is replayed ({POINT_READS.id})"
+        ) from error
+    finally:
+        if competitor:
+            competitor[0].settle()

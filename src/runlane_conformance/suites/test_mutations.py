@@ -15,19 +15,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import (
     StorageConflictError,
     StorageDuplicateMutationError,
     StorageKeyChangeError,
 )
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
-from runlane_conformance.contract.values import StorageIndexConsistency, StoredRecord
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageIndexConsistency,
+    StoredRecord,
+)
 from runlane_conformance.fixtures.convergence import until_indexed
-from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._conflicts_support import Attempts, holder
+from runlane_conformance.suites._cursors_support import catalog_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
+    batches,
     create_all,
     query_candidates_pairs,
     query_pairs,
@@ -371,6 +382,22 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         tx.replace(current, leases.unique("twice", at=4))
         tx.replace(current, leases.unique("twice", at=5))
 
+    def delete_then_create(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
+        tx.delete(current)
+        tx.create(leases.unique("twice", at=6))
+
+    def replace_then_create(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("twice")])
+        assert current is not None, missing(
+            ("the record twice"), written="the check created it before this attempt"
+        )
+        tx.replace(current, leases.unique("twice", at=7))
+        tx.create(leases.unique("twice", at=8))
+
     def create_twice(tx: StorageTransaction) -> None:
         tx.create(leases.unique("new-twice", at=1))
         tx.create(leases.unique("new-twice", at=2))
@@ -387,6 +414,8 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         "replace-then-delete": replace_then_delete,
         "delete-then-replace": delete_then_replace,
         "replace-twice": replace_twice,
+        "delete-then-create": delete_then_create,
+        "replace-then-create": replace_then_create,
         "create-twice": create_twice,
         "read-absent-create-twice": read_absent_create_twice,
     }
@@ -399,6 +428,8 @@ def _second_mutations(leases: Leases) -> dict[str, object]:
         "replace-then-delete",
         "delete-then-replace",
         "replace-twice",
+        "delete-then-create",
+        "replace-then-create",
         "create-twice",
         "read-absent-create-twice",
     ],
@@ -515,6 +546,69 @@ def test_replace_that_leaves_an_index_removes_the_entry(driver: StorageDriver, l
     _only(driver, leases, "released", 30)
 
 
+def _waiting_run(environment: str, **changes: object) -> NewStorageRecord:
+    """A waiting child run, listed by all four run indexes (status, creation, parent, awaited source)."""
+    value: dict[str, object] = {
+        "environment": environment,
+        "runId": "run-2",
+        "workflow": "billing",
+        "status": "waiting",
+        "input": {"amount": 10},
+        "output": None,
+        "error": None,
+        "parentRunId": "run-1",
+        "waitingForRunId": "run-3",
+        "createdAt": expiry(5),
+        "updatedAt": expiry(9),
+        "completedAt": None,
+        "tombstonedAt": None,
+        "counts": {"events": "0", "outboxMessages": "0", "steps": "0", "waitTokenLinks": "0"},
+    }
+    value.update(changes)
+    return build_storage_record(StorageTableName.RUNS, value)
+
+
+@INDEX_MOVED
+def test_replace_moves_the_entries_of_every_index(driver: StorageDriver, leases: Leases) -> None:
+    """A run listed by four indexes changes every sort value and leaves one index: each index shows exactly
+    the new entries right after the commit (a driver updating only the main index fails this)."""
+    before = _waiting_run(leases.environment)
+    after = _waiting_run(
+        leases.environment,
+        status="running",
+        waitingForRunId=None,
+        parentRunId="run-9",
+        createdAt=expiry(86_405),
+        updatedAt=expiry(86_409),
+    )
+    create_all(driver, [before])
+
+    def move(tx: StorageTransaction) -> None:
+        (current,) = tx.get([before.key])
+        assert current is not None, missing("the waiting run", written="the check created it")
+        tx.replace(current, after)
+
+    driver.transaction(move)
+    indexes = sorted({entry.index for entry in (*before.indexes, *after.indexes)})
+    expected = {
+        index: [(after.key, entry.sort) for entry in after.indexes if entry.index is index]
+        for index in indexes
+    }
+
+    def moved() -> None:
+        for index in indexes:
+            command = QueryRecordsCommand(index, leases.environment, driver.profile.limits.max_query_results)
+            got = query_pairs(driver, command)
+            assert got == expected[index], differs(
+                f"index {index.value} after the run was replaced",
+                expected[index],
+                got,
+                f"{INDEX_MOVED.id}: {INDEX_MOVED.summary}",
+            )
+
+    until_indexed(driver, moved)
+
+
 @INDEX_MOVED
 @with_plain_hypothesis_errors("this property")
 @given(moves=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=6))
@@ -542,6 +636,34 @@ def test_delete_removes_the_index_entry_in_the_same_commit(driver: StorageDriver
         )
 
     until_indexed(driver, removed)  # an eventual index may show the removal late, but must show it
+
+
+@INDEX_REMOVED
+def test_delete_removes_the_entries_of_every_index_a_record_has(driver: StorageDriver) -> None:
+    """Records of every table (runs carry up to four indexes): each delete drops every entry, not only
+    the record's first or main index."""
+    records = catalog_records()
+    create_all(driver, records)
+    for group in batches(records, driver.profile.limits):
+
+        def delete_group(tx: StorageTransaction, group: list[NewStorageRecord] = group) -> None:
+            for record, found in zip(group, tx.get([record.key for record in group]), strict=True):
+                assert found is not None, missing(f"record {record.key.id!r}", written="the check created it")
+                tx.delete(found)
+
+        driver.transaction(delete_group)
+    scopes = sorted({(entry.index, entry.partition) for record in records for entry in record.indexes})
+
+    def removed() -> None:
+        for index, partition in scopes:
+            command = QueryRecordsCommand(index, partition, driver.profile.limits.max_query_results)
+            left = [(item.key.id, item.sort) for item in driver.query(command).items]
+            assert not left, (
+                f"every record was deleted, yet index {index.value} in partition {partition!r} still lists "
+                f"{left}: {INDEX_REMOVED.id}: {INDEX_REMOVED.summary}"
+            )
+
+    until_indexed(driver, removed)
 
 
 # -- rollback ------------------------------------------------------------------------------------------
@@ -627,3 +749,90 @@ def test_no_subset_of_staged_writes_survives_a_raising_callback(
     ):
         driver.transaction(stage_then_raise)
     assert read(driver, keys) == before, f"a staged write of the raising attempt became visible (plan {plan})"
+
+
+# -- no partially applied batch ------------------------------------------------------------------------
+
+NO_PARTIAL_BATCH = requirement(
+    "mutations.no-partial-batch",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "When one staged create loses its condition (another instance created the key before commit), none "
+    "of the attempt's creates, replacements and deletes commit: the attempt is replayed or fails, and is "
+    "never reported as done with only part of its writes applied.",
+)
+
+
+@NO_PARTIAL_BATCH
+def test_a_create_that_loses_its_race_takes_the_whole_batch_with_it(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """Three blind creates, a replace and a delete; another instance takes the middle create's key.
+
+    A driver that groups the writes into bulk statements must still apply all of them or none: an
+    insert that skips existing keys, or groups committed one after another, leave part of the batch.
+    Every serializable outcome is accepted: the other instance waits and loses, or this attempt is
+    replayed (it then reads the taken key and leaves it alone), or the transaction fails with nothing
+    of it stored.
+    """
+    create_all(driver, [leases.record("r", holder="h0"), leases.record("d", holder="h0")])
+    before_r = read_one(driver, leases.key("r"))
+    names = ["b1", "b2", "b3"]
+    attempts = Attempts()
+    competitor: list[Competitor[None]] = []
+
+    def take_b2(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("b2")])
+        if current is None:
+            tx.create(leases.record("b2", holder="other"))
+
+    def batch(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        keys = [leases.key("r"), leases.key("d")] + ([leases.key("b2")] if number > 1 else [])
+        found = tx.get(keys)
+        r, d = found[0], found[1]
+        assert r is not None and d is not None, missing("leases r and d", written="the check created both")
+        for name in names:
+            if name == "b2" and number > 1 and found[2] is not None:
+                continue  # a replay sees the key taken and leaves it to its owner
+            tx.create(leases.record(name, holder=f"t1-{number}"))
+        tx.replace(r, leases.record("r", holder=f"t1-{number}"))
+        tx.delete(d)
+        if number == 1:
+            competitor.append(compete(lambda: other_driver.transaction(take_b2)))
+        return number
+
+    try:
+        outcome: object = driver.transaction(batch)
+    except StorageConflictError as error:
+        outcome = error
+    competitor[0].settle()
+    final = {name: read_one(driver, leases.key(name)) for name in [*names, "r", "d"]}
+    seen = {name: None if record is None else holder(record) for name, record in final.items()}
+    if isinstance(outcome, StorageConflictError):
+        assert seen == {"b1": None, "b2": "other", "b3": None, "r": "h0", "d": "h0"}, differs(
+            "the store after the batch transaction failed with StorageConflictError",
+            "b1/b3 absent, b2 the other instance's, r and d untouched",
+            seen,
+            f"a failed transaction commits none of its writes ({NO_PARTIAL_BATCH.id})",
+        )
+        assert final["r"] == before_r, "lease r changed although the batch transaction failed"
+        return
+    assert isinstance(outcome, int), f"the batch transaction returned {outcome!r}, not an attempt number"
+    if outcome == 1 and competitor[0].finished_while_open:
+        raise AssertionError(
+            "another instance created b2 while the batch attempt was open, and the batch attempt still "
+            f"committed in one attempt, reported as done; the store now holds {seen!r}. Its create of b2 "
+            "could not have succeeded, so the transaction was reported successful with part of its batch "
+            f"missing. This breaks {NO_PARTIAL_BATCH.id}: {NO_PARTIAL_BATCH.summary}"
+        )
+    mine = f"t1-{outcome}"
+    expected_b2 = mine if outcome == 1 else "other"
+    expected = {"b1": mine, "b2": expected_b2, "b3": mine, "r": mine, "d": None}
+    assert seen == expected, differs(
+        f"the store after the batch committed in attempt {outcome}",
+        expected,
+        seen,
+        "the committing attempt's creates, replace and delete all apply, and nothing of an earlier attempt "
+        f"({NO_PARTIAL_BATCH.id})",
+    )

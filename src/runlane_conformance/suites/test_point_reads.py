@@ -434,3 +434,79 @@ def test_one_mapping_reused_for_a_replace_and_a_create_stores_both(
 
     _commit(driver, replace_then_create)
     _expect_stored(driver, replacement, created)
+
+
+# -- keys of every shape ---------------------------------------------------------------------------------
+
+KEY_SHAPES = requirement(
+    "point_reads.keys-of-any-shape",
+    RequirementLevel.MUST,
+    "Use the canonical encodings",
+    "Keys that differ only in case, accents, Unicode normalisation, trailing spaces, a NUL, an astral "
+    "character or where a '/' falls between components are distinct records: each reads back its own.",
+)
+
+#: (environment or None for the check's own, lease name). Neighbours collide under a cheap key encoding:
+#: raw components joined by '/', a case- or accent-insensitive or space-padding collation, Unicode
+#: normalisation, C strings (NUL), or a 3-byte 'utf8' column that cannot hold astral characters.
+KEY_SHAPE_CASES: list[tuple[str | None, str]] = [
+    (None, "a/b"),
+    ("{env}/a", "b"),
+    (None, "Name"),
+    (None, "name"),
+    (None, "\u00e9"),
+    (None, "e\u0301"),
+    (None, "e"),
+    (None, "pad"),
+    (None, "pad "),
+    (None, "nul"),
+    (None, "nul\x00"),
+    (None, "x"),
+    (None, "x\U0001f600"),
+    (None, "\U0010ffff"),
+    (None, "\U0010ffff\U0010ffff"),
+    (None, "\ue000"),
+    (None, "\uffff"),
+    ("{env}\U0010ffff", "astral-environment"),
+    ("{env}\U0010ffff/", "astral-environment"),
+]
+
+
+def _shaped_lease(environment: str, name: str, holder: str) -> NewStorageRecord:
+    """A lease under exactly ``environment`` and ``name``."""
+    return build_storage_record(
+        StorageTableName.LEASES,
+        {"environment": environment, "name": name, "holder": holder, "expiresAt": expiry(0)},
+    )
+
+
+@KEY_SHAPES
+def test_keys_that_cheap_encodings_confuse_stay_distinct(driver: StorageDriver, leases: Leases) -> None:
+    records = [
+        _shaped_lease(
+            leases.environment if environment is None else environment.format(env=leases.environment),
+            name,
+            f"shape-{number}",
+        )
+        for number, (environment, name) in enumerate(KEY_SHAPE_CASES)
+    ]
+    for record in records:
+        try:
+            _write(driver, record)
+        except StorageError as error:
+            raise AssertionError(
+                f"creating lease {record.key.id!r} failed with {error!r}, although no record has that key "
+                f"(the keys written before it differ from it): {KEY_SHAPES.id}: {KEY_SHAPES.summary}"
+            ) from error
+    budget = max(1, driver.profile.limits.max_point_reads)
+    got: list[StoredRecord | None] = []
+    for start in range(0, len(records), budget):
+        got.extend(_read(driver, [record.key for record in records[start : start + budget]]))
+    for record, stored in zip(records, got, strict=True):
+        assert stored is not None, missing(f"lease {record.key.id!r}")
+        assert stored.key == record.key and stored.document == record.document, (
+            f"reading key {record.key.id!r} returned the record {stored.key.id!r} with document "
+            f"{stored.document.text}; each of these keys is its own record ({KEY_SHAPES.id}). Encode keys "
+            "with storage_record_key_codec (hex UTF-8 per component) rather than comparing raw strings "
+            "under a collation"
+        )

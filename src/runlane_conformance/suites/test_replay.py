@@ -26,6 +26,7 @@ from runlane_conformance.contract.values import StoredRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
 from runlane_conformance.suites._messages import differs, missing, refused
 
@@ -370,6 +371,50 @@ def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
         )
 
 
+@NO_TRACE
+def test_a_delete_staged_by_an_abandoned_attempt_is_never_applied(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """Deletes are staged like every write: a store without transactions that deletes at once, or a
+    delete sent ahead of the commit, removes a record the committing attempt decided to keep."""
+    write_leases(driver, leases.record("k", holder="h0"), leases.record("victim", holder="h0"))
+    (victim_before,) = driver.transaction(lambda tx: tx.get([leases.key("victim")]))
+    attempts = Attempts()
+    competitor: list[Competitor[str | None]] = []
+
+    def t1(tx: StorageTransaction) -> int:
+        number = attempts.begin(tx)
+        current, victim = tx.get([leases.key("k"), leases.key("victim")])
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
+        if number == 1:
+            assert victim is not None, missing("lease victim", written="the check created it before T1")
+            tx.delete(victim)  # only the first attempt decides to delete it
+        tx.replace(current, leases.record("k", holder=f"t1-{number}"))
+        if number == 1:
+            competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "other")))
+        return number
+
+    committed = driver.transaction(t1)
+    competitor[0].settle()
+    _expect_replay_or_wait(
+        competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
+    )
+    (victim_after,) = driver.transaction(lambda tx: tx.get([leases.key("victim")]))
+    if committed == 1:
+        assert victim_after is None, (
+            "T1 committed its first attempt, which deleted the victim, yet it is stored"
+        )
+    else:
+        assert victim_after is not None and victim_before is not None, (
+            f"the victim was deleted only by attempt 1 of {attempts.count}, which was abandoned, yet it is "
+            f"gone: writes of an attempt that did not commit must never be applied ({NO_TRACE.id})"
+        )
+        assert victim_after.version == victim_before.version, (
+            f"the victim changed version ({victim_before.version} -> {victim_after.version}) although only "
+            "an abandoned attempt touched it"
+        )
+
+
 # -- attempts are bounded ----------------------------------------------------------------------
 
 
@@ -619,3 +664,61 @@ def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
             final["k"],
             "the raising attempt commits nothing",
         )
+
+
+# -- callback errors that are not Exceptions ---------------------------------------------------------
+
+
+@CALLBACK_ERROR
+@pytest.mark.parametrize("kind", list(BASE_ERRORS), ids=list(BASE_ERRORS))
+def test_a_base_exception_from_the_callback_rolls_back_and_propagates(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, kind: str
+) -> None:
+    """KeyboardInterrupt, SystemExit, GeneratorExit and custom BaseExceptions roll back like any error.
+
+    A driver that rolls back in ``except Exception`` leaves these attempts open: their writes commit
+    at once, or ride along with the instance's next transaction. Both are caught here: nothing of the
+    attempt is visible from another instance, not even after this instance committed again.
+    """
+    write_leases(driver, leases.record("k", holder="h0"))
+    (before,) = driver.transaction(lambda tx: tx.get([leases.key("k")]))
+    attempts = Attempts()
+    raised = BASE_ERRORS[kind](f"raised by the check's callback ({kind})")
+
+    def t1(tx: StorageTransaction) -> None:
+        attempts.begin(tx)
+        (current,) = tx.get([leases.key("k")])
+        assert current is not None, missing("lease k", written="the check created it before T1 began")
+        tx.create(leases.record("scratch", holder="t1"))
+        tx.replace(current, leases.record("k", holder="t1"))
+        raise raised
+
+    caught: BaseException | None = None
+    try:
+        driver.transaction(t1)
+    except BaseException as error:  # every kind is caught here, so none escapes into the test runner
+        caught = error
+    assert caught is raised, (
+        f"the callback raised {kind} after staging a create and a replace; transaction() "
+        + ("returned normally" if caught is None else f"raised {caught!r} instead")
+        + f". {CALLBACK_ERROR.id}: {CALLBACK_ERROR.summary}"
+    )
+    assert attempts.count == 1, (
+        f"a callback that raised {kind} was run {attempts.count} times; it is no conflict"
+    )
+    _follow_up_commits(driver, leases, "after")
+    final = lease_views(other_driver, leases, ["k", "scratch", "after"])
+    assert final["scratch"] is None, (
+        f"a create staged before the callback raised {kind} is stored (seen after this instance's next "
+        "commit): the interrupted attempt was committed instead of rolled back"
+    )
+    assert final["k"] is not None and final["k"][0] == "h0", differs(
+        f"lease k after its replace was interrupted by {kind}",
+        "h0",
+        final["k"],
+        "a callback that raised commits nothing",
+    )
+    (after,) = driver.transaction(lambda tx: tx.get([leases.key("k")]))
+    assert before is not None and after is not None and after.version == before.version, (
+        f"lease k changed version ({before!r} -> {after!r}) although its replace was interrupted by {kind}"
+    )

@@ -9,21 +9,27 @@ transaction object that outlives its attempt refuses every call.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runlane_conformance.contract.errors import StorageAttemptEndedError, StorageSealedError
+from runlane_conformance.contract.errors import (
+    StorageAttemptEndedError,
+    StorageSealedError,
+    StorageUsageError,
+)
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StorageRecordVersion, StoredRecord
 from runlane_conformance.fixtures.interleave import compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._messages import missing, propagated, refused
+from runlane_conformance.suites._messages import CALLBACK_ERROR_RULE, missing, propagated, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
 CLAUSE = "Treat each transaction callback as a new attempt"
@@ -121,8 +127,13 @@ def test_any_number_of_now_calls_agree(driver: StorageDriver, calls: int) -> Non
 @INJECTED_CLOCK
 @pytest.mark.parametrize(
     "instant",
-    [datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC), datetime(2099, 12, 31, 23, 59, 59, tzinfo=UTC)],
-    ids=["past", "future"],
+    [
+        datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC),
+        datetime(2099, 12, 31, 23, 59, 59, tzinfo=UTC),
+        datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2030, 6, 1, 12, 0, 0, 1, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    ],
+    ids=["past", "future", "last-microsecond", "one-microsecond-offset-zone"],
 )
 def test_now_is_the_injected_clock_time(connect: Callable[..., StorageDriver], instant: datetime) -> None:
     driver = connect(clock=lambda: instant)
@@ -287,6 +298,42 @@ def test_a_rolled_back_attempt_refuses_every_call(driver: StorageDriver, leases:
 
 
 @ENDED
+@pytest.mark.parametrize("kind", list(BASE_ERRORS), ids=list(BASE_ERRORS))
+def test_an_attempt_ended_by_a_base_exception_refuses_every_call(
+    driver: StorageDriver, leases: Leases, kind: str
+) -> None:
+    """An attempt whose callback raised KeyboardInterrupt, SystemExit, GeneratorExit or another
+    BaseException has ended like any rolled-back one: a driver that ends attempts in ``except
+    Exception`` leaves this one open for later calls."""
+    create_all(driver, [leases.unique("x")])
+    kept: list[StorageTransaction] = []
+    raised = BASE_ERRORS[kind](f"raised by the check ({kind})")
+
+    def fail(tx: StorageTransaction) -> None:
+        kept.append(tx)
+        tx.get([leases.key("x")])
+        raise raised
+
+    caught: BaseException | None = None
+    try:
+        driver.transaction(fail)
+    except BaseException as error:  # every kind is caught here, so none escapes into the test runner
+        caught = error
+    assert caught is raised, (
+        f"the callback raised {kind}; transaction() "
+        + ("returned normally" if caught is None else f"raised {caught!r}")
+        + f" instead of that exception ({CALLBACK_ERROR_RULE}); this check cannot judge its own rule "
+        "without it and fails because of that"
+    )
+    record = read_one(driver, leases.key("x"))
+    assert record is not None, missing("the record x", written="the check created it before")
+    _assert_all_refused(kept[0], leases, record, f"whose attempt was ended by {kind}")
+    assert read_one(driver, leases.key("late")) is None, (
+        "a create refused because the attempt had ended must not be stored"
+    )
+
+
+@ENDED
 def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -327,3 +374,128 @@ def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
     # Whether or not the driver replayed (a locking driver makes the competitor wait instead),
     # the first attempt's object has ended by now.
     _assert_all_refused(attempts[0], leases, stand_in, "whose attempt was replayed or committed")
+
+
+# -- overlapping calls -------------------------------------------------------------------------------
+
+OVERLAP = requirement(
+    "sealing.overlapping-calls-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A get() or query_candidates() that starts while another call of the same attempt is still running "
+    "(now() waiting on the injected clock) is refused with a StorageUsageError, never served.",
+    capability="client_clock",
+)
+
+#: How long the check holds now() inside the clock while the overlapping read runs. A driver that makes
+#: the read wait for now() instead of refusing it at once uses up this time, then the read must be
+#: refused as sealed; the verdict is the same however long it is.
+OVERLAP_HOLD = 0.5
+#: Upper bound for any one step of the check, so a driver that never returns fails instead of hanging.
+OVERLAP_BOUND = 10.0
+
+
+def _capture(call: Callable[[], object]) -> object:
+    try:
+        return call()
+    except BaseException as error:  # the outcome is judged by the check, whatever it is
+        return error
+
+
+@OVERLAP
+@pytest.mark.parametrize("read_call", list(READS), ids=list(READS))
+def test_a_read_overlapping_a_running_call_is_refused(
+    connect: Callable[..., StorageDriver], leases: Leases, read_call: str
+) -> None:
+    """A read issued from a second thread while now() is inside the clock must not be served.
+
+    Whichever way the driver keeps the rule, the read is refused: at once, because the attempt is
+    busy (StorageConcurrentUseError), or after waiting for now() to finish, because the read set is
+    then sealed (StorageSealedError). Serving it means two calls of one attempt ran interleaved.
+    """
+    entered, release = threading.Event(), threading.Event()
+    instant = datetime(2033, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+
+    def clock() -> datetime:
+        entered.set()
+        release.wait(OVERLAP_BOUND)
+        return instant
+
+    driver = connect(clock=clock)
+    outcome: dict[str, object] = {}
+
+    def callback(tx: StorageTransaction) -> None:
+        timer = threading.Thread(target=lambda: outcome.__setitem__("now", _capture(tx.now)), daemon=True)
+        timer.start()
+        try:
+            assert entered.wait(OVERLAP_BOUND), (
+                "now() never consulted the injected clock; with client clock authority it must "
+                f"({INJECTED_CLOCK.id}), and this check needs now() to be inside the clock"
+            )
+            reader = threading.Thread(
+                target=lambda: outcome.__setitem__("read", _capture(lambda: READS[read_call](tx, leases))),
+                daemon=True,
+            )
+            reader.start()
+            reader.join(OVERLAP_HOLD)
+        finally:
+            release.set()
+            timer.join(OVERLAP_BOUND)
+        reader.join(OVERLAP_BOUND)
+
+    driver.transaction(callback)
+    assert "read" in outcome and "now" in outcome, (
+        f"the overlapping {read_call}() or now() did not return within {OVERLAP_BOUND}s of the clock "
+        f"being released: got {outcome!r}"
+    )
+    assert isinstance(outcome["read"], StorageUsageError), (
+        f"{read_call}() was called from a second thread while now() of the same attempt was still "
+        f"inside the clock, and it returned {outcome['read']!r}; expected a StorageUsageError "
+        "(StorageConcurrentUseError while the attempt is busy, or StorageSealedError once now() sealed it). "
+        f"This breaks {OVERLAP.id}: {OVERLAP.summary}"
+    )
+
+
+# -- sealing closes reads, not writes --------------------------------------------------------------------
+
+WRITES_AFTER_SEAL = requirement(
+    "sealing.writes-allowed-after-now",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "now() and the first mutation close only the read phase: creates, replaces and deletes staged after "
+    "them (of records read before) commit.",
+)
+
+
+@WRITES_AFTER_SEAL
+@pytest.mark.parametrize("sealed_by", ["now", "mutation"])
+def test_every_kind_of_write_after_the_seal_commits(
+    driver: StorageDriver, leases: Leases, sealed_by: str
+) -> None:
+    """Core reads, asks for the time, then writes what it decided: a driver that seals the whole attempt
+    at now() (or at the first write) breaks every such transaction."""
+    create_all(driver, [leases.unique("r"), leases.unique("d")])
+
+    def decide(tx: StorageTransaction) -> datetime | None:
+        r, d = tx.get([leases.key("r"), leases.key("d")])
+        assert r is not None and d is not None, missing("leases r and d")
+        at = tx.now() if sealed_by == "now" else None
+        if sealed_by == "mutation":
+            tx.create(leases.record("first", holder="first"))
+        tx.create(leases.record("made", holder="after-seal"))
+        tx.replace(r, leases.record("r", holder="after-seal"))
+        tx.delete(d)
+        return at
+
+    try:
+        driver.transaction(decide)
+    except StorageUsageError as error:
+        raise AssertionError(
+            f"after {sealed_by} sealed the read set, a create, a replace and a delete of records read "
+            f"before were refused with {error!r}: {WRITES_AFTER_SEAL.id}: {WRITES_AFTER_SEAL.summary}"
+        ) from error
+    made, r, d = (read_one(driver, leases.key(name)) for name in ("made", "r", "d"))
+    assert made is not None and r is not None and d is None, (
+        f"the writes staged after {sealed_by} did not all commit: made = {made!r}, r = {r!r}, d = {d!r}"
+    )
+    assert r.document.value["holder"] == "after-seal", f"the replacement of r did not commit: {r!r}"

@@ -1,0 +1,5 @@
+"""``python -m runlane_conformance.traceability``: render docs/traceability.md."""
+
+from . import main
+
+raise SystemExit(main())

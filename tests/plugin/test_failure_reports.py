@@ -219,7 +219,10 @@ def test_under_xdist_every_worker_uses_the_seed_printed_even_with_q(importable: 
         "--pyargs", "runlane_conformance.suites.test_point_reads", "test_seed_probe.py",
         "--runlane-driver", "tiny",
     )  # fmt: skip
-    result.assert_outcomes(passed=22)
+    outcomes = result.parseoutcomes()
+    # The point_reads checks (their number grows with the catalogue) and the probes, all passing.
+    assert outcomes.get("passed", 0) > 2, outcomes
+    assert not outcomes.get("failed") and not outcomes.get("errors"), outcomes
     closing = re.search(
         r"^runlane: hypothesis seed (\d+) \(rerun with --hypothesis-seed=\1\)$", result.stdout.str(), re.M
     )

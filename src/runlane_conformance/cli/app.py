@@ -1088,7 +1088,9 @@ def _run_and_judge(
         workers = usable
     live = _LiveProgress(header, verbose=verbose, options=options, expected=[e.requirement for e in expected])
     max_failures = 1 if exitfirst else maxfail
-    with live.progress:
+    # A progress display off a terminal is disabled; not entering it at all keeps rich releases before
+    # 15 from printing a blank line to stdout when it stops (stdout may carry a report).
+    with live.progress if console.is_terminal else contextlib.nullcontext():
         result = _execute(
             driver,
             option,

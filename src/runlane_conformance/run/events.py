@@ -96,6 +96,12 @@ def requirement_of(item: pytest.Item) -> str | None:
     return str(marker.args[0])
 
 
+def limit_gates_of(item: pytest.Item) -> list[str]:
+    """The limit gates a collected check names (its ``runlane_limit_gate`` marker), if any."""
+    marker = item.get_closest_marker("runlane_limit_gate")
+    return [] if marker is None else [str(name) for name in marker.args]
+
+
 def _declared_timeout(item: pytest.Item) -> float | None:
     """The seconds a check itself says it may need (its ``timeout`` marker), if it says."""
     marker = item.get_closest_marker("timeout")
@@ -236,6 +242,7 @@ class EventPlugin:
                     "requirement": requirement_id,
                     "declared_timeout": _declared_timeout(item),
                     "property": _is_property(item),
+                    "limit_gates": limit_gates_of(item),
                 }
             )
         self._emit({"event": "collected", "checks": checks})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..fixtures.gating import ProfileFacts, gating_reason
 from ..requirements import AREAS, Requirement
@@ -38,13 +38,15 @@ class PlannedCheck:
 
     ``declared_timeout`` is the time the check itself says it may need (its
     ``timeout`` marker); ``searches`` whether it is a Hypothesis search. Both only
-    shape scheduling and deadlines, never the verdict.
+    shape scheduling and deadlines, never the verdict. ``limit_gates`` names the
+    advertised limits at which the check's work cannot be built (``suites._limit_gates``).
     """
 
     nodeid: str
     requirement_id: str | None
     declared_timeout: float | None = None
     searches: bool = False
+    limit_gates: tuple[str, ...] = ()
 
     @property
     def area(self) -> str:
@@ -53,12 +55,23 @@ class PlannedCheck:
 
 @dataclass(frozen=True)
 class Plan:
-    """The requirements in scope, which of them the profile gates off (and why), and their checks."""
+    """The requirements in scope, which of them the profile gates off (and why), and their checks.
+
+    ``gated`` holds whole requirements gated by a capability; ``gated_checks`` single checks (by node
+    id) whose work the advertised limits make impossible to build. Either way the reason is the plan's.
+    """
 
     requirements: Mapping[str, Requirement]
     gated: Mapping[str, str]
     checks: tuple[PlannedCheck, ...]
     restricted: bool
+    gated_checks: Mapping[str, str] = field(default_factory=dict)
+
+    def predicted_skip(self, nodeid: str, requirement_id: str | None) -> str | None:
+        """The one skip reason the plan allows for this check, or ``None`` when it must run."""
+        if requirement_id and requirement_id in self.gated:
+            return self.gated[requirement_id]
+        return self.gated_checks.get(nodeid)
 
     def checks_of(self, requirement_id: str) -> tuple[PlannedCheck, ...]:
         return tuple(check for check in self.checks if check.requirement_id == requirement_id)
@@ -74,11 +87,13 @@ class Plan:
 def planned_from_event(data: Mapping[str, object]) -> PlannedCheck:
     """A ``PlannedCheck`` from one entry of a child's ``collected`` event."""
     timeout = data.get("declared_timeout")
+    gates = data.get("limit_gates")
     return PlannedCheck(
         nodeid=str(data["nodeid"]),
         requirement_id=None if data.get("requirement") is None else str(data["requirement"]),
         declared_timeout=float(timeout) if isinstance(timeout, int | float) else None,
         searches=bool(data.get("property", False)),
+        limit_gates=tuple(str(name) for name in gates) if isinstance(gates, list) else (),
     )
 
 
@@ -133,7 +148,16 @@ def build_plan(
             reason = gating_reason(requirement.capability, facts)
             if reason is not None:
                 gated[rid] = reason
-    return Plan(dict(requirements), gated, tuple(collected), restricted)
+    checks = tuple(collected)
+    gated_checks = {}
+    for check in checks:
+        if check.limit_gates and check.requirement_id not in gated:
+            from ..suites._limit_gates import limit_gates_reason
+
+            reason = limit_gates_reason(check.limit_gates, facts.profile.limits)
+            if reason is not None:
+                gated_checks[check.nodeid] = reason
+    return Plan(dict(requirements), gated, checks, restricted, gated_checks)
 
 
 def longest_first(checks: Sequence[PlannedCheck]) -> list[PlannedCheck]:

@@ -135,7 +135,7 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
     driver showed the checks a different profile than the probe: a failure.
     """
     rid = raw.requirement_id
-    predicted = plan.gated.get(rid) if rid else None
+    predicted = plan.predicted_skip(raw.nodeid, rid)
     outcome, message, full_message = Outcome.PASSED, raw.message, None
     inconclusive = next((value for key, value in raw.properties if key == INCONCLUSIVE_PROPERTY), None)
     if raw.status == "failed" and inconclusive is not None:

@@ -40,6 +40,7 @@ from runlane_conformance.suites._append_support import (
     point_append,
     read_stream,
 )
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._processes_support import w_append_batches
 
@@ -556,14 +557,13 @@ def test_concurrent_appends_get_disjoint_contiguous_ranges(
         )
 
 
+@limit_gated("append-records")
 @LIMITS
 @pytest.mark.parametrize("with_point_write", [False, True], ids=["append-alone", "with-a-create"])
 def test_appended_records_count_toward_the_record_limit(
     driver: StorageDriver, leases: Leases, partition: str, with_point_write: bool
 ) -> None:
     limit = driver.profile.limits.max_transaction_records
-    if limit > 2000:
-        pytest.skip(f"max_transaction_records={limit} is too large to reach with an append in a check")
     point = 1 if with_point_write else 0
     fits = limit - 1 - point  # values + head + point writes == limit
 
@@ -595,11 +595,10 @@ def test_appended_records_count_toward_the_record_limit(
     assert read_stream(driver, partition) == before, "an oversized append must commit nothing"
 
 
+@limit_gated("append-record-bytes")
 @LIMITS
 def test_an_oversized_appended_record_is_refused(driver: StorageDriver, partition: str) -> None:
     limits = driver.profile.limits
-    if limits.max_record_bytes > 8 * 1024 * 1024:
-        pytest.skip(f"max_record_bytes={limits.max_record_bytes} is too large to build in a check")
     oversized = batch(partition, "big", 1, padding=limits.max_record_bytes)
     with refused(
         StorageLimitError,
@@ -651,8 +650,10 @@ def test_append_after_the_attempt_ended_is_refused(driver: StorageDriver, partit
 def _widest_batch(partition: str, tag: str, widest: int) -> AppendRecordsCommand:
     """A one-value batch whose record is exactly ``widest`` bytes at the widest position it could get."""
     base = batch(partition, tag, 1).widest_sizes[0]
-    if widest < base:
-        pytest.skip(f"max_record_bytes is below the smallest observation record ({base} bytes)")
+    assert widest >= base, (
+        "the check's limit gate let it run with max_record_bytes below the smallest observation record "
+        "(a fault in the check, not the driver)"
+    )
     command = batch(partition, tag, 1, padding=widest - base)
     assert command.widest_sizes[0] == widest, (
         "the check built a batch of the wrong width (a fault in the check, not the driver)"
@@ -660,6 +661,7 @@ def _widest_batch(partition: str, tag: str, widest: int) -> AppendRecordsCommand
     return command
 
 
+@limit_gated("append-widest-batches")
 @LIMITS
 def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
     driver: StorageDriver, partition: str
@@ -668,8 +670,6 @@ def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
     # 2**64-2. Whether a batch fits may not depend on where the head happens to be, so it is measured
     # as if it landed at the widest position, even on an empty stream.
     limits = driver.profile.limits
-    if limits.max_record_bytes > 8 * 1024 * 1024:
-        pytest.skip(f"max_record_bytes={limits.max_record_bytes} is too large to build in a check")
     over = _widest_batch(partition, "over", limits.max_record_bytes + 1)
     narrow = materialize_storage_append(over, 1).records[0].document.size
     refused: StorageLimitError | None = None

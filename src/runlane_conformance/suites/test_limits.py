@@ -33,9 +33,8 @@ from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._limit_gates import dependency_mix, limit_gated, replaced_count
 from runlane_conformance.suites._limits_support import (
-    PRACTICAL_BYTES,
-    PRACTICAL_COUNT,
     KeyPlan,
     lease_floor,
     plan_distinct_keys,
@@ -95,11 +94,6 @@ def _limits(driver: StorageDriver) -> StorageLimits:
     return driver.profile.limits
 
 
-def _practical(value: int, what: str, bound: int = PRACTICAL_COUNT) -> None:
-    if value > bound:
-        pytest.skip(f"advertised {what} = {value} is too large to exercise exactly (more than {bound})")
-
-
 def _refused(
     limit: StorageLimitName, run: Callable[[], object], *also: StorageLimitName
 ) -> StorageLimitError:
@@ -152,6 +146,12 @@ def _create_callback(records: Sequence[NewStorageRecord]) -> Callable[[StorageTr
     return create
 
 
+GATE_FAULT = (
+    "the check's limit gate let it run at limits where its work cannot be built (a fault in the check, "
+    "not the driver)"
+)
+
+
 # -- point reads -------------------------------------------------------------------------------------
 
 
@@ -162,10 +162,10 @@ def _positions(leases: Leases, count: int, limits: StorageLimits) -> list[Storag
     return [keys[i % distinct] for i in range(count)]
 
 
+@limit_gated("point-reads")
 @POINT_READS
 def test_exactly_max_point_reads_positions_are_read(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    _practical(limits.max_point_reads, "max_point_reads")
     create_all(driver, [leases.unique("p0")])
     positions = _positions(leases, limits.max_point_reads, limits)
     results = driver.transaction(lambda tx: tx.get(positions))
@@ -177,19 +177,19 @@ def test_exactly_max_point_reads_positions_are_read(driver: StorageDriver, lease
     record_limit("max_point_reads", accepted=limits.max_point_reads)
 
 
+@limit_gated("point-reads")
 @POINT_READS
 def test_one_point_read_past_the_limit_is_refused(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    _practical(limits.max_point_reads, "max_point_reads")
     positions = _positions(leases, limits.max_point_reads + 1, limits)
     _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(lambda tx: tx.get(positions)))
     record_limit("max_point_reads", rejected=limits.max_point_reads + 1)
 
 
+@limit_gated("point-reads")
 @POINT_READS
 def test_point_reads_add_up_across_calls_of_one_attempt(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    _practical(limits.max_point_reads, "max_point_reads")
     total = limits.max_point_reads
     first = _positions(leases, (total + 1) // 2, limits)
     rest = _positions(leases, total - len(first), limits)
@@ -211,16 +211,17 @@ def test_point_reads_add_up_across_calls_of_one_attempt(driver: StorageDriver, l
     _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(one_more))
 
 
+@limit_gated("point-reads")
 @POINT_READS
 def test_duplicate_positions_count_against_the_point_read_limit(
     driver: StorageDriver, leases: Leases
 ) -> None:
     limits = _limits(driver)
-    _practical(limits.max_point_reads, "max_point_reads")
     same = [leases.key("dup")] * (limits.max_point_reads + 1)
     _refused(StorageLimitName.POINT_READS, lambda: driver.transaction(lambda tx: tx.get(same)))
 
 
+@limit_gated("point-reads")
 @POINT_READS
 @with_plain_hypothesis_errors("this property")
 @given(data=st.data())
@@ -228,7 +229,6 @@ def test_any_split_of_the_point_read_budget_is_accepted_and_one_more_refused(
     driver: StorageDriver, data: st.DataObject
 ) -> None:
     limits = _limits(driver)
-    _practical(limits.max_point_reads, "max_point_reads")
     leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
     total = limits.max_point_reads
     cuts = sorted(data.draw(st.lists(st.integers(0, total), max_size=6), label="cuts"))
@@ -251,10 +251,10 @@ def test_any_split_of_the_point_read_budget_is_accepted_and_one_more_refused(
 # -- query results -----------------------------------------------------------------------------------
 
 
+@limit_gated("query-results")
 @QUERY_RESULTS
 def test_a_page_of_exactly_max_query_results_is_served_in_full(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    _practical(limits.max_query_results, "max_query_results")
     count = limits.max_query_results
     create_all(driver, [leases.record(f"q{i:07d}", at=i) for i in range(count + 1)])
     command = leases.query(limit=count)
@@ -310,19 +310,10 @@ def test_a_continued_page_past_max_query_results_is_refused(driver: StorageDrive
 # -- record bytes ------------------------------------------------------------------------------------
 
 
-def _record_size_or_skip(leases: Leases, size: int) -> None:
-    floor = lease_floor(leases)
-    if size < floor:
-        pytest.skip(
-            f"advertised max_record_bytes = {size} is below the smallest test document ({floor} bytes)"
-        )
-    _practical(size, "max_record_bytes", PRACTICAL_BYTES)
-
-
+@limit_gated("record-bytes")
 @RECORD_BYTES
 def test_a_record_of_exactly_max_record_bytes_commits(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    _record_size_or_skip(leases, limits.max_record_bytes)
     (record,) = sized_leases(leases, [limits.max_record_bytes])
     assert record.document.size == limits.max_record_bytes, (
         "the check built a record of the wrong size (a fault in the check, not the driver)"
@@ -335,10 +326,10 @@ def test_a_record_of_exactly_max_record_bytes_commits(driver: StorageDriver, lea
     record_limit("max_record_bytes", accepted=limits.max_record_bytes)
 
 
+@limit_gated("record-bytes")
 @RECORD_BYTES
 def test_a_record_one_byte_past_max_record_bytes_is_refused(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    _record_size_or_skip(leases, limits.max_record_bytes)
     (record,) = sized_leases(leases, [limits.max_record_bytes + 1])
     also = (
         (StorageLimitName.TRANSACTION_BYTES,)
@@ -350,12 +341,12 @@ def test_a_record_one_byte_past_max_record_bytes_is_refused(driver: StorageDrive
     record_limit("max_record_bytes", rejected=limits.max_record_bytes + 1)
 
 
+@limit_gated("record-bytes")
 @RECORD_BYTES
 def test_a_replacement_one_byte_past_max_record_bytes_is_refused(
     driver: StorageDriver, leases: Leases
 ) -> None:
     limits = _limits(driver)
-    _record_size_or_skip(leases, limits.max_record_bytes)
     (original,) = sized_leases(leases, [lease_floor(leases)])
     create_all(driver, [original])
     before = read_one(driver, original.key)
@@ -376,13 +367,13 @@ def test_a_replacement_one_byte_past_max_record_bytes_is_refused(
     assert read_one(driver, original.key) == before, "an oversized replacement was committed"
 
 
+@limit_gated("record-bytes-search")
 @RECORD_BYTES
 @with_plain_hypothesis_errors("this property")
 @given(data=st.data())
 def test_record_size_is_accepted_exactly_up_to_the_limit(driver: StorageDriver, data: st.DataObject) -> None:
     limits = _limits(driver)
     leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
-    _record_size_or_skip(leases, limits.max_record_bytes)
     floor, top = lease_floor(leases), limits.max_record_bytes
     size = data.draw(
         st.one_of(st.integers(floor, top + 2), st.sampled_from([floor, top - 1, top, top + 1])).filter(
@@ -406,13 +397,9 @@ def test_record_size_is_accepted_exactly_up_to_the_limit(driver: StorageDriver, 
 # -- transaction records -----------------------------------------------------------------------------
 
 
-def _key_plan_or_skip(leases: Leases, count: int, limits: StorageLimits) -> KeyPlan:
-    _practical(limits.max_transaction_records, "max_transaction_records")
+def _key_plan(leases: Leases, count: int, limits: StorageLimits) -> KeyPlan:
     plan = plan_distinct_keys(leases, count, limits)
-    if plan is None:
-        pytest.skip(
-            f"{count} distinct keys cannot be touched within the advertised point-read and byte limits"
-        )
+    assert plan is not None, GATE_FAULT
     return plan
 
 
@@ -426,10 +413,11 @@ def _run_plan(plan: KeyPlan) -> Callable[[StorageTransaction], None]:
     return touch
 
 
+@limit_gated("keys-at-limit")
 @TRANSACTION_RECORDS
 def test_exactly_max_transaction_records_keys_commit(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    plan = _key_plan_or_skip(leases, limits.max_transaction_records, limits)
+    plan = _key_plan(leases, limits.max_transaction_records, limits)
     assert plan.distinct_keys == limits.max_transaction_records, (
         "the check planned the wrong number of keys (a fault in the check, not the driver)"
     )
@@ -439,21 +427,21 @@ def test_exactly_max_transaction_records_keys_commit(driver: StorageDriver, leas
     record_limit("max_transaction_records", accepted=limits.max_transaction_records)
 
 
+@limit_gated("keys-past-limit")
 @TRANSACTION_RECORDS
 def test_one_key_past_max_transaction_records_is_refused(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    plan = _key_plan_or_skip(leases, limits.max_transaction_records + 1, limits)
+    plan = _key_plan(leases, limits.max_transaction_records + 1, limits)
     _refused(StorageLimitName.TRANSACTION_RECORDS, lambda: driver.transaction(_run_plan(plan)))
     _all_absent(driver, [record.key for record in plan.creates], "max_transaction_records + 1")
     record_limit("max_transaction_records", rejected=limits.max_transaction_records + 1)
 
 
+@limit_gated("read-and-write-once")
 @TRANSACTION_RECORDS
 def test_reads_and_writes_of_one_key_count_once(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    plan = _key_plan_or_skip(leases, limits.max_transaction_records, limits)
-    if not plan.creates or limits.max_point_reads < len(plan.reads) + 1:
-        pytest.skip("the advertised limits leave no room to read a key that is also written")
+    plan = _key_plan(leases, limits.max_transaction_records, limits)
 
     def read_then_write(tx: StorageTransaction) -> None:
         tx.get([*plan.reads, plan.creates[0].key])
@@ -469,21 +457,17 @@ def test_reads_and_writes_of_one_key_count_once(driver: StorageDriver, leases: L
 # -- transaction bytes -------------------------------------------------------------------------------
 
 
-def _byte_plan_or_skip(leases: Leases, total: int, limits: StorageLimits) -> list[NewStorageRecord]:
-    _practical(limits.max_transaction_bytes, "max_transaction_bytes", PRACTICAL_BYTES)
+def _byte_plan(leases: Leases, total: int, limits: StorageLimits) -> list[NewStorageRecord]:
     sizes = split_sizes(total, lease_floor(leases), limits.max_record_bytes, limits.max_transaction_records)
-    if sizes is None:
-        pytest.skip(
-            f"{total} bytes cannot be written in at most {limits.max_transaction_records} test documents of "
-            f"at most {limits.max_record_bytes} bytes"
-        )
+    assert sizes is not None, GATE_FAULT
     return sized_leases(leases, sizes)
 
 
+@limit_gated("bytes-at-limit")
 @TRANSACTION_BYTES
 def test_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+    records = _byte_plan(leases, limits.max_transaction_bytes, limits)
     assert sum(record.document.size for record in records) == limits.max_transaction_bytes, (
         "the check planned the wrong number of bytes (a fault in the check, not the driver)"
     )
@@ -495,29 +479,29 @@ def test_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Lea
     record_limit("max_transaction_bytes", accepted=limits.max_transaction_bytes)
 
 
+@limit_gated("one-byte-past")
 @TRANSACTION_BYTES
 def test_one_byte_past_max_transaction_bytes_is_refused(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
     total = limits.max_transaction_bytes + 1
     if total > limits.max_transaction_records * limits.max_record_bytes:
         # The byte limit is exactly what the record limits allow: one byte more needs one record more.
-        records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+        records = _byte_plan(leases, limits.max_transaction_bytes, limits)
         records.append(leases.sized("zzzzzzzz", lease_floor(leases)))
         also: tuple[StorageLimitName, ...] = (StorageLimitName.TRANSACTION_RECORDS,)
     else:
-        records = _byte_plan_or_skip(leases, total, limits)
+        records = _byte_plan(leases, total, limits)
         also = ()
     _refused(StorageLimitName.TRANSACTION_BYTES, lambda: driver.transaction(_create_callback(records)), *also)
     _all_absent(driver, [record.key for record in records], "max_transaction_bytes + 1")
     record_limit("max_transaction_bytes", rejected=limits.max_transaction_bytes + 1)
 
 
+@limit_gated("delete-beside-full-bytes")
 @TRANSACTION_BYTES
 def test_deletes_add_no_bytes(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
-    records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
-    if len(records) >= limits.max_transaction_records or len(records) + 1 > limits.max_point_reads:
-        pytest.skip("the advertised limits leave no room for a delete beside a full-byte transaction")
+    records = _byte_plan(leases, limits.max_transaction_bytes, limits)
     victim = leases.unique("victim")
     create_all(driver, [victim])
 
@@ -539,12 +523,13 @@ def test_deletes_add_no_bytes(driver: StorageDriver, leases: Leases) -> None:
 # -- all or nothing ----------------------------------------------------------------------------------
 
 
+@limit_gated("keys-past-limit")
 @ALL_OR_NOTHING
 def test_writes_staged_before_the_record_limit_was_crossed_are_not_committed(
     driver: StorageDriver, leases: Leases
 ) -> None:
     limits = _limits(driver)
-    plan = _key_plan_or_skip(leases, limits.max_transaction_records + 1, limits)
+    plan = _key_plan(leases, limits.max_transaction_records + 1, limits)
     _refused_first(
         lambda: driver.transaction(_run_plan(plan)),
         "max_transaction_records",
@@ -559,12 +544,13 @@ def test_writes_staged_before_the_record_limit_was_crossed_are_not_committed(
     assert all(read(driver, [record.key for record in plan.creates])), "split work did not commit"
 
 
+@limit_gated("bytes-at-limit")
 @ALL_OR_NOTHING
 def test_writes_staged_before_the_byte_limit_was_crossed_are_not_committed(
     driver: StorageDriver, leases: Leases
 ) -> None:
     limits = _limits(driver)
-    records = _byte_plan_or_skip(leases, limits.max_transaction_bytes, limits)
+    records = _byte_plan(leases, limits.max_transaction_bytes, limits)
     records.append(leases.sized("zzzzzzzz", lease_floor(leases)))
     _refused_first(
         lambda: driver.transaction(_create_callback(records)),
@@ -574,12 +560,12 @@ def test_writes_staged_before_the_byte_limit_was_crossed_are_not_committed(
     _all_absent(driver, [record.key for record in records], "oversized by a few bytes")
 
 
+@limit_gated("record-bytes")
 @ALL_OR_NOTHING
 def test_a_refused_attempt_leaves_earlier_commits_and_later_work_intact(
     driver: StorageDriver, leases: Leases
 ) -> None:
     limits = _limits(driver)
-    _record_size_or_skip(leases, limits.max_record_bytes)
     kept = leases.unique("kept", at=1)
     create_all(driver, [kept])
     before = read_one(driver, kept.key)
@@ -634,13 +620,13 @@ def _characters(record: NewStorageRecord) -> int:
     return len(record.document.text)
 
 
+@limit_gated("record-bytes")
 @RECORD_BYTES
 @pytest.mark.parametrize("write", ["create", "replace"])
 def test_a_multibyte_document_is_measured_in_utf8_bytes(
     driver: StorageDriver, leases: Leases, write: str
 ) -> None:
     limits = _limits(driver)
-    _record_size_or_skip(leases, limits.max_record_bytes)
     exact = _wide_lease(leases, "wide", limits.max_record_bytes, at=1)
     over = _wide_lease(leases, "wide", limits.max_record_bytes + 1, at=2)
     if write == "replace":
@@ -685,23 +671,20 @@ def test_a_multibyte_document_is_measured_in_utf8_bytes(
     )
 
 
-def _wide_byte_plan_or_skip(leases: Leases, total: int, limits: StorageLimits) -> list[NewStorageRecord]:
-    _practical(limits.max_transaction_bytes, "max_transaction_bytes", PRACTICAL_BYTES)
+def _wide_byte_plan(leases: Leases, total: int, limits: StorageLimits) -> list[NewStorageRecord]:
     sizes = split_sizes(total, lease_floor(leases), limits.max_record_bytes, limits.max_transaction_records)
-    if sizes is None:
-        pytest.skip(f"{total} bytes cannot be written within the advertised record limits")
+    assert sizes is not None, GATE_FAULT
     return [_wide_lease(leases, f"w{i:07d}", size) for i, size in enumerate(sizes)]
 
 
+@limit_gated("bytes-past-in-records")
 @TRANSACTION_BYTES
 def test_transaction_bytes_are_utf8_bytes_of_multibyte_documents(
     driver: StorageDriver, leases: Leases
 ) -> None:
     limits = _limits(driver)
     total = limits.max_transaction_bytes + 1
-    if total > limits.max_transaction_records * limits.max_record_bytes:
-        pytest.skip("one byte past max_transaction_bytes needs one record past max_transaction_records")
-    records = _wide_byte_plan_or_skip(leases, total, limits)
+    records = _wide_byte_plan(leases, total, limits)
     characters = sum(_characters(record) for record in records)
     error = None
     try:
@@ -723,10 +706,8 @@ def _replacement_plan(
 ) -> tuple[list[NewStorageRecord], list[NewStorageRecord]]:
     """(replacements, creates) writing ``total`` bytes, the replaced records already stored small."""
     limits = _limits(driver)
-    records = _byte_plan_or_skip(leases, total, limits)
-    replaced = max(1, int(len(records) * replaced_share))
-    if replaced > limits.max_point_reads:
-        pytest.skip("the advertised point-read limit cannot read every record to be replaced")
+    records = _byte_plan(leases, total, limits)
+    replaced = replaced_count(len(records), replaced_share)
     small = [leases.record(record.key.id[1], holder="") for record in records[:replaced]]
     for start in range(0, len(small), max(1, limits.max_transaction_bytes // lease_floor(leases))):
         create_all(driver, small[start : start + max(1, limits.max_transaction_bytes // lease_floor(leases))])
@@ -750,14 +731,18 @@ def _replace_and_create(
 
 
 @TRANSACTION_BYTES
-@pytest.mark.parametrize("replaced_share", [1.0, 0.5], ids=["replacements-only", "replacements-and-creates"])
+@pytest.mark.parametrize(
+    "replaced_share",
+    [
+        pytest.param(1.0, id="replacements-only", marks=limit_gated("replacements-past-all")),
+        pytest.param(0.5, id="replacements-and-creates", marks=limit_gated("replacements-past-half")),
+    ],
+)
 def test_replacement_documents_count_toward_transaction_bytes(
     driver: StorageDriver, leases: Leases, replaced_share: float
 ) -> None:
     limits = _limits(driver)
     total = limits.max_transaction_bytes + 1
-    if total > limits.max_transaction_records * limits.max_record_bytes:
-        pytest.skip("one byte past max_transaction_bytes needs one record past max_transaction_records")
     replacements, creates = _replacement_plan(driver, leases, total, replaced_share)
     before = read(driver, [record.key for record in replacements])
     error = None
@@ -778,6 +763,7 @@ def test_replacement_documents_count_toward_transaction_bytes(
     _all_absent(driver, [record.key for record in creates], "replacements past max_transaction_bytes")
 
 
+@limit_gated("replacements-at-limit")
 @TRANSACTION_BYTES
 def test_replacements_of_exactly_max_transaction_bytes_commit(driver: StorageDriver, leases: Leases) -> None:
     limits = _limits(driver)
@@ -789,7 +775,7 @@ def test_replacements_of_exactly_max_transaction_bytes_commit(driver: StorageDri
     )
 
 
-def _dependency_plan_or_skip(
+def _dependency_plan(
     driver: StorageDriver, leases: Leases, count: int
 ) -> tuple[list[StorageRecordKey], list[StoredRecord], list[NewStorageRecord]]:
     """(absent keys to read, present records to read and delete, creates) touching ``count`` keys.
@@ -798,12 +784,8 @@ def _dependency_plan_or_skip(
     that counts only the keys it creates or replaces sees far fewer than ``count``.
     """
     limits = _limits(driver)
-    _practical(limits.max_transaction_records, "max_transaction_records")
-    reads = min(limits.max_point_reads, count - 1)
-    creates = count - reads
+    reads, creates = dependency_mix(limits, count)
     floor = lease_floor(leases)
-    if reads < 2 or creates * floor > limits.max_transaction_bytes:
-        pytest.skip("the advertised limits leave no room for a mix of reads and creates at this size")
     present = reads // 2
     stored = [leases.record(f"d{i:07d}", holder="") for i in range(present)]
     step = max(1, min(limits.max_transaction_records, limits.max_transaction_bytes // floor))
@@ -834,13 +816,14 @@ def _read_delete_create(
     return run
 
 
+@limit_gated("dependencies")
 @TRANSACTION_RECORDS
 @pytest.mark.parametrize("delete", [False, True], ids=["reads-and-creates", "reads-deletes-and-creates"])
 def test_point_dependencies_and_deletes_count_toward_transaction_records(
     driver: StorageDriver, leases: Leases, delete: bool
 ) -> None:
     limits = _limits(driver)
-    absent, present, creates = _dependency_plan_or_skip(driver, leases, limits.max_transaction_records + 1)
+    absent, present, creates = _dependency_plan(driver, leases, limits.max_transaction_records + 1)
     error = None
     try:
         driver.transaction(_read_delete_create(absent, present, creates, delete))
@@ -871,6 +854,7 @@ def test_point_dependencies_and_deletes_count_toward_transaction_records(
 # -- budgets start over with every attempt -------------------------------------------------------------
 
 
+@limit_gated("point-reads")
 @POINT_READS
 def test_a_replayed_attempt_gets_the_whole_point_read_budget_again(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
@@ -881,7 +865,6 @@ def test_a_replayed_attempt_gets_the_whole_point_read_budget_again(
     although each attempt on its own stays inside it.
     """
     limits = _limits(driver)
-    _practical(limits.max_point_reads, "max_point_reads")
     create_all(driver, [leases.unique("p0")])
     positions = _positions(leases, limits.max_point_reads, limits)
     attempts = Attempts()

@@ -471,8 +471,11 @@ def test_a_callback_that_always_loses_gives_up_with_a_conflict_error(
         )
         before = "h0" if n == 1 else f"t2-{n - 1}"
         waited = replaced[n - 1] if len(replaced) >= n else None
-        assert read[-1] == before and waited == result and final["k"] is not None and final["k"][0] == (
-            f"t2-{n}"
+        assert (
+            read[-1] == before
+            and waited == result
+            and final["k"] is not None
+            and final["k"][0] == (f"t2-{n}")
         ), (
             f"T1 committed in attempt {n} while the other instance kept changing k: that is only possible "
             f"if the other instance's change started in that attempt waited for T1. Expected T1's last "

@@ -1,0 +1,247 @@
+"""Checks whose work cannot be built at every advertised limit, and the plan's rule for each.
+
+A limit check builds "exactly N" and "N + 1" of one measure while staying
+inside every other advertised limit. For some limit values that work does not
+exist (a record limit below the smallest test document, a byte limit that no
+allowed number of records can reach) or is out of a check's reach (a million
+point reads in one attempt). Such a check cannot judge its rule, so it is
+gated, and the gate is the plan's: each gate here is a pure function of the
+advertised ``StorageLimits``, evaluated by the supervisor from the preflight
+probe before anything runs and by the check's fixture before its body starts.
+The two always agree, because both call the same function, and the planners in
+``_limits_support`` make the same arithmetic that the check bodies then use.
+
+A check names its gate with ``@limit_gated("name")``. A gated check's outcome
+is ``gated``, with a reason that starts ``profile:`` and names the limit, so the
+report says which rules went unexercised at which limit values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import pytest
+
+from ..contract.values import StorageLimits
+from ..fixtures.records import Leases
+from ._limits_support import (
+    PRACTICAL_BYTES,
+    PRACTICAL_COUNT,
+    lease_floor,
+    plan_distinct_keys,
+    split_sizes,
+)
+
+__all__ = [
+    "GATES",
+    "LIMIT_GATE_MARKER",
+    "limit_gate_reason",
+    "limit_gated",
+    "limit_gates_reason",
+]
+
+#: The marker a gated check carries; its one argument names an entry of ``GATES``.
+LIMIT_GATE_MARKER = "runlane_limit_gate"
+
+#: Template lease builders with the environment-name lengths the checks use: documents built from them
+#: have exactly the sizes the checks' own documents have (sizes depend on the name's length only).
+_CHECK_LEASES = Leases(environment="env-00000000")
+_SEARCH_LEASES = Leases(environment="env-000000000000")
+
+#: The widest a single appended record may be for the append checks to build one past it.
+APPEND_RECORD_BYTES = 8 * 1024 * 1024
+#: The record limit past which an append check would append more values than it reasonably can.
+APPEND_RECORDS = 2000
+#: The page limit past which an operator-read check would write more runs than it reasonably can.
+OPERATOR_PAGE = 500
+
+Gate = Callable[[StorageLimits], "str | None"]
+
+
+def _reach(value: int, what: str, bound: int) -> str | None:
+    if value > bound:
+        return f"profile: {what} = {value} is beyond what a check builds (at most {bound})"
+    return None
+
+
+def _record_size(limits: StorageLimits, leases: Leases) -> str | None:
+    floor = lease_floor(leases)
+    if limits.max_record_bytes < floor:
+        return (
+            f"profile: max_record_bytes = {limits.max_record_bytes} is below the smallest test document "
+            f"({floor} bytes)"
+        )
+    return _reach(limits.max_record_bytes, "max_record_bytes", PRACTICAL_BYTES)
+
+
+def _keys(limits: StorageLimits, count: int) -> str | None:
+    reason = _reach(limits.max_transaction_records, "max_transaction_records", PRACTICAL_COUNT)
+    if reason is None and plan_distinct_keys(_CHECK_LEASES, count, limits) is None:
+        reason = (
+            f"profile: {count} distinct keys cannot be touched within max_point_reads = "
+            f"{limits.max_point_reads} and max_transaction_bytes = {limits.max_transaction_bytes}"
+        )
+    return reason
+
+
+def _byte_sizes(limits: StorageLimits, total: int) -> list[int] | str:
+    reason = _reach(limits.max_transaction_bytes, "max_transaction_bytes", PRACTICAL_BYTES)
+    if reason is not None:
+        return reason
+    sizes = split_sizes(
+        total, lease_floor(_CHECK_LEASES), limits.max_record_bytes, limits.max_transaction_records
+    )
+    if sizes is None:
+        return (
+            f"profile: {total} bytes cannot be written in at most {limits.max_transaction_records} test "
+            f"documents of at most {limits.max_record_bytes} bytes"
+        )
+    return sizes
+
+
+def _bytes(limits: StorageLimits, total: int) -> str | None:
+    sizes = _byte_sizes(limits, total)
+    return sizes if isinstance(sizes, str) else None
+
+
+def _past_bytes_in_records(limits: StorageLimits) -> str | None:
+    if limits.max_transaction_bytes + 1 > limits.max_transaction_records * limits.max_record_bytes:
+        return (
+            "profile: one byte past max_transaction_bytes needs one record past max_transaction_records "
+            f"({limits.max_transaction_records} records of at most {limits.max_record_bytes} bytes)"
+        )
+    return _bytes(limits, limits.max_transaction_bytes + 1)
+
+
+def _one_byte_past(limits: StorageLimits) -> str | None:
+    # Where one byte more needs one record more, the check writes the full budget plus one record.
+    total = limits.max_transaction_bytes + 1
+    if total > limits.max_transaction_records * limits.max_record_bytes:
+        return _bytes(limits, limits.max_transaction_bytes)
+    return _bytes(limits, total)
+
+
+def _read_and_write_once(limits: StorageLimits) -> str | None:
+    reason = _keys(limits, limits.max_transaction_records)
+    if reason is not None:
+        return reason
+    plan = plan_distinct_keys(_CHECK_LEASES, limits.max_transaction_records, limits)
+    assert plan is not None
+    if not plan.creates or limits.max_point_reads < len(plan.reads) + 1:
+        return "profile: the advertised limits leave no room to read a key that is also written"
+    return None
+
+
+def _delete_beside_full_bytes(limits: StorageLimits) -> str | None:
+    sizes = _byte_sizes(limits, limits.max_transaction_bytes)
+    if isinstance(sizes, str):
+        return sizes
+    if len(sizes) >= limits.max_transaction_records or len(sizes) + 1 > limits.max_point_reads:
+        return "profile: the advertised limits leave no room for a delete beside a full-byte transaction"
+    return None
+
+
+def replaced_count(records: int, share: float) -> int:
+    """How many of a replacement check's ``records`` are replaced rather than created."""
+    return max(1, int(records * share))
+
+
+def _replacements(limits: StorageLimits, total: int, share: float) -> str | None:
+    sizes = _byte_sizes(limits, total)
+    if isinstance(sizes, str):
+        return sizes
+    if replaced_count(len(sizes), share) > limits.max_point_reads:
+        return "profile: the advertised point-read limit cannot read every record to be replaced"
+    return None
+
+
+def _replacements_past(limits: StorageLimits, share: float) -> str | None:
+    if limits.max_transaction_bytes + 1 > limits.max_transaction_records * limits.max_record_bytes:
+        return _past_bytes_in_records(limits)
+    return _replacements(limits, limits.max_transaction_bytes + 1, share)
+
+
+def dependency_mix(limits: StorageLimits, count: int) -> tuple[int, int]:
+    """(keys only read or deleted, keys created) for a check touching ``count`` distinct keys."""
+    reads = min(limits.max_point_reads, count - 1)
+    return reads, count - reads
+
+
+def _dependencies(limits: StorageLimits) -> str | None:
+    reason = _reach(limits.max_transaction_records, "max_transaction_records", PRACTICAL_COUNT)
+    if reason is not None:
+        return reason
+    reads, creates = dependency_mix(limits, limits.max_transaction_records + 1)
+    if reads < 2 or creates * lease_floor(_CHECK_LEASES) > limits.max_transaction_bytes:
+        return "profile: the advertised limits leave no room for a mix of reads and creates at this size"
+    return None
+
+
+def _append_records(limits: StorageLimits) -> str | None:
+    return _reach(limits.max_transaction_records, "max_transaction_records", APPEND_RECORDS)
+
+
+def _append_record_bytes(limits: StorageLimits) -> str | None:
+    return _reach(limits.max_record_bytes, "max_record_bytes", APPEND_RECORD_BYTES)
+
+
+def _widest_batches(limits: StorageLimits) -> str | None:
+    from ._append_support import batch
+
+    reason = _append_record_bytes(limits)
+    # The check builds one batch one byte past the limit ("over") and one exactly at it ("exact").
+    for tag, widest in (("over", limits.max_record_bytes + 1), ("exact", limits.max_record_bytes)):
+        base = batch("env-00000000", tag, 1).widest_sizes[0]
+        if reason is None and widest < base:
+            reason = f"profile: max_record_bytes is below the smallest observation record ({base} bytes)"
+    return reason
+
+
+#: Every gate a check may name, by name.
+GATES: dict[str, Gate] = {
+    "point-reads": lambda limits: _reach(limits.max_point_reads, "max_point_reads", PRACTICAL_COUNT),
+    "query-results": lambda limits: _reach(limits.max_query_results, "max_query_results", PRACTICAL_COUNT),
+    "record-bytes": lambda limits: _record_size(limits, _CHECK_LEASES),
+    "record-bytes-search": lambda limits: _record_size(limits, _SEARCH_LEASES),
+    "keys-at-limit": lambda limits: _keys(limits, limits.max_transaction_records),
+    "keys-past-limit": lambda limits: _keys(limits, limits.max_transaction_records + 1),
+    "read-and-write-once": _read_and_write_once,
+    "bytes-at-limit": lambda limits: _bytes(limits, limits.max_transaction_bytes),
+    "one-byte-past": _one_byte_past,
+    "delete-beside-full-bytes": _delete_beside_full_bytes,
+    "bytes-past-in-records": _past_bytes_in_records,
+    "replacements-at-limit": lambda limits: _replacements(limits, limits.max_transaction_bytes, 1.0),
+    "replacements-past-all": lambda limits: _replacements_past(limits, 1.0),
+    "replacements-past-half": lambda limits: _replacements_past(limits, 0.5),
+    "dependencies": _dependencies,
+    "append-records": _append_records,
+    "append-record-bytes": _append_record_bytes,
+    "append-widest-batches": _widest_batches,
+    "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
+}
+
+
+def limit_gate_reason(name: str, limits: StorageLimits) -> str | None:
+    """``None`` when a check gated by ``name`` can be built at ``limits``; otherwise why not.
+
+    Raises ``KeyError`` for a gate nobody defined (a fault in the suites).
+    """
+    return GATES[name](limits)
+
+
+def limit_gates_reason(names: Iterable[str], limits: StorageLimits) -> str | None:
+    """The reason of the first of ``names`` that gates a check at ``limits``; ``None`` if none does."""
+    for name in names:
+        reason = limit_gate_reason(name, limits)
+        if reason is not None:
+            return reason
+    return None
+
+
+def limit_gated(*names: str) -> pytest.MarkDecorator:
+    """Mark a check as buildable only where every named gate lets it (see the module docstring)."""
+    for name in names:
+        if name not in GATES:
+            raise KeyError(f"unknown limit gate {name!r}")
+    marker: pytest.MarkDecorator = getattr(pytest.mark, LIMIT_GATE_MARKER)
+    return marker(*names)

@@ -1,0 +1,97 @@
+"""Limits too large for a check to build are gated by the plan, never skipped from a check's body.
+
+A driver may advertise any coherent limits. Where a check cannot build its work
+at the advertised values (a million point reads in one attempt, a 100 MB
+record), the plan gates that one check with a ``profile:`` reason naming the
+limit, before anything runs; the check's fixture reaches the same decision from
+the same function. So a correct driver with huge limits certifies, and the
+report says which rules went unexercised at which values.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.values import StorageLimits
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.run.model import Outcome, RequirementOutcome
+from runlane_conformance.runner import run_suites
+from runlane_conformance.suites._limit_gates import GATES, limit_gate_reason
+from runlane_conformance.suites._limits_support import lease_floor, plan_distinct_keys, split_sizes
+
+HUGE = {
+    "max_point_reads": "200000",
+    "max_query_results": "200000",
+    "max_transaction_records": "200000",
+    "max_record_bytes": "100000000",
+    "max_transaction_bytes": "200000000",
+}
+
+
+def test_a_driver_advertising_limits_beyond_a_checks_reach_certifies() -> None:
+    result = run_suites("local", HUGE, seed=0)
+    refused = {
+        req.id: [f"{test.nodeid}: {test.message}" for test in req.failures]
+        for req in result.requirements
+        if not req.outcome.acceptable
+    }
+    assert not refused, f"a correct driver with huge limits was refused: {refused}"
+    assert result.certified, result.problems
+    gated = [
+        test
+        for req in result.requirements
+        for test in req.tests
+        if test.outcome is Outcome.GATED and "beyond what a check builds" in (test.message or "")
+    ]
+    assert gated, "no check was gated by the huge limits (the gates did not apply)"
+    for test in gated:
+        assert (test.message or "").startswith("profile: max_"), test.message
+
+
+def test_limit_gated_checks_still_run_at_the_default_limits() -> None:
+    result = run_suites("local", {}, areas=["limits"], seed=0)
+    assert all(req.outcome is RequirementOutcome.PASSED for req in result.requirements), [
+        (req.id, req.outcome.value, req.reason) for req in result.requirements
+    ]
+
+
+def test_every_gate_allows_the_contracts_default_limits() -> None:
+    limits = StorageLimits()
+    assert {name: limit_gate_reason(name, limits) for name in GATES} == dict.fromkeys(GATES)
+
+
+@st.composite
+def coherent_limits(draw: st.DrawFn) -> StorageLimits:
+    records = draw(st.integers(1, 300_000))
+    record_bytes = draw(st.integers(1, 80_000_000))
+    transaction_bytes = draw(st.integers(record_bytes, max(record_bytes, min(records * record_bytes, 10**8))))
+    return StorageLimits(
+        max_point_reads=draw(st.integers(1, 300_000)),
+        max_query_results=draw(st.integers(1, 300_000)),
+        max_transaction_records=records,
+        max_record_bytes=record_bytes,
+        max_transaction_bytes=transaction_bytes,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(limits=coherent_limits())
+def test_a_gate_lets_a_check_run_only_where_its_work_can_be_built(limits: StorageLimits) -> None:
+    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    if limit_gate_reason("keys-past-limit", limits) is None:
+        assert plan_distinct_keys(leases, limits.max_transaction_records + 1, limits) is not None
+    if limit_gate_reason("bytes-at-limit", limits) is None:
+        assert (
+            split_sizes(
+                limits.max_transaction_bytes,
+                lease_floor(leases),
+                limits.max_record_bytes,
+                limits.max_transaction_records,
+            )
+            is not None
+        )
+    if limit_gate_reason("record-bytes", limits) is None:
+        assert lease_floor(leases) <= limits.max_record_bytes

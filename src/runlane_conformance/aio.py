@@ -34,9 +34,10 @@ Errors and outcomes
   place and the original is re-raised on the suite thread once the driver
   has rolled back.
 * When the driver cancels the bridge (its own timeout around the callback,
-  say), the attempt is over: the facade refuses further calls with
-  ``StorageAttemptEndedError`` and the callback's eventual return is
-  discarded.
+  say), the attempt is over for the driver and the callback's eventual
+  return is discarded. The facade never refuses a call on its own: a call
+  after the attempt ended still reaches the driver, whose attempt must
+  refuse it, so a driver that forgets to is caught, not shielded.
 * ``operation_timeout`` bounds every awaited call. A read or write that
   overruns, or is cancelled, dooms its attempt (whatever the callback does
   with the error, the attempt cannot commit) and raises
@@ -62,7 +63,6 @@ from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 from .contract.catalog import StorageCandidateMode
 from .contract.errors import (
     RunlaneError,
-    StorageAttemptEndedError,
     StorageCommitUnknownError,
     StorageUnavailableError,
     StorageUnsupportedError,
@@ -374,23 +374,19 @@ class SyncAttemptFacade:
     """A synchronous ``StorageTransaction`` whose every call is one awaited call of the async attempt.
 
     Calls are submitted to the adapter's loop and waited for on the calling
-    thread, so the driver's own guards judge them. Once the bridge ended (the
-    callback returned, raised or was cancelled by the driver) every call is
-    refused with ``StorageAttemptEndedError`` without reaching the driver.
+    thread, so the driver's own guards judge them, including calls after the
+    attempt ended: the facade adds no rule of its own that could hide a
+    driver's missing one.
     """
 
     def __init__(self, attempt: Any, loop: EventLoopThread, timeout: float | None) -> None:
         self._attempt = attempt
         self._loop = loop
         self._timeout = timeout
-        self.ended = False
         #: The error that doomed this attempt (a call timed out or was cancelled), if any.
         self.doomed: _AttemptDoomed | None = None
 
     def _call(self, operation: str, coroutine: Coroutine[Any, Any, T]) -> T:
-        if self.ended:
-            coroutine.close()
-            raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
         future = self._loop.submit(coroutine)
         try:
             return future.result(self._timeout)
@@ -435,8 +431,6 @@ class SyncAttemptFacade:
         """The async attempt's ``append``; an attempt without one does not offer append."""
         method = getattr(self._attempt, "append", None)
         if method is None:
-            if self.ended:
-                raise StorageAttemptEndedError("this transaction attempt has ended; it cannot be used again")
             raise StorageUnsupportedError("this async driver's attempts do not offer append")
         self._call("append", method(command))
 
@@ -479,10 +473,7 @@ class SyncDriverFromAsync:
             facade = SyncAttemptFacade(attempt, loop, timeout)
             answer: asyncio.Future[object] = asyncio.get_running_loop().create_future()
             channel.put(_AttemptStarted(facade, answer))
-            try:
-                value = await answer
-            finally:
-                facade.ended = True  # cancelled or answered: the attempt may not be used again
+            value = await answer
             if facade.doomed is not None:
                 raise facade.doomed
             return value

@@ -37,6 +37,7 @@ the transaction back, and a half-used connection never returns to the pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -108,7 +109,9 @@ _TABLES = (
 )
 
 
-def asyncpg_profile(limits: StorageLimits | None = None, *, exclusive_candidates: bool = False) -> StorageProfile:
+def asyncpg_profile(
+    limits: StorageLimits | None = None, *, exclusive_candidates: bool = False
+) -> StorageProfile:
     """What every instance advertises: durable server, client clock, strong index."""
     return StorageProfile(
         durability=StorageDurability.DURABLE,
@@ -492,7 +495,8 @@ class AsyncpgTransaction:
         versions: list[int] = []
         if written:
             versions = [
-                row[0] for row in await conn.fetch("SELECT nextval('versions') FROM generate_series(1, $1)", written)
+                row[0]
+                for row in await conn.fetch("SELECT nextval('versions') FROM generate_series(1, $1)", written)
             ]
         numbered = iter(versions)
         entries: list[tuple[str, str, str, str]] = []
@@ -562,10 +566,8 @@ def _close_awaitable(action: Awaitable[object]) -> None:
 
 async def _quietly(action: Awaitable[None]) -> None:
     """Best-effort cleanup on an error path: its own failure must not mask the error being raised."""
-    try:
+    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
         await action
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-        pass
 
 
 # -- the driver --------------------------------------------------------------------------------------

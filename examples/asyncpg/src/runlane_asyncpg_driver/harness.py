@@ -226,7 +226,8 @@ async def build_harness(options: Mapping[str, str]) -> AsyncpgHarness:
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise AsyncpgOptionError(
-            f"asyncpg driver does not know option(s) {', '.join(unknown)}; valid options: {', '.join(_OPTIONS)}"
+            f"asyncpg driver does not know option(s) {', '.join(unknown)}; "
+            f"valid options: {', '.join(_OPTIONS)}"
         )
     dsn = options.get("dsn", DEFAULT_DSN).strip()
     if urlsplit(dsn).scheme not in ("postgres", "postgresql"):
@@ -240,7 +241,9 @@ async def build_harness(options: Mapping[str, str]) -> AsyncpgHarness:
     )
     exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "true"))
     limits = storage_limits_from_options("asyncpg", options, error=AsyncpgOptionError)
-    return AsyncpgHarness(dsn=dsn, limits=limits, max_transaction_attempts=attempts, exclusive_candidates=exclusive)
+    return AsyncpgHarness(
+        dsn=dsn, limits=limits, max_transaction_attempts=attempts, exclusive_candidates=exclusive
+    )
 
 
 #: The ``runlane.storage_drivers`` entry point target for ``asyncpg``: the async harness behind the adapter.

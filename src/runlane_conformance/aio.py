@@ -38,7 +38,7 @@ Errors and outcomes
   return is discarded. The facade never refuses a call on its own: a call
   after the attempt ended still reaches the driver, whose attempt must
   refuse it, so a driver that forgets to is caught, not shielded.
-* ``operation_timeout`` bounds every awaited call. A read or write that
+* ``timeout`` (given to ``async_harness``) bounds every awaited call. A read or write that
   overruns, or is cancelled, dooms its attempt (whatever the callback does
   with the error, the attempt cannot commit) and raises
   ``StorageUnavailableError``. A transaction still unfinished that long after

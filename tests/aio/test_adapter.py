@@ -114,18 +114,20 @@ def loop() -> Iterator[EventLoopThread]:
 
 
 def test_the_reference_driver_ported_to_async_certifies_through_the_adapter() -> None:
+    """Every requirement passes or is gated by the profile: nothing fails, crashes or goes unrun."""
     result = run_suites("tests.mutants.async_wrapping:reference", seed=0)
-    failed = {
-        req.id: [test.message for test in req.failures]
+    unfavourable = {
+        req.id: (req.outcome.value, [test.message for test in req.failures])
         for req in result.requirements
-        if req.outcome.value == "failed"
+        if req.outcome.value not in ("passed", "gated")
     }
-    assert not failed, f"the async port of the reference driver fails through the adapter: {failed}"
+    assert not unfavourable, f"the async port of the reference driver does not certify: {unfavourable}"
     passed = {req.id for req in result.requirements if req.outcome.value == "passed"}
     assert {
         "sealing.overlapping-calls-refused",
         "conflicts.lost-update",
         "exclusive_selection.released-at-commit",
+        "append.positions-contiguous",
     } <= passed
 
 

@@ -141,6 +141,17 @@ def test_an_async_harness_registers_like_any_other(ported: SyncHarnessFromAsync)
         store.close()
 
 
+def test_an_async_factory_registered_directly_is_served_through_the_adapter() -> None:
+    harness = load_harness("tests.mutants.async_wrapping:reference_async_factory")
+    try:
+        assert isinstance(harness, SyncHarnessFromAsync)
+        store = harness.open_store()
+        assert store.connect().transaction(lambda tx: tx.get([KEY])) == [None]
+        store.close()
+    finally:
+        harness.close()
+
+
 def test_a_callback_exception_reaches_the_driver_and_the_caller_unchanged(loop: EventLoopThread) -> None:
     driver = ScriptedDriver()
     adapter = SyncDriverFromAsync(driver, loop)

@@ -154,3 +154,8 @@ def async_port_harness(
 
 #: The reference driver, ported to async and judged through the adapter: it must certify.
 reference = async_port_harness()
+
+
+async def reference_async_factory(options: Mapping[str, str]) -> AsyncHarnessFromSync:
+    """The same port as a bare async factory, the way an async package may register it directly."""
+    return AsyncHarnessFromSync(load_harness("local", options), AsyncDriverFromSync)

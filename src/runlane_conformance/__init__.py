@@ -6,6 +6,15 @@ implementation detail and may move.
 
 from __future__ import annotations
 
+from .aio import (
+    AsyncDriverHarness,
+    AsyncOperatorReadDriver,
+    AsyncStorageDriver,
+    AsyncStorageTransaction,
+    AsyncStoreHandle,
+    CallbackAborted,
+    async_harness,
+)
 from .contract.attempt import StorageAttemptRules
 from .contract.catalog import (
     StorageCandidateMode,
@@ -164,11 +173,17 @@ __all__ = [
     "TERMINAL_RUN_STATUSES",
     "U64_MAX",
     "AppendRecordsCommand",
+    "AsyncDriverHarness",
+    "AsyncOperatorReadDriver",
+    "AsyncStorageDriver",
+    "AsyncStorageTransaction",
+    "AsyncStoreHandle",
     "BackendDriverError",
     "BackendError",
     "BackendExitedError",
     "BackendProtocolError",
     "BackendTimeoutError",
+    "CallbackAborted",
     "CleanupStalledError",
     "Clock",
     "CoreInvariantError",
@@ -250,6 +265,7 @@ __all__ = [
     "WaitTokenOutcome",
     "WaitTokenStatus",
     "__version__",
+    "async_harness",
     "build_storage_record",
     "canonical_json",
     "check_history",

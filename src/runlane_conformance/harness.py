@@ -13,6 +13,7 @@ traceback for a user mistake.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from importlib.metadata import entry_points
@@ -263,8 +264,17 @@ def _callable(spec: str, target: object) -> HarnessFactory:
 
 
 def load_harness(spec: str, options: Mapping[str, str] | None = None) -> DriverHarness:
-    """Load the factory for ``spec`` and build its harness with ``options``."""
+    """Load the factory for ``spec`` and build its harness with ``options``.
+
+    A factory that is a coroutine function is an async driver's
+    (``runlane_conformance.aio``): it is served through ``async_harness``, so
+    it may be registered directly.
+    """
     factory = load_harness_factory(spec)
+    if inspect.iscoroutinefunction(factory):
+        from .aio import async_harness  # the adapter imports this module
+
+        factory = async_harness(factory)
     try:
         harness = factory(dict(options or {}))
     except HarnessError:

@@ -301,3 +301,9 @@ def test_a_driver_without_a_database_runs_without_the_secret(tmp_path: Path) -> 
     assert code == 1 and argv[:3] == ["run", "--driver", "mydriver"]
     assert not any(arg.startswith("dsn=") for arg in argv)
     assert "status=1" in output
+
+
+def test_the_ci_page_includes_the_workflow_file_instead_of_a_copy_that_could_drift() -> None:
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    assert '--8<-- "ci/certify.yml"' in page
+    assert "runs-on:" not in page, "docs/ci.md carries its own copy of a workflow"

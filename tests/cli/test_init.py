@@ -162,6 +162,8 @@ def test_init_refuses_an_unknown_style_with_one_line(
 # -- it certifies as generated ----------------------------------------------------------------
 
 
+# A whole certification: the 120 s this checkout gives each test is too little on a busy machine.
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("style", list(DriverStyle))
 def test_a_generated_driver_certifies_at_level_core_as_generated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: DriverStyle

@@ -241,6 +241,7 @@ class AppendRecordsCommand:
 
     @property
     def layout(self) -> StorageStreamLayout:
+        """The stream's canonical layout: where its head and records live and how they are indexed."""
         return storage_stream_layouts[self.stream]
 
 

@@ -106,6 +106,7 @@ class StorageTable(ABC):
             )
 
     def key_for(self, value: FrozenJsonObject) -> StorageRecordKey:
+        """The key a document of this table is stored under, taken from its id fields."""
         return StorageRecordKey(self.name, self.key_id(value))
 
     def check_record(

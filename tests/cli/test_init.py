@@ -13,6 +13,7 @@ generated ``src`` directory is put on ``sys.path`` and the driver named as
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -146,6 +147,25 @@ def test_init_refuses_a_path_that_is_a_file(tmp_path: Path) -> None:
     code, _out, err = _init(str(target), "--name", "demo")
     assert code == 2 and "not a directory" in err, err
     assert target.read_text(encoding="utf-8") == "mine" and _tree(tmp_path) == ["file"]
+
+
+def test_init_that_fails_halfway_leaves_nothing_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = Path.write_text
+    written: list[Path] = []
+
+    def disk_full_on_the_third_file(self: Path, *args: object, **kwargs: object) -> int:
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(self)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", disk_full_on_the_third_file)
+    code, _out, err = _init(str(tmp_path / "driver"), "--name", "demo")
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "No space left on device" in err, err
+    assert len(written) == 2 and _tree(tmp_path) == [], "a failed init left files behind"
 
 
 def test_init_refuses_an_unknown_style_with_one_line(

@@ -329,3 +329,33 @@ def test_the_ci_page_includes_the_workflow_file_instead_of_a_copy_that_could_dri
     page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
     assert '--8<-- "ci/certify.yml"' in page
     assert "runs-on:" not in page, "docs/ci.md carries its own copy of a workflow"
+
+
+def test_init_into_the_current_directory_keeps_that_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = os.stat(tmp_path).st_ino
+    code, _out, err = _init(".", "--name", "demo")
+    assert code == 0, err
+    assert os.stat(tmp_path).st_ino == before, "init replaced the directory the user is in"
+    assert (tmp_path / "pyproject.toml").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".runlane-init-")]
+
+
+def test_init_into_an_empty_directory_that_fails_halfway_leaves_it_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = os.rename
+    calls: list[object] = []
+
+    def rename_fails_on_the_third_entry(src: object, dst: object) -> None:
+        calls.append(src)
+        if len(calls) == 3:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        original(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", rename_fails_on_the_third_entry)
+    code, _out, err = _init(str(tmp_path), "--name", "demo")
+    assert code == 2 and "cross-device" in err, err
+    assert _tree(tmp_path) == [], "a failed init left entries in the directory"

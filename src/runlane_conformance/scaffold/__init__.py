@@ -9,6 +9,7 @@ into place), so a refused or failed ``init`` leaves nothing half-written.
 
 from __future__ import annotations
 
+import contextlib
 import keyword
 import os
 import re
@@ -167,33 +168,43 @@ def check_target(target: Path) -> None:
 def write_scaffold(target: Path, plan: ScaffoldPlan) -> list[PurePosixPath]:
     """Write the package into ``target`` (new or empty) all at once; returns the paths written.
 
-    The files are written into a temporary directory next to ``target`` and
-    renamed into place only when all of them are there, so an error leaves
-    ``target`` as it was. Missing parent directories are created.
+    The files are written into a hidden staging directory first and moved into
+    place only when all of them are there, so an error leaves ``target`` as it
+    was. A new target is the staging directory renamed (missing parents are
+    created); an existing empty one is kept, itself, and the staged entries are
+    moved into it, so a shell whose working directory it is stays in it.
     """
     check_target(target)
     files = render_scaffold(plan)
     target = target.absolute()
+    existing = target.is_dir()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        if not existing:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".runlane-init-", dir=target if existing else target.parent))
     except OSError as error:
-        raise ScaffoldError(f"cannot write into {target.parent}: {error.strerror or error}") from error
+        raise ScaffoldError(f"cannot write {target}: {error.strerror or error}") from error
+    moved: list[Path] = []
     try:
         for relative, text in files.items():
             path = staging.joinpath(*relative.parts)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        os.chmod(staging, 0o777 & ~_umask())
-        check_target(target)  # nothing appeared there meanwhile
-        if target.is_dir():
-            target.rmdir()
-        os.rename(staging, target)
-    except OSError as error:
+        if existing:
+            for entry in sorted(staging.iterdir()):
+                os.rename(entry, target / entry.name)
+                moved.append(target / entry.name)
+            staging.rmdir()
+        else:
+            os.chmod(staging, 0o777 & ~_umask())
+            os.rename(staging, target)
+    except BaseException as error:
+        for entry in moved:
+            with contextlib.suppress(OSError):
+                os.rename(entry, staging / entry.name)
         shutil.rmtree(staging, ignore_errors=True)
-        raise ScaffoldError(f"cannot write {target}: {error.strerror or error}") from error
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise ScaffoldError(f"cannot write {target}: {error.strerror or error}") from error
         raise
     return sorted(files)
 

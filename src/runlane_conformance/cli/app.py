@@ -80,6 +80,7 @@ from ..safe_text import (
     safe_str,
     secret_values,
 )
+from . import init_cmd
 from .badge import badge_for, endpoint_json, render_svg
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .junit import junit_xml
@@ -1378,6 +1379,9 @@ def check_history_command(
     for line in verdict.render(recorded).splitlines():
         console.print(Text(_shown(line, limit=None)), soft_wrap=True)
     raise typer.Exit(int(ExitCode.CERTIFIED if verdict.ok else ExitCode.REQUIREMENT_FAILED))
+
+
+app.command("init")(init_cmd.init)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

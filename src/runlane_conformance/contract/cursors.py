@@ -47,7 +47,9 @@ class StorageCursorPosition:
     """Where a scan stopped: the encoded sort and encoded key of the last item returned."""
 
     sort: str
+    """The encoded sort value of the last item returned."""
     key: str
+    """The encoded record key of the last item returned (it breaks ties between equal sorts)."""
 
 
 def _range_json(scope: StorageQueryRange) -> list[object]:

@@ -226,6 +226,7 @@ class StorageDocument:
 
     @property
     def schema_version(self) -> int:
+        """The document format's version; only version 1 exists, and other versions are refused."""
         return SCHEMA_VERSION
 
     @property

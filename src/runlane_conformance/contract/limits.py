@@ -69,6 +69,7 @@ class StorageTransactionMeter:
     # flat (no helper calls on the path that stays within the limits).
 
     def add_point_reads(self, keys: Sequence[StorageRecordKey]) -> None:
+        """Count one ``get`` call's key positions; raise the point-reads or records limit error past it."""
         total = self.point_reads + len(keys)
         if total > self.limits.max_point_reads:
             raise create_storage_limit_error(StorageLimitName.POINT_READS, self.limits.max_point_reads, total)
@@ -76,6 +77,7 @@ class StorageTransactionMeter:
         self._touch(map(_ENCODED, keys))
 
     def check_query(self, command: QueryRecordsCommand) -> None:
+        """Refuse a query whose page ``limit`` is larger than ``max_query_results``."""
         if command.limit > self.limits.max_query_results:
             raise create_storage_limit_error(
                 StorageLimitName.QUERY_RESULTS, self.limits.max_query_results, command.limit

@@ -80,11 +80,17 @@ class StorageStreamLayout:
     """
 
     stream: StorageStreamName
+    """The stream this layout describes."""
     record_table: StorageTableName
+    """The table every appended record is stored in."""
     head_table: StorageTableName
+    """The table of each partition's head, which holds the next position."""
     index: StorageIndexName
+    """The index the records are scanned by, in position order."""
     position_field: str
+    """The document field storage fills with the position (callers leave it out)."""
     partition_field: str
+    """The document field that carries the partition."""
 
     def head_key(self, partition: str) -> StorageRecordKey:
         """The key of the partition's head record."""
@@ -199,9 +205,13 @@ class AppendRecordsCommand:
     """
 
     stream: StorageStreamName
+    """The stream to append to."""
     partition: str
+    """The partition within the stream (for observations, the environment name)."""
     values: tuple[FrozenJsonObject, ...]
+    """The documents in order, frozen, each without the position field."""
     widest_sizes: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    """Each record's size with the widest possible position, for metering before commit."""
 
     def __post_init__(self) -> None:
         stream = _stream(self.stream)
@@ -241,6 +251,7 @@ class AppendRecordsCommand:
 
     @property
     def layout(self) -> StorageStreamLayout:
+        """The stream's canonical layout: where its head and records live and how they are indexed."""
         return storage_stream_layouts[self.stream]
 
 
@@ -311,11 +322,17 @@ class MaterializedStorageAppend:
     """
 
     stream: StorageStreamName
+    """The stream appended to."""
     partition: str
+    """The partition appended to."""
     head: NewStorageRecord
+    """The head record to write, naming the next free position."""
     records: tuple[NewStorageRecord, ...]
+    """The records to write, in batch order, with their positions filled in."""
     first_position: int
+    """The position of the first record."""
     last_position: int
+    """The position of the last record."""
 
     @property
     def next_position(self) -> int:
@@ -378,10 +395,15 @@ class StorageAppendMeasurement:
     """
 
     stream: StorageStreamName
+    """The stream measured."""
     partition: str
+    """The partition measured."""
     record_sizes: tuple[int, ...]
+    """An upper bound of each record's encoded size, in batch order."""
     head_size: int
+    """An upper bound of the head's encoded size."""
     encoded_keys: tuple[str, ...]
+    """The encoded keys the append may write (records and head), for the records limit."""
 
     @property
     def sizes(self) -> tuple[int, ...]:

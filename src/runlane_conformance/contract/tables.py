@@ -55,8 +55,11 @@ class StorageTable(ABC):
     """How one collection's documents map to keys and index entries."""
 
     name: ClassVar[StorageTableName]
+    """The table's name, also the first part of every key in it."""
     schema: ClassVar[Mapping[str, Any]]
+    """The JSON Schema every document of this table must satisfy."""
     indexes: ClassVar[tuple[StorageIndexName, ...]] = ()
+    """The named indexes a document of this table may have entries in."""
     #: Document fields whose values must equal the leading key components, in order
     #: (e.g. ``("environment", "runId")``); checked by ``check_record`` as rule ``ownership``.
     owner_fields: ClassVar[tuple[str, ...]] = ()
@@ -106,6 +109,7 @@ class StorageTable(ABC):
             )
 
     def key_for(self, value: FrozenJsonObject) -> StorageRecordKey:
+        """The key a document of this table is stored under, taken from its id fields."""
         return StorageRecordKey(self.name, self.key_id(value))
 
     def check_record(

@@ -43,7 +43,9 @@ class StorageRecordKey:
     """A logical record key: the table plus a non-empty tuple of id components."""
 
     table: StorageTableName
+    """The logical table the record belongs to."""
     id: tuple[str, ...]
+    """The id components, in order; each is a string the tuple codec can encode."""
 
     def __post_init__(self) -> None:
         try:
@@ -83,6 +85,7 @@ class StorageRecordVersion:
     """
 
     value: str
+    """The decimal digits; compare it only for equality."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str) or not _VERSION.fullmatch(self.value):
@@ -97,8 +100,11 @@ class StorageIndexEntry:
     """One derived index entry: which index, which partition, and the encoded sort value."""
 
     index: StorageIndexName
+    """The named index this entry belongs to."""
     partition: str
+    """The partition within that index; scans never cross partitions."""
     sort: str
+    """The encoded sort tuple; its string order is the scan order."""
 
     def __post_init__(self) -> None:
         try:
@@ -137,8 +143,11 @@ class NewStorageRecord:
     """
 
     key: StorageRecordKey
+    """Where the record is written."""
     document: StorageDocument
+    """The immutable document to store."""
     indexes: tuple[StorageIndexEntry, ...] = ()
+    """Every index entry of the record, at most one per index, sorted by index name."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, StorageRecordKey):
@@ -156,9 +165,13 @@ class StoredRecord:
     """A committed record as a read returns it, with the version that fences later writes."""
 
     key: StorageRecordKey
+    """Where the record is stored."""
     version: StorageRecordVersion
+    """The version its last committed write was given; replace and delete must present it."""
     document: StorageDocument
+    """The committed document (immutable, so callers cannot change the driver's state)."""
     indexes: tuple[StorageIndexEntry, ...] = ()
+    """Every index entry the record has, at most one per index, sorted by index name."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, StorageRecordKey):
@@ -192,7 +205,9 @@ class StorageRangeBound:
     """One end of an index range over encoded sort values."""
 
     value: str
+    """The encoded sort value at this end of the range."""
     inclusive: bool = True
+    """Whether an entry sorting exactly at ``value`` is inside the range."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str):
@@ -204,9 +219,12 @@ class StorageQueryRange:
     """Lower and upper bounds over the encoded sort value; ``None`` is an open end."""
 
     lower: StorageRangeBound | None = None
+    """The low end (``None``: from the first entry)."""
     upper: StorageRangeBound | None = None
+    """The high end (``None``: to the last entry)."""
 
     def contains(self, sort: str) -> bool:
+        """True when the encoded sort value ``sort`` lies inside both bounds."""
         if self.lower is not None and (
             sort < self.lower.value or (sort == self.lower.value and not self.lower.inclusive)
         ):
@@ -232,11 +250,17 @@ class QueryRecordsCommand:
     """An index scan: one index, one partition, a range, a direction and a page size."""
 
     index: StorageIndexName
+    """The named index to scan."""
     partition: str
+    """The one partition to scan."""
     limit: int
+    """The most references one page may hold (at least 1)."""
     range: StorageQueryRange = field(default_factory=StorageQueryRange)
+    """Which sort values are included; the whole partition by default."""
     direction: StorageQueryDirection = StorageQueryDirection.ASCENDING
+    """Ascending or descending by (encoded sort, encoded key)."""
     cursor: str | None = None
+    """Where the previous page of this same scope ended (``None``: from the start)."""
 
     def __post_init__(self) -> None:
         try:
@@ -263,7 +287,9 @@ class StorageIndexReference:
     """One query result: only the record key and its encoded sort value."""
 
     key: StorageRecordKey
+    """The key of the record the entry belongs to; point-read it to see the record."""
     sort: str
+    """The entry's encoded sort value."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +297,9 @@ class QueryRecordsResult:
     """A page of index references in contract order, with a continuation if more may follow."""
 
     items: tuple[StorageIndexReference, ...]
+    """The page, in contract order."""
     cursor: str | None = None
+    """A continuation when more entries may follow, or ``None`` when the scan is complete."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "items", tuple(self.items))
@@ -281,22 +309,29 @@ class StorageDurability(StrEnum):
     """Whether committed data outlives the process (``durable``) or not (``process``)."""
 
     PROCESS = "process"
+    """Committed data lives as long as the process holding the store."""
     DURABLE = "durable"
+    """Committed data survives reconnects and a killed process."""
 
 
 class StorageClockAuthority(StrEnum):
     """Where ``now()`` comes from and how strongly it is ordered with the read set."""
 
     CLIENT = "client"
+    """``now()`` comes from the clock the harness injects into ``connect``."""
     SERVER_SAMPLED = "server_sampled"
+    """``now()`` is sampled from the store's clock, with no ordering promise about the reads."""
     TRANSACTION_AUTHORITATIVE = "transaction_authoritative"
+    """``now()`` is the store's time, ordered after every commit the attempt read."""
 
 
 class StorageIndexConsistency(StrEnum):
     """Whether a committed record is queryable at once (``strong``) or later (``eventual``)."""
 
     STRONG = "strong"
+    """A committed record is found by every scan that starts after its commit."""
     EVENTUAL = "eventual"
+    """Scans may trail commits for a while."""
 
 
 @dataclass(frozen=True)
@@ -310,10 +345,15 @@ class StorageLimits:
     """
 
     max_point_reads: int = 100
+    """The most key positions one attempt may pass to ``get`` in all, duplicates included."""
     max_query_results: int = 100
+    """The largest page ``limit`` a query may ask for."""
     max_transaction_records: int = 100
+    """The most distinct keys one attempt may read or write (appended records and the stream head count)."""
     max_record_bytes: int = 400 * 1024
+    """The largest encoded record one write may carry."""
     max_transaction_bytes: int = 4 * 1024 * 1024
+    """The most document bytes one attempt may write in all; deletes and reads add none."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -345,11 +385,17 @@ class StorageProfile:
     """What a driver truthfully says about its mechanics; suites gate on it and verify it."""
 
     durability: StorageDurability = StorageDurability.PROCESS
+    """How long committed data lives."""
     clock_authority: StorageClockAuthority = StorageClockAuthority.CLIENT
+    """Where ``now()`` comes from."""
     index_consistency: StorageIndexConsistency = StorageIndexConsistency.STRONG
+    """Whether scans see a commit at once."""
     limits: StorageLimits = field(default_factory=StorageLimits)
+    """The sizes the driver accepts, each verified at its exact boundary."""
     exclusive_candidates: bool = False
+    """Whether ``query_candidates`` offers exclusive mode (its suite runs only then)."""
     append: bool = False
+    """Whether ``append`` is offered (its suite runs only then)."""
 
     def __post_init__(self) -> None:
         try:

@@ -162,6 +162,7 @@ class FaultInjector(ArmedSwitch):
     """
 
     def round_trip(self, action: Callable[[], T]) -> T:
+        """Run ``action`` (one exchange with the store) with the armed fault, if this round trip gets one."""
         with self._lock:
             number = 0
             if not self._armed:

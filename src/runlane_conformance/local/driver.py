@@ -319,6 +319,7 @@ class LocalStorageDriver:
 
     @property
     def profile(self) -> StorageProfile:
+        """The local profile: process durability, client clock, strong indexes, exclusive and append."""
         return self._profile
 
     @property
@@ -328,6 +329,7 @@ class LocalStorageDriver:
 
     @property
     def max_transaction_attempts(self) -> int:
+        """How many attempts one transaction gets before ``StorageConflictError``."""
         return self._max_attempts
 
     def _check_open(self) -> None:

@@ -1356,6 +1356,37 @@ def badge(
     )
 
 
+@app.command("requirements")
+def requirements_command(
+    area: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--area",
+            "-a",
+            metavar="AREA",
+            help="List only this contract area's requirements (repeatable).",
+            show_default=False,
+            autocompletion=_complete_area,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON array (id, area, level, summary, ...).")
+    ] = False,
+) -> None:
+    """List the requirement IDs, with level and summary: what --requirement and --expect-fail take."""
+    from .requirements_cmd import UnknownAreaError, print_requirements, requirements_json, select_requirements
+
+    _begin()
+    try:
+        chosen = select_requirements(area or ())
+    except UnknownAreaError as error:
+        _stop(ExitCode.USAGE, error)
+    if as_json:
+        typer.echo(requirements_json(chosen), nl=False)
+    else:
+        print_requirements(console, chosen)
+
+
 @app.command("check-history")
 def check_history_command(
     history: Annotated[

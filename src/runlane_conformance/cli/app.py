@@ -42,7 +42,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich import box
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -103,6 +103,7 @@ from .report import (
     validate_report,
     write_report,
 )
+from .verdict_view import verdict_view
 from .wording import count
 
 __all__ = ["ExitCode", "app", "console", "main"]
@@ -604,35 +605,8 @@ def _describe_profile(profile: StorageProfile) -> str:
     )
 
 
-def _verdict_table(result: RunResult) -> Table:
-    table = Table(title="Verdict by contract area (requirements)", title_justify="left")
-    table.add_column("area")
-    table.add_column("passed", justify="right", style="green")
-    table.add_column("failed", justify="right", style="red")
-    table.add_column("not run", justify="right", style="red")
-    table.add_column("inconclusive", justify="right", style="yellow")
-    table.add_column("gated", justify="right", style="yellow")
-    table.add_column("gate reasons")
-    table.add_column("checks", justify="right")
-    table.add_column("time", justify="right")
-    for summary in result.area_summaries():
-        reasons = "; ".join(
-            f"{_shown(reason, result.options, 200)} ({count})" for reason, count in summary.gate_reasons
-        )
-        table.add_row(
-            Text(_shown(summary.area)),
-            str(summary.passed),
-            str(summary.failed),
-            str(summary.not_run),
-            str(summary.inconclusive),
-            str(summary.gated),
-            Text(reasons),
-            str(
-                summary.tests_passed + summary.tests_failed + summary.tests_gated + summary.tests_inconclusive
-            ),
-            f"{summary.duration:.2f}s",
-        )
-    return table
+def _verdict_table(result: RunResult) -> RenderableType:
+    return verdict_view(result.area_summaries(), console, lambda text: _shown(text, result.options, 200))
 
 
 def _print_failures(result: RunResult, style: TracebackStyle) -> None:

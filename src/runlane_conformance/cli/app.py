@@ -43,7 +43,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich import box
 from rich.console import Console, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
@@ -92,6 +92,7 @@ from .output_files import (
     write_output,
     write_text_atomically,
 )
+from .progress_view import area_progress
 from .report import (
     REPORT_SCHEMA,
     ReportError,
@@ -155,6 +156,12 @@ def _begin() -> None:
                 reconfigure(errors="backslashreplace")
     # Logs (CI, pipes) have no terminal width; rich's default of 80 columns would fold the tables.
     console.width = 140 if not console.is_terminal and "COLUMNS" not in os.environ else console.size.width
+
+
+def _unwrapped() -> bool:
+    """Whether a long line is left whole (a log: grep finds it) rather than word-wrapped (a terminal,
+    which would otherwise break it mid-word at its edge)."""
+    return not console.is_terminal
 
 
 def _shown(text: object, options: Mapping[str, str] | None = None, limit: int | None = MESSAGE_LIMIT) -> str:
@@ -458,14 +465,7 @@ class _LiveProgress:
         options: Mapping[str, str] | None = None,
         expected: Collection[str] = (),
     ) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=not console.is_terminal,
-        )
+        self.progress = area_progress(console)
         self._on_plan = on_plan
         self._verbose = verbose
         self._options = dict(options or {})
@@ -645,11 +645,11 @@ def _print_verdict(result: RunResult) -> None:
     should = [r for r in result.failed_requirements if r not in result.must_failures]
     console.print()
     for problem in result.problems:
-        console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=True)
+        console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=_unwrapped())
     if result.status is RunStatus.INTERRUPTED:
         console.print(
             Text.assemble(("INTERRUPTED", "bold red"), f": {_shown(result.driver)}: not a certification"),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.status is RunStatus.STOPPED:
         not_run = sum(t.outcome is Outcome.NOT_RUN for t in result.tests)
@@ -660,7 +660,7 @@ def _print_verdict(result: RunResult) -> None:
                 f"{result.max_failures}): {_shown(result.driver)}: {count(not_run, 'check')} not run; "
                 "a stopped run is not a certification",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.status is RunStatus.INCONCLUSIVE:
         unfinished = result.inconclusive_requirements
@@ -672,7 +672,7 @@ def _print_verdict(result: RunResult) -> None:
                 f"({_shown(', '.join(r.id for r in unfinished))}); not a certification. "
                 f"{INCONCLUSIVE_HINT} (exit 4)",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.status is RunStatus.PARTIAL:
         failed = len(result.failed_requirements)
@@ -693,12 +693,12 @@ def _print_verdict(result: RunResult) -> None:
                 f" ({_scope_of(result)}): {_shown(result.driver)}: {outcome}; "
                 "a partial run is not a certification",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.certified:
         console.print(
             Text.assemble(("CERTIFIED", "bold green"), f": {_shown(result.driver)} at level {result.level}"),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     else:
         reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
@@ -711,7 +711,7 @@ def _print_verdict(result: RunResult) -> None:
             reasons.append(count(len(result.problems), "run problem"))
         console.print(
             Text.assemble(("NOT CERTIFIED", "bold red"), f": {_shown(result.driver)}: {', '.join(reasons)}"),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     if should:
         console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
@@ -722,12 +722,12 @@ def _print_verdict(result: RunResult) -> None:
                 ("NOT CLEAN", "bold yellow"),
                 f": declared known failures passed ({_shown(ids)}): remove their --expect-fail (exit 1)",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     ran = sum(t.outcome is not Outcome.NOT_RUN for t in result.tests)
     checks = count(len(result.tests), "check")
     summary = f"{ran} of {checks} run in {result.duration:.1f}s; seed {result.seed}"
-    console.print(Text(summary, style="dim"), soft_wrap=True)
+    console.print(Text(summary, style="dim"), soft_wrap=_unwrapped())
 
 
 def _exit_code(result: RunResult) -> ExitCode:
@@ -1043,7 +1043,7 @@ def _run_and_judge(
                 + f" (Hypothesis profile {profile}, seed {seed}{_shown(scope)})",
                 style="bold",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
         console.print(
             Text(
@@ -1052,7 +1052,7 @@ def _run_and_judge(
                 else "examples: none (failures are not kept; reproduce lines search afresh)",
                 style="dim",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
 
     usable = os.cpu_count() or 1

@@ -81,7 +81,9 @@ from ..safe_text import (
     secret_values,
 )
 from .badge import badge_for, endpoint_json, render_svg
+from .config import ConfigError, RunSettings, load_run_config, resolve_run
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
+from .help_format import hide_flag_types
 from .junit import junit_xml
 from .output_files import (
     OutputFileError,
@@ -121,6 +123,8 @@ class ExitCode(IntEnum):
     INCONCLUSIVE = 4
     INTERRUPTED = 130
 
+
+hide_flag_types()
 
 app = typer.Typer(
     name="runlane-certify",
@@ -400,12 +404,13 @@ def _complete_profile(incomplete: str) -> list[str]:
 # --- shared option declarations ---------------------------------------------------------------------
 
 DriverOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--driver",
         "-d",
+        metavar="NAME|MODULE:FACTORY",
         help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory "
-        "(importable from the current directory).",
+        "(importable from the current directory). Required unless [tool.runlane] sets driver.",
         show_default=False,
         autocompletion=_complete_driver,
     ),
@@ -430,6 +435,8 @@ ProfileOption = Annotated[
         autocompletion=_complete_profile,
     ),
 ]
+#: ``run``'s --profile: no default in the signature, so a value from [tool.runlane] can apply.
+RunProfileOption = Annotated[str | None, ProfileOption.__metadata__[0]]
 SeedOption = Annotated[
     int | None,
     typer.Option(
@@ -838,9 +845,32 @@ def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
         _stop(ExitCode.BROKEN, f"internal error: the report would not match its schema: {error}")
 
 
+def _run_settings(
+    config: Path | None,
+    driver: str | None,
+    option: Sequence[str] | None,
+    profile: str | None,
+    workers: int | None,
+    expect_fail: Sequence[str] | None,
+) -> RunSettings:
+    """``run``'s flags combined with ``[tool.runlane]`` (flags win); a bad file or no driver exits 2."""
+    try:
+        loaded = load_run_config(config, Path.cwd())
+        return resolve_run(
+            loaded,
+            driver=driver,
+            options=option or (),
+            profile=profile,
+            workers=workers,
+            expect_fail=expect_fail or (),
+        )
+    except ConfigError as error:
+        _stop(ExitCode.USAGE, error)
+
+
 @app.command()
 def run(
-    driver: DriverOption,
+    driver: DriverOption = None,
     option: OptionsOption = None,
     area: Annotated[
         list[str] | None,
@@ -866,7 +896,7 @@ def run(
             autocompletion=_complete_requirement,
         ),
     ] = None,
-    profile: ProfileOption = "quick",
+    profile: RunProfileOption = None,
     seed: SeedOption = None,
     report: Annotated[
         Path | None,
@@ -877,13 +907,15 @@ def run(
         typer.Option(help="Write JUnit XML (one testcase per requirement) here.", show_default=False),
     ] = None,
     workers: Annotated[
-        int,
+        int | None,
         typer.Option(
             min=1,
-            help="Run checks in N supervised processes at once. Pays off from the default profile up; "
-            "with quick, startup dominates.",
+            metavar="N",
+            help="Run checks in N supervised processes at once (default 1). Pays off from the default "
+            "profile up; with quick, startup dominates.",
+            show_default=False,
         ),
-    ] = 1,
+    ] = None,
     check_timeout: Annotated[
         float | None,
         typer.Option(
@@ -944,6 +976,16 @@ def run(
             show_default=False,
         ),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Read [tool.runlane] (driver, options, profile, workers, expect-fail) from this TOML "
+            "file instead of ./pyproject.toml. Command-line flags win over it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -956,6 +998,9 @@ def run(
     """
     _begin()
     started_at = datetime.now(UTC)
+    settings = _run_settings(config, driver, option, profile, workers, expect_fail)
+    driver, option, profile = settings.driver, list(settings.options), settings.profile
+    workers, expect_fail = settings.workers, list(settings.expect_fail)
     report_target = _output_target(report, "report")
     junit_target = _output_target(junit, "JUnit file")
     if report_target is not None and junit_target is not None:

@@ -410,7 +410,7 @@ DriverOption = Annotated[
         "-d",
         metavar="NAME|MODULE:FACTORY",
         help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory "
-        "(importable from the current directory). Required unless [tool.runlane] sets driver.",
+        "(importable from the current directory). Required unless \\[tool.runlane] sets driver.",
         show_default=False,
         autocompletion=_complete_driver,
     ),
@@ -436,11 +436,24 @@ ProfileOption = Annotated[
     ),
 ]
 #: ``run``'s --profile: no default in the signature, so a value from [tool.runlane] can apply.
-RunProfileOption = Annotated[str | None, ProfileOption.__metadata__[0]]
+RunProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "--hypothesis-profile",
+        metavar="|".join(HYPOTHESIS_PROFILES),
+        help="How hard the property-based checks search: quick (CI, the default), default or thorough.",
+        show_default=False,
+        autocompletion=_complete_profile,
+    ),
+]
 SeedOption = Annotated[
     int | None,
     typer.Option(
-        min=0, help="Hypothesis seed; chosen and printed when omitted, so every run can be replayed."
+        min=0,
+        metavar="N",
+        help="Hypothesis seed; chosen and printed when omitted, so every run can be replayed.",
+        show_default=False,
     ),
 ]
 
@@ -900,11 +913,19 @@ def run(
     seed: SeedOption = None,
     report: Annotated[
         Path | None,
-        typer.Option(help="Write the JSON certification report here (atomically).", show_default=False),
+        typer.Option(
+            metavar="PATH|-",
+            help="Write the JSON certification report here, atomically; - writes it to standard output.",
+            show_default=False,
+        ),
     ] = None,
     junit: Annotated[
         Path | None,
-        typer.Option(help="Write JUnit XML (one testcase per requirement) here.", show_default=False),
+        typer.Option(
+            metavar="PATH|-",
+            help="Write JUnit XML (one testcase per requirement) here; - writes it to standard output.",
+            show_default=False,
+        ),
     ] = None,
     workers: Annotated[
         int | None,
@@ -981,7 +1002,7 @@ def run(
         typer.Option(
             "--config",
             metavar="FILE",
-            help="Read [tool.runlane] (driver, options, profile, workers, expect-fail) from this TOML "
+            help="Read \\[tool.runlane] (driver, options, profile, workers, expect-fail) from this TOML "
             "file instead of ./pyproject.toml. Command-line flags win over it.",
             show_default=False,
         ),
@@ -1227,6 +1248,7 @@ def report_command(
         typer.Option(
             "--driver",
             "-d",
+            metavar="NAME|MODULE:FACTORY",
             help="Driver to examine: an installed name or module:factory.",
             show_default=False,
             autocompletion=_complete_driver,

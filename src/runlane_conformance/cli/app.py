@@ -1147,7 +1147,7 @@ def _run_and_judge(
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()
-    console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
+    console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=_unwrapped())
     console.print()
     console.print(_verdict_table(result))
     _print_failures(result, tb)

@@ -108,3 +108,22 @@ def test_progress_keeps_the_area_bar_count_and_timer_visible(width: int) -> None
     assert "12/146" in line
     assert re.search(r"\d:\d\d:\d\d|-:--:--", line)
     assert "━" in line
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_real_run_prints_its_verdict_whole_at_any_width(
+    fake_suite: str, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from runlane_conformance.cli.app import app
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = CliRunner().invoke(app, ["run", "--driver", fake_suite, "--seed", "1"])
+    assert result.exit_code in (0, 1), result.output
+    verdict = result.stdout[result.stdout.index("Verdict by contract area") :]
+    assert "…" not in verdict
+    words = set(verdict.split())
+    for name in ("passed", "failed", "inconclusive", "gated"):
+        assert name in words, name
+    assert "run" in words and "not" in words

@@ -18,11 +18,11 @@ failure.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from .contract.errors import RunlaneError
+from .suggest import REQUIREMENTS_HINT, close_matches
 
 __all__ = [
     "ExpectedFailure",
@@ -64,14 +64,14 @@ def _catalog_ids() -> Set[str]:
 
 
 def _unknown_id_message(requirement: str, known: Set[str]) -> str:
-    close = difflib.get_close_matches(requirement, sorted(known), n=3, cutoff=0.6)
+    close = close_matches(requirement, known)
     area_ids = sorted(known_id for known_id in known if known_id.startswith(f"{requirement}."))
     if area_ids:
         hint = f"; {requirement!r} is an area, name one of its requirements, e.g. {area_ids[0]}"
     elif close:
         hint = f"; did you mean {' or '.join(close)}?"
     else:
-        hint = "; `runlane-certify list` or docs/requirements.md lists every requirement ID"
+        hint = f"; {REQUIREMENTS_HINT}"
     return f"expected failure names unknown requirement {requirement!r}{hint}"
 
 

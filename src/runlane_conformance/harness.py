@@ -24,6 +24,7 @@ from .contract.protocols import Clock, StorageDriver
 from .contract.values import StorageLimits
 from .faults.plan import FaultHook
 from .safe_text import describe_exception, safe_repr
+from .suggest import close_matches
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -230,7 +231,11 @@ def load_harness_factory(spec: str) -> HarnessFactory:
                 ) from error
             return _callable(spec, loaded)
     if ":" not in spec:
-        names = ", ".join(info.name for info in available_drivers()) or "none"
+        installed = [info.name for info in available_drivers()]
+        close = close_matches(spec, installed)
+        if close:
+            raise DriverNotFoundError(f"driver {spec!r} is not installed; did you mean {' or '.join(close)}?")
+        names = ", ".join(installed) or "none"
         raise DriverNotFoundError(
             f"driver {spec!r} is not installed (installed drivers: {names}); "
             "give an installed name or module:factory"

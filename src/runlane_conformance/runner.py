@@ -61,6 +61,7 @@ from .run.plan import Plan, PlannedCheck, build_plan, longest_first, planned_fro
 from .run.supervise import ChildSpec, Supervisor
 from .run.verdict import fold_requirements, judge_check, limit_problems, unfinished_check
 from .safe_text import describe_exception, redact_options, safe_repr
+from .suggest import REQUIREMENTS_HINT, did_you_mean
 
 __all__ = [
     "CHECK_BUDGET_SECONDS",
@@ -212,7 +213,12 @@ def _validate(
 ) -> _Request:
     if hypothesis_profile not in HYPOTHESIS_PROFILES:
         raise RunUsageError(
-            f"unknown Hypothesis profile {hypothesis_profile!r} (profiles: {', '.join(HYPOTHESIS_PROFILES)})"
+            f"unknown Hypothesis profile {hypothesis_profile!r}"
+            + did_you_mean(
+                hypothesis_profile,
+                HYPOTHESIS_PROFILES,
+                otherwise=f"profiles: {', '.join(HYPOTHESIS_PROFILES)}",
+            )
         )
     if isinstance(workers, bool) or workers < 1:
         raise RunUsageError(f"workers must be a positive integer, got {workers!r}")
@@ -233,10 +239,8 @@ def _validate(
     seen: set[str] = set()
     for declared in expected:
         if declared.requirement not in full:
-            raise RunUsageError(
-                f"expected failure names unknown requirement {declared.requirement!r} "
-                "(see docs/requirements.md for the catalogue)"
-            )
+            hint = did_you_mean(declared.requirement, full, otherwise=REQUIREMENTS_HINT)
+            raise RunUsageError(f"expected failure names unknown requirement {declared.requirement!r}{hint}")
         if declared.requirement in seen:
             raise RunUsageError(
                 f"requirement {declared.requirement!r} is declared as an expected failure twice"

@@ -154,7 +154,8 @@ def complete(words: str) -> list[str]:
 
 
 def test_completion_offers_the_commands() -> None:
-    assert complete("runlane-certify re") == ["report"]
+    assert complete("runlane-certify rep") == ["report"]
+    assert complete("runlane-certify re") == ["report", "requirements"]
 
 
 def test_completion_offers_installed_drivers_areas_and_profiles() -> None:

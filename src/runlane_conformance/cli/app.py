@@ -42,8 +42,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich import box
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.console import Console, RenderableType
+from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
@@ -82,7 +82,9 @@ from ..safe_text import (
 )
 from . import init_cmd
 from .badge import badge_for, endpoint_json, render_svg
+from .config import ConfigError, RunSettings, load_run_config, resolve_run
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
+from .help_format import hide_flag_types
 from .junit import junit_xml
 from .output_files import (
     OutputFileError,
@@ -93,6 +95,7 @@ from .output_files import (
     write_output,
     write_text_atomically,
 )
+from .progress_view import area_progress
 from .report import (
     REPORT_SCHEMA,
     ReportError,
@@ -104,6 +107,7 @@ from .report import (
     validate_report,
     write_report,
 )
+from .verdict_view import verdict_view
 from .wording import count
 
 __all__ = ["ExitCode", "app", "console", "main"]
@@ -120,6 +124,8 @@ class ExitCode(IntEnum):
     INCONCLUSIVE = 4
     INTERRUPTED = 130
 
+
+hide_flag_types()
 
 app = typer.Typer(
     name="runlane-certify",
@@ -155,6 +161,12 @@ def _begin() -> None:
                 reconfigure(errors="backslashreplace")
     # Logs (CI, pipes) have no terminal width; rich's default of 80 columns would fold the tables.
     console.width = 140 if not console.is_terminal and "COLUMNS" not in os.environ else console.size.width
+
+
+def _unwrapped() -> bool:
+    """Whether a long line is left whole (a log: grep finds it) rather than word-wrapped (a terminal,
+    which would otherwise break it mid-word at its edge)."""
+    return not console.is_terminal
 
 
 def _shown(text: object, options: Mapping[str, str] | None = None, limit: int | None = MESSAGE_LIMIT) -> str:
@@ -393,12 +405,13 @@ def _complete_profile(incomplete: str) -> list[str]:
 # --- shared option declarations ---------------------------------------------------------------------
 
 DriverOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--driver",
         "-d",
+        metavar="NAME|MODULE:FACTORY",
         help="Driver to certify: an installed name (see [bold]list[/bold]) or module:factory "
-        "(importable from the current directory).",
+        "(importable from the current directory). Required unless \\[tool.runlane] sets driver.",
         show_default=False,
         autocompletion=_complete_driver,
     ),
@@ -423,10 +436,25 @@ ProfileOption = Annotated[
         autocompletion=_complete_profile,
     ),
 ]
+#: ``run``'s --profile: no default in the signature, so a value from [tool.runlane] can apply.
+RunProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        "--hypothesis-profile",
+        metavar="|".join(HYPOTHESIS_PROFILES),
+        help="How hard the property-based checks search: quick (CI, the default), default or thorough.",
+        show_default=False,
+        autocompletion=_complete_profile,
+    ),
+]
 SeedOption = Annotated[
     int | None,
     typer.Option(
-        min=0, help="Hypothesis seed; chosen and printed when omitted, so every run can be replayed."
+        min=0,
+        metavar="N",
+        help="Hypothesis seed; chosen and printed when omitted, so every run can be replayed.",
+        show_default=False,
     ),
 ]
 
@@ -458,14 +486,7 @@ class _LiveProgress:
         options: Mapping[str, str] | None = None,
         expected: Collection[str] = (),
     ) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=not console.is_terminal,
-        )
+        self.progress = area_progress(console)
         self._on_plan = on_plan
         self._verbose = verbose
         self._options = dict(options or {})
@@ -605,35 +626,8 @@ def _describe_profile(profile: StorageProfile) -> str:
     )
 
 
-def _verdict_table(result: RunResult) -> Table:
-    table = Table(title="Verdict by contract area (requirements)", title_justify="left")
-    table.add_column("area")
-    table.add_column("passed", justify="right", style="green")
-    table.add_column("failed", justify="right", style="red")
-    table.add_column("not run", justify="right", style="red")
-    table.add_column("inconclusive", justify="right", style="yellow")
-    table.add_column("gated", justify="right", style="yellow")
-    table.add_column("gate reasons")
-    table.add_column("checks", justify="right")
-    table.add_column("time", justify="right")
-    for summary in result.area_summaries():
-        reasons = "; ".join(
-            f"{_shown(reason, result.options, 200)} ({count})" for reason, count in summary.gate_reasons
-        )
-        table.add_row(
-            Text(_shown(summary.area)),
-            str(summary.passed),
-            str(summary.failed),
-            str(summary.not_run),
-            str(summary.inconclusive),
-            str(summary.gated),
-            Text(reasons),
-            str(
-                summary.tests_passed + summary.tests_failed + summary.tests_gated + summary.tests_inconclusive
-            ),
-            f"{summary.duration:.2f}s",
-        )
-    return table
+def _verdict_table(result: RunResult) -> RenderableType:
+    return verdict_view(result.area_summaries(), console, lambda text: _shown(text, result.options, 200))
 
 
 def _print_failures(result: RunResult, style: TracebackStyle) -> None:
@@ -672,11 +666,11 @@ def _print_verdict(result: RunResult) -> None:
     should = [r for r in result.failed_requirements if r not in result.must_failures]
     console.print()
     for problem in result.problems:
-        console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=True)
+        console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=_unwrapped())
     if result.status is RunStatus.INTERRUPTED:
         console.print(
             Text.assemble(("INTERRUPTED", "bold red"), f": {_shown(result.driver)}: not a certification"),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.status is RunStatus.STOPPED:
         not_run = sum(t.outcome is Outcome.NOT_RUN for t in result.tests)
@@ -687,7 +681,7 @@ def _print_verdict(result: RunResult) -> None:
                 f"{result.max_failures}): {_shown(result.driver)}: {count(not_run, 'check')} not run; "
                 "a stopped run is not a certification",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.status is RunStatus.INCONCLUSIVE:
         unfinished = result.inconclusive_requirements
@@ -699,7 +693,7 @@ def _print_verdict(result: RunResult) -> None:
                 f"({_shown(', '.join(r.id for r in unfinished))}); not a certification. "
                 f"{INCONCLUSIVE_HINT} (exit 4)",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.status is RunStatus.PARTIAL:
         failed = len(result.failed_requirements)
@@ -720,12 +714,12 @@ def _print_verdict(result: RunResult) -> None:
                 f" ({_scope_of(result)}): {_shown(result.driver)}: {outcome}; "
                 "a partial run is not a certification",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     elif result.certified:
         console.print(
             Text.assemble(("CERTIFIED", "bold green"), f": {_shown(result.driver)} at level {result.level}"),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     else:
         reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
@@ -738,7 +732,7 @@ def _print_verdict(result: RunResult) -> None:
             reasons.append(count(len(result.problems), "run problem"))
         console.print(
             Text.assemble(("NOT CERTIFIED", "bold red"), f": {_shown(result.driver)}: {', '.join(reasons)}"),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     if should:
         console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
@@ -749,12 +743,12 @@ def _print_verdict(result: RunResult) -> None:
                 ("NOT CLEAN", "bold yellow"),
                 f": declared known failures passed ({_shown(ids)}): remove their --expect-fail (exit 1)",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
     ran = sum(t.outcome is not Outcome.NOT_RUN for t in result.tests)
     checks = count(len(result.tests), "check")
     summary = f"{ran} of {checks} run in {result.duration:.1f}s; seed {result.seed}"
-    console.print(Text(summary, style="dim"), soft_wrap=True)
+    console.print(Text(summary, style="dim"), soft_wrap=_unwrapped())
 
 
 def _exit_code(result: RunResult) -> ExitCode:
@@ -865,9 +859,32 @@ def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
         _stop(ExitCode.BROKEN, f"internal error: the report would not match its schema: {error}")
 
 
+def _run_settings(
+    config: Path | None,
+    driver: str | None,
+    option: Sequence[str] | None,
+    profile: str | None,
+    workers: int | None,
+    expect_fail: Sequence[str] | None,
+) -> RunSettings:
+    """``run``'s flags combined with ``[tool.runlane]`` (flags win); a bad file or no driver exits 2."""
+    try:
+        loaded = load_run_config(config, Path.cwd())
+        return resolve_run(
+            loaded,
+            driver=driver,
+            options=option or (),
+            profile=profile,
+            workers=workers,
+            expect_fail=expect_fail or (),
+        )
+    except ConfigError as error:
+        _stop(ExitCode.USAGE, error)
+
+
 @app.command()
 def run(
-    driver: DriverOption,
+    driver: DriverOption = None,
     option: OptionsOption = None,
     area: Annotated[
         list[str] | None,
@@ -893,24 +910,34 @@ def run(
             autocompletion=_complete_requirement,
         ),
     ] = None,
-    profile: ProfileOption = "quick",
+    profile: RunProfileOption = None,
     seed: SeedOption = None,
     report: Annotated[
         Path | None,
-        typer.Option(help="Write the JSON certification report here (atomically).", show_default=False),
+        typer.Option(
+            metavar="PATH|-",
+            help="Write the JSON certification report here, atomically; - writes it to standard output.",
+            show_default=False,
+        ),
     ] = None,
     junit: Annotated[
         Path | None,
-        typer.Option(help="Write JUnit XML (one testcase per requirement) here.", show_default=False),
+        typer.Option(
+            metavar="PATH|-",
+            help="Write JUnit XML (one testcase per requirement) here; - writes it to standard output.",
+            show_default=False,
+        ),
     ] = None,
     workers: Annotated[
-        int,
+        int | None,
         typer.Option(
             min=1,
-            help="Run checks in N supervised processes at once. Pays off from the default profile up; "
-            "with quick, startup dominates.",
+            metavar="N",
+            help="Run checks in N supervised processes at once (default 1). Pays off from the default "
+            "profile up; with quick, startup dominates.",
+            show_default=False,
         ),
-    ] = 1,
+    ] = None,
     check_timeout: Annotated[
         float | None,
         typer.Option(
@@ -971,6 +998,16 @@ def run(
             show_default=False,
         ),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Read \\[tool.runlane] (driver, options, profile, workers, expect-fail) from this TOML "
+            "file instead of ./pyproject.toml. Command-line flags win over it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -983,6 +1020,9 @@ def run(
     """
     _begin()
     started_at = datetime.now(UTC)
+    settings = _run_settings(config, driver, option, profile, workers, expect_fail)
+    driver, option, profile = settings.driver, list(settings.options), settings.profile
+    workers, expect_fail = settings.workers, list(settings.expect_fail)
     report_target = _output_target(report, "report")
     junit_target = _output_target(junit, "JUnit file")
     if report_target is not None and junit_target is not None:
@@ -1070,7 +1110,7 @@ def _run_and_judge(
                 + f" (Hypothesis profile {profile}, seed {seed}{_shown(scope)})",
                 style="bold",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
         console.print(
             Text(
@@ -1079,7 +1119,7 @@ def _run_and_judge(
                 else "examples: none (failures are not kept; reproduce lines search afresh)",
                 style="dim",
             ),
-            soft_wrap=True,
+            soft_wrap=_unwrapped(),
         )
 
     usable = os.cpu_count() or 1
@@ -1108,7 +1148,7 @@ def _run_and_judge(
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()
-    console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=True)
+    console.print(Text(f"Advertised profile: {_describe_profile(result.profile)}"), soft_wrap=_unwrapped())
     console.print()
     console.print(_verdict_table(result))
     _print_failures(result, tb)
@@ -1209,6 +1249,7 @@ def report_command(
         typer.Option(
             "--driver",
             "-d",
+            metavar="NAME|MODULE:FACTORY",
             help="Driver to examine: an installed name or module:factory.",
             show_default=False,
             autocompletion=_complete_driver,
@@ -1355,6 +1396,37 @@ def badge(
     console.print(
         Text(f"badge: {_shown(made.label)} | {_shown(made.message)} ({made.color})"), soft_wrap=True
     )
+
+
+@app.command("requirements")
+def requirements_command(
+    area: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--area",
+            "-a",
+            metavar="AREA",
+            help="List only this contract area's requirements (repeatable).",
+            show_default=False,
+            autocompletion=_complete_area,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON array (id, area, level, summary, ...).")
+    ] = False,
+) -> None:
+    """List the requirement IDs, with level and summary: what --requirement and --expect-fail take."""
+    from .requirements_cmd import UnknownAreaError, print_requirements, requirements_json, select_requirements
+
+    _begin()
+    try:
+        chosen = select_requirements(area or ())
+    except UnknownAreaError as error:
+        _stop(ExitCode.USAGE, error)
+    if as_json:
+        typer.echo(requirements_json(chosen), nl=False)
+    else:
+        print_requirements(console, chosen)
 
 
 @app.command("check-history")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..fixtures.gating import ProfileFacts, gating_reason
 from ..requirements import AREAS, Requirement
+from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .model import RunUsageError
 
 __all__ = [
@@ -111,12 +112,12 @@ def scope_catalog(
     """The part of ``catalog`` a run covers; unknown areas or requirement ids are usage errors."""
     unknown_areas = [area for area in areas if area not in AREAS]
     if unknown_areas:
-        raise RunUsageError(f"unknown area {unknown_areas[0]!r} (areas: {', '.join(AREAS)})")
+        hint = did_you_mean(unknown_areas[0], AREAS, otherwise=f"areas: {', '.join(AREAS)}")
+        raise RunUsageError(f"unknown area {unknown_areas[0]!r}{hint}")
     unknown = [rid for rid in requirements if rid not in catalog]
     if unknown:
-        raise RunUsageError(
-            f"unknown requirement {unknown[0]!r} (see docs/requirements.md for the catalogue)"
-        )
+        hint = did_you_mean(unknown[0], catalog, otherwise=REQUIREMENTS_HINT)
+        raise RunUsageError(f"unknown requirement {unknown[0]!r}{hint}")
     scope = {
         rid: requirement
         for rid, requirement in catalog.items()

@@ -132,9 +132,19 @@ export interface Backend<Store = unknown> {
   close?(store: Store): Promise<void> | void;
 }
 
+/** The stream the protocol is read from (any Node readable stream; stdin by default). */
+export interface ReadableLike {
+  on(event: string, listener: (...args: any[]) => void): unknown;
+}
+
+/** The stream the protocol is written to (stdout by default). */
+export interface WritableLike {
+  write(chunk: string): unknown;
+}
+
 export interface ServeOptions {
-  readonly input?: NodeJS.ReadableStream;
-  readonly output?: NodeJS.WritableStream;
+  readonly input?: ReadableLike;
+  readonly output?: WritableLike;
   /** Default true with the standard streams: console.log/info/debug go to stderr. */
   readonly redirectConsole?: boolean;
   /** Default true with the standard streams: exit once stdin closes. */

@@ -29,12 +29,15 @@ CASES: list[tuple[str, object]] = [
     ("keys sorted by code point", {"b": 1, "a": 2, "B": 3, "": 4, "aa": 5, "a\u0000": 6}),
     ("astral key sorts after the last BMP key", {"\U0001f600": 1, "\uffff": 2, "\u00e9": 3, "z": 4}),
     ("non-ASCII kept", {"text": "\u00e9\u4e2d\U0001f600\u2028\u2029\u007f"}),
-    ("escapes", {"s": "\"\\/\b\f\n\r\t\u0000\u001f"}),
+    ("escapes", {"s": '"\\/\b\f\n\r\t\u0000\u001f'}),
     ("empty containers", {"a": [], "o": {}, "n": [[], [{}]]}),
     ("nested objects sorted at every level", {"z": {"y": {"b": [3, {"d": 1, "c": 2}], "a": None}}, "a": 0}),
     (
         "a document envelope",
-        {"schemaVersion": 1, "value": {"name": "scheduler", "holder": None, "expiresAt": "2030-01-01T00:00:30.000000Z"}},
+        {
+            "schemaVersion": 1,
+            "value": {"name": "scheduler", "holder": None, "expiresAt": "2030-01-01T00:00:30.000000Z"},
+        },
     ),
 ]
 
@@ -43,7 +46,9 @@ def vectors() -> dict[str, object]:
     """The file's content, computed by the toolkit's own encoder."""
     return {
         "description": DESCRIPTION,
-        "cases": [{"name": name, "value": value, "canonical": canonical_json(value)} for name, value in CASES],
+        "cases": [
+            {"name": name, "value": value, "canonical": canonical_json(value)} for name, value in CASES
+        ],
     }
 
 

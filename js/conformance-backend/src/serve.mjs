@@ -71,7 +71,11 @@ export async function serve(backend, options = {}) {
   }
   const session = new Session(backend, (line) => output.write(line));
   const lines = createInterface({ input, crlfDelay: Infinity });
-  for await (const line of lines) session.receive(line);
+  // A 'line' listener, not `for await`: the async iterator costs a promise per line.
+  await new Promise((resolve) => {
+    lines.on('line', (line) => session.receive(line));
+    lines.on('close', resolve);
+  });
   await session.closeAll();
   if (standard && options.exitOnClose !== false) process.exit(0);
 }

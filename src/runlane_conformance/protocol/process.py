@@ -212,17 +212,13 @@ class ProcessDriver:
         )
 
     def close(self) -> None:
-        if self._release() and not self._backend.failed:
-            self._backend.request("disconnect", {"connection": self._connection})
-
-    def _release(self) -> bool:
-        """Forget this connection on this side; ``True`` the first time (the backend still has it)."""
         if self._closed:
-            return False
+            return
         self._closed = True
         if self._clocked:
             self._backend.forget_clock(self._connection)
-        return True
+        if not self._backend.failed:
+            self._backend.request("disconnect", {"connection": self._connection})
 
 
 def _operator_page(answer: object) -> OperatorPage:
@@ -307,15 +303,11 @@ class ProcessStoreHandle:
         return {"command": self._harness.command, "address": self._address}
 
     def close(self) -> None:
-        """Close the store in the backend; raise the failure if the backend broke while it was open.
-
-        ``close_store`` closes every connection still open on the store (the protocol says so), so
-        the connections are only forgotten here: one round trip per store, not one per driver.
-        """
+        """Close the store in the backend; raise the failure if the backend broke while it was open."""
         if self._backend.failed:
             raise self._backend.failure()
         for driver in self._drivers:
-            driver._release()
+            driver.close()
         self._backend.request("close_store", {"store": self._store})
 
 

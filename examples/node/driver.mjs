@@ -11,6 +11,7 @@
 // document it was given.
 
 import {
+  StorageError,
   U64_MAX,
   byteLength,
   canonicalJson,
@@ -18,19 +19,14 @@ import {
   encodeCursor,
   encodeTuple,
   isoDate,
+  limitError,
   orderedPosition,
   prefixUpperBound,
-} from './codec.mjs';
+} from '../../js/conformance-backend/src/index.mjs';
 
-// -- errors: one class per contract error kind -----------------------------------------------
+export { StorageError, limitError };
 
-export class StorageError extends Error {
-  constructor(kind, message, details = {}) {
-    super(message);
-    this.kind = kind;
-    Object.assign(this, details);
-  }
-}
+// -- errors: the package's StorageError, one helper per contract error kind --------------------
 
 const error = (kind) => (message, details) => new StorageError(kind, message, details);
 export const conflict = error('conflict');
@@ -44,10 +40,6 @@ const cursorError = error('cursor');
 const corruption = error('corruption');
 const streamExhausted = error('stream_exhausted');
 const validation = error('validation');
-
-export function limitError(limit, maximum, actual) {
-  return new StorageError('limit', `${limit} exceeded: ${actual} > ${maximum}`, { limit, maximum, actual });
-}
 
 // -- profile ----------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryDriver, MemoryStore } from '../driver.mjs';
-import { encodeTuple } from '../codec.mjs';
+import { encodeTuple } from '../../../js/conformance-backend/src/index.mjs';
 
 const key = (name) => encodeTuple(['leases', 'env', name]);
 const record = (name, holder) => ({

@@ -110,6 +110,13 @@ class SearchBudget:
         if self.reason is None:
             self.reason = reason
 
+    def give_up(self, what: str) -> None:
+        """Stop the search without a verdict: an example could not finish (``what``), which is no
+        evidence either way; the check ends *inconclusive* unless a counterexample was already found."""
+        if self.reason is None:
+            self.reason = what
+            self.timed_out = True
+
     def note_failure(self, description: str) -> None:
         if self.first_failure is None:
             self.first_failure = description
@@ -223,6 +230,22 @@ def _timeout_in(error: BaseException) -> str | None:
     return None
 
 
+def _unfinished_in(error: BaseException) -> CheckInconclusive | None:
+    """A ``CheckInconclusive`` (say a competitor that did not finish in time) inside a flaky replay."""
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, CheckInconclusive):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+    return None
+
+
 @contextmanager
 def plain_hypothesis_errors(what: str, budget: SearchBudget | None = None) -> Iterator[None]:
     """Re-raise Hypothesis's own errors from the ``with`` block as plain ``AssertionError`` failures.
@@ -256,6 +279,11 @@ def _translated(what: str, budget: SearchBudget | None) -> Iterator[None]:
             raise CheckInconclusive(
                 f"{what}: timed out ({timeout}) while Hypothesis was still running examples"
             ) from None
+        unfinished = _unfinished_in(error)
+        if unfinished is not None and (budget is None or budget.first_failure is None):
+            # An example stopped without a verdict (a competitor still running at its bound) and its
+            # replay did not: still no evidence of a violation either way.
+            raise unfinished from None
         raise AssertionError(_flaky_message(what, error, budget)) from None
     except FailedHealthCheck as error:
         raise AssertionError(

@@ -44,7 +44,7 @@ from runlane_conformance.contract.values import (
     StoredRecord,
 )
 from runlane_conformance.fixtures.convergence import indexes_are_eventual, until_store_indexed
-from runlane_conformance.fixtures.evidence import record_search
+from runlane_conformance.fixtures.evidence import CheckInconclusive, record_search
 from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
 from runlane_conformance.fixtures.interleave import Competitor, CompetitorPace, compete
 from runlane_conformance.fixtures.records import BASE_TIME
@@ -365,6 +365,10 @@ class StoreMachine(RuleBasedStateMachine):
         except ReplayWithoutBound as error:
             # Shrinking this would replay a thousand attempts per try; stop the search and say why.
             self.budget.stop(str(error))
+            self.active = False
+        except CheckInconclusive as error:
+            # A competitor still running at its bound: no evidence, so the search ends without a verdict.
+            self.budget.give_up(error.what)
             self.active = False
         except AssertionError as error:
             self._failed(error)

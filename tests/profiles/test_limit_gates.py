@@ -95,3 +95,26 @@ def test_a_gate_lets_a_check_run_only_where_its_work_can_be_built(limits: Storag
         )
     if limit_gate_reason("record-bytes", limits) is None:
         assert lease_floor(leases) <= limits.max_record_bytes
+
+
+#: Limits well below the contract's defaults, that a real store may well advertise (a page cap of 25).
+MODEST = {
+    "max_point_reads": "25",
+    "max_query_results": "25",
+    "max_transaction_records": "25",
+    "max_record_bytes": "16384",
+    "max_transaction_bytes": "262144",
+}
+
+
+def test_a_driver_advertising_modest_limits_certifies() -> None:
+    """The suites' own scans and batches stay inside what the driver advertises: a correct driver with
+    a 25-result page is not refused for the checks' page size of 100."""
+    result = run_suites("local", MODEST, seed=0)
+    refused = {
+        req.id: [f"{test.nodeid}: {test.message}" for test in req.failures]
+        for req in result.requirements
+        if not req.outcome.acceptable
+    }
+    assert not refused, f"a correct driver with modest limits was refused: {refused}"
+    assert result.certified, result.problems

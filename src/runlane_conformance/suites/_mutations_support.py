@@ -8,6 +8,7 @@ so a driver with small limits can still be set up for a check.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from ..contract.protocols import StorageDriver, StorageTransaction
@@ -76,8 +77,15 @@ def read_one(driver: StorageDriver, key: StorageRecordKey) -> StoredRecord | Non
     return record
 
 
+def within_page_limit(driver: StorageDriver, command: QueryRecordsCommand) -> QueryRecordsCommand:
+    """``command`` asking for no larger a page than ``driver`` advertises (its other fields kept)."""
+    limit = driver.profile.limits.max_query_results
+    return command if command.limit <= limit else dataclasses.replace(command, limit=limit)
+
+
 def query_pairs(driver: StorageDriver, command: QueryRecordsCommand) -> list[tuple[StorageRecordKey, str]]:
     """Every (key, sort) of an index scan through ``driver.query``, following cursors to the end."""
+    command = within_page_limit(driver, command)
     found: list[tuple[StorageRecordKey, str]] = []
     cursor: str | None = None
     while True:
@@ -92,6 +100,7 @@ def query_candidates_pairs(
     driver: StorageDriver, command: QueryRecordsCommand
 ) -> list[tuple[StorageRecordKey, str]]:
     """Every (key, sort) of an index scan through ``query_candidates`` in fresh transactions."""
+    command = within_page_limit(driver, command)
     found: list[tuple[StorageRecordKey, str]] = []
     cursor: str | None = None
     while True:

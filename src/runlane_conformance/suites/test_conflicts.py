@@ -18,7 +18,6 @@ the final state or in the values the transactions returned, never in timing.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -37,7 +36,7 @@ from runlane_conformance.contract.values import (
     StorageRecordVersion,
 )
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.fixtures.records import Leases, leases_for
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import (
     CONFLICT,
@@ -1033,7 +1032,7 @@ def test_random_interleaved_transactions_are_serializable(
     if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
         scenario = scenario.without_queries()  # an eventual index may legitimately return stale pages
     plan1, plan2, point = scenario.first, scenario.second, scenario.point
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    leases = leases_for(driver)
     initial = [
         leases.record(name, at=at, holder=f"init-{name}" if held else None)
         for name, at, held in scenario.initial
@@ -1247,7 +1246,7 @@ def test_a_read_only_observer_cannot_see_an_order_no_serial_history_has(
     # before withdraw (it missed x). Written values embed what each transaction read, so the final
     # state and the returned reads pin down the order.
     observer_driver = connect()
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    leases = leases_for(driver)
     initial = [leases.record("x", holder="x0"), leases.record("y", holder="y0")]
     write_leases(driver, *initial)
     withdraw = Plan("withdraw", (_get("x", "y"),), (_hold("x"),))
@@ -1374,13 +1373,13 @@ def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
 
     def t1(tx: StorageTransaction) -> tuple[str, ...]:
         number = attempts.begin(tx)
-        limit = {"full": 3, "partial": 100, "after-cursor": 2}[case.page]
+        limit = {"full": 3, "partial": leases.page_limit, "after-cursor": 2}[case.page]
         command = leases.query(range=window, direction=case.direction, limit=limit)
         page = tx.query_candidates(command)
         seen = [str(ref.key.id[1]) for ref in page.items]
         if case.page == "after-cursor":
             assert page.cursor is not None, "a full first page must come with a cursor"
-            page = tx.query_candidates(replace(command, limit=100, cursor=page.cursor))
+            page = tx.query_candidates(replace(command, limit=leases.page_limit, cursor=page.cursor))
             seen += [str(ref.key.id[1]) for ref in page.items]
         if number == 1:
             competitor.append(compete(lambda: other_driver.transaction(t2), grace=PLAN_GRACE))

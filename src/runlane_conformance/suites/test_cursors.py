@@ -39,7 +39,7 @@ from runlane_conformance.contract.values import (
     StorageQueryRange,
     StorageRangeBound,
 )
-from runlane_conformance.fixtures.records import Leases, expiry
+from runlane_conformance.fixtures.records import Leases, expiry, leases_for
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import (
     ScanItem,
@@ -397,7 +397,7 @@ PLACEMENT_NAMES = [f"n{i}" for i in range(12)] + ["é", "\U0001f600"]
 @with_plain_hypothesis_errors("this property")
 @given(data=st.data())
 def test_cursor_pages_join_to_one_unpaged_scan(driver: StorageDriver, via: Via, data: st.DataObject) -> None:
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:8]}")
+    leases = leases_for(driver)
     cap = min(len(PLACEMENT_NAMES), _max_page(driver))
     names = data.draw(st.lists(st.sampled_from(PLACEMENT_NAMES), unique=True, max_size=cap), label="names")
     placement = [(name, data.draw(st.integers(0, 3), label=f"at[{name}]")) for name in names]

@@ -10,7 +10,6 @@ not match the document are refused, and nothing of the attempt commits.
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from runlane_conformance.contract.json_boundary import parse_storage_document, t
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEntry
-from runlane_conformance.fixtures.records import Leases, expiry
+from runlane_conformance.fixtures.records import Leases, expiry, leases_for
 from runlane_conformance.requirements import Requirement, RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing, refused
@@ -245,7 +244,7 @@ _json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), s
 def test_a_non_finite_number_anywhere_is_refused(
     driver: StorageDriver, payload: object, number: str, depth: int
 ) -> None:
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    leases = leases_for(driver, "env", 12)
     poisoned: object = NON_FINITE_VALUES[number]
     for level in range(depth):
         poisoned = [payload, poisoned] if level % 2 else {"ok": payload, "bad": poisoned}

@@ -9,8 +9,6 @@ callback raises leaves no trace at all.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,7 +29,7 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.fixtures.records import Leases, expiry
+from runlane_conformance.fixtures.records import Leases, expiry, leases_for
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder
 from runlane_conformance.suites._cursors_support import catalog_records
@@ -613,7 +611,7 @@ def test_replace_moves_the_entries_of_every_index(driver: StorageDriver, leases:
 @with_plain_hypothesis_errors("this property")
 @given(moves=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=6))
 def test_index_follows_every_replacement(driver: StorageDriver, moves: list[int]) -> None:
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    leases = leases_for(driver, "env", 12)
     create_all(driver, [leases.unique("walker", at=moves[0])])
     _only(driver, leases, "walker", moves[0])
     for at in moves[1:]:
@@ -710,7 +708,7 @@ def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver
 def test_no_subset_of_staged_writes_survives_a_raising_callback(
     driver: StorageDriver, plan: list[str]
 ) -> None:
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    leases = leases_for(driver, "env", 12)
     names = [f"r{i}" for i in range(len(plan))]
     create_all(
         driver,

@@ -109,6 +109,7 @@ def _get(driver: StorageDriver, environment: str, run_id: str) -> dict[str, Any]
 
 
 def _runs(driver: StorageDriver, environment: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    limit = min(limit, driver.profile.limits.max_query_results)
     items = collect_pages(
         lambda cursor: _ops(driver).list_runs(environment, limit=limit, cursor=cursor), limit=limit
     )
@@ -116,6 +117,7 @@ def _runs(driver: StorageDriver, environment: str, *, limit: int = 50) -> list[d
 
 
 def _events(driver: StorageDriver, environment: str, run_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    limit = min(limit, driver.profile.limits.max_query_results)
     items = collect_pages(
         lambda cursor: _ops(driver).list_run_events(environment, run_id, limit=limit, cursor=cursor),
         limit=limit,

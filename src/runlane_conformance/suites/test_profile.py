@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
@@ -38,7 +37,7 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.interleave import compete
-from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.fixtures.records import Leases, leases_for
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._append_support import batch, point_append
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
@@ -338,7 +337,7 @@ def test_every_catalogued_index_is_current_at_once_on_another_instance(
 def test_the_other_instance_always_sees_the_latest_index(
     driver: StorageDriver, other_driver: StorageDriver, steps: list[tuple[str, int, int]]
 ) -> None:
-    leases = Leases(environment=f"env-{uuid.uuid4().hex[:12]}")
+    leases = leases_for(driver, "env", 12)
     model: dict[str, int | None] = {}  # name -> indexed expiry (None: stored but out of the index)
     for number, (action, which, at) in enumerate(steps):
         name = f"n{which}"

@@ -56,6 +56,7 @@ from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
+from ..run.isolation import DEFAULT_ISOLATION, Isolation
 from ..run.model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunStatus
 from ..run.reaper import become_subreaper, end_descendants
 from ..runner import (
@@ -823,6 +824,7 @@ def _execute(
     max_failures: int | None = None,
     expected_failures: Sequence[ExpectedFailure] = (),
     examples: Path | None = None,
+    isolation: Isolation = DEFAULT_ISOLATION,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
@@ -843,6 +845,7 @@ def _execute(
                 max_failures=max_failures,
                 expected_failures=expected_failures,
                 examples=examples,
+                isolation=isolation,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -862,6 +865,18 @@ def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
         return build_report(result, kind=kind)
     except ReportError as error:
         _stop(ExitCode.BROKEN, f"internal error: the report would not match its schema: {error}")
+
+
+IsolationOption = Annotated[
+    Isolation,
+    typer.Option(
+        "--isolation",
+        help="Where the driver's code runs: process serves it from a backend process of its own, so "
+        "nothing it does can reach the checks or the verdict (docs/trust.md); none loads it next to "
+        "the checks, for debugging with a debugger. Reports record the mode.",
+        case_sensitive=False,
+    ),
+]
 
 
 @app.command()
@@ -970,6 +985,7 @@ def run(
             show_default=False,
         ),
     ] = None,
+    isolation: IsolationOption = DEFAULT_ISOLATION,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -1017,6 +1033,7 @@ def run(
             check_timeout=check_timeout,
             verbose=verbose,
             tb=tb,
+            isolation=isolation,
         )
     except _Stopped as stopped:
         outputs.abandon(int(stopped.exit_code), stopped.message)
@@ -1046,6 +1063,7 @@ def _run_and_judge(
     check_timeout: float | None,
     verbose: bool,
     tb: TracebackStyle,
+    isolation: Isolation = DEFAULT_ISOLATION,
 ) -> NoReturn:
     """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
     seed, profile, areas, requirements = outputs.seed, outputs.profile, outputs.areas, outputs.requirements
@@ -1104,6 +1122,7 @@ def _run_and_judge(
             max_failures=max_failures,
             expected_failures=expected,
             examples=database,
+            isolation=isolation,
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()
@@ -1229,6 +1248,7 @@ def report_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report JSON instead of tables.")] = False,
+    isolation: IsolationOption = DEFAULT_ISOLATION,
 ) -> None:
     """The capability-and-limits report: fast, runs only the limits and profile areas.
 
@@ -1259,7 +1279,9 @@ def report_command(
         seed = secrets.randbelow(2**32) if seed is None else seed
         _adopt_orphans()
         try:
-            result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
+            result = _execute(
+                driver, option, ("limits", "profile"), profile, seed, 1, None, isolation=isolation
+            )
         except KeyboardInterrupt:
             typer.echo("runlane-certify: interrupted", err=True)
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from ..contract.errors import StorageValidationError
+from ..faults.plan import FaultHook, InjectedFault
 from ..safe_text import one_line, redact_text
 from .errors import (
     CALLBACK_FAILED,
@@ -105,6 +106,7 @@ class BackendProcess:
         self._pending: dict[int, _Pending] = {}
         self._failure: tuple[type[BackendError], str] | None = None
         self._clocks: dict[str, Callable[[], Any]] = {}
+        self._fault_hooks: dict[str, FaultHook] = {}
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         try:
             self._process = subprocess.Popen(
@@ -340,6 +342,44 @@ class BackendProcess:
         with contextlib.suppress(BackendError):
             self._reply(message["id"], ok=moment)
 
+    # -- fault hooks -------------------------------------------------------------------------------
+
+    def register_fault_hook(self, connection: str, hook: FaultHook) -> None:
+        with self._lock:
+            self._fault_hooks[connection] = hook
+
+    def forget_fault_hook(self, connection: str) -> None:
+        with self._lock:
+            self._fault_hooks.pop(connection, None)
+
+    def _answer_fault(self, message: Mapping[str, Any]) -> None:
+        """Let the suite's hook decide one round trip of the backend's driver, and say what it decided.
+
+        The hook is handed a stand-in for the exchange: whether it ran the stand-in before raising
+        ``InjectedFault`` tells a cut (the store never saw the write) from a lost reply.
+        """
+        hook = self._fault_hooks.get(message.get("connection"))  # type: ignore[arg-type]
+        if hook is None:
+            self.fail(BackendProtocolError, f"fault request for a connection with no fault hook: {message!r}")
+            return
+        ran = False
+
+        def exchange() -> None:
+            nonlocal ran
+            ran = True
+
+        try:
+            hook.round_trip(exchange)
+            answer: dict[str, str] = {"fault": "none"}
+        except InjectedFault as fault:
+            answer = {"fault": "lose_reply" if ran else "cut", "message": str(fault)}
+        except BaseException as error:
+            with contextlib.suppress(BackendError):
+                self._reply(message["id"], error=error_to_wire(error))
+            return
+        with contextlib.suppress(BackendError):
+            self._reply(message["id"], ok=answer)
+
     # -- reading -----------------------------------------------------------------------------------
 
     def _read_stderr(self) -> None:
@@ -401,6 +441,8 @@ class BackendProcess:
             self._route_attempt(message)
         elif message.get("op") == "clock":
             threading.Thread(target=self._answer_clock, args=(message,), daemon=True).start()
+        elif message.get("op") == "fault":
+            threading.Thread(target=self._answer_fault, args=(message,), daemon=True).start()
         else:
             self.fail(BackendProtocolError, f"the backend sent an unknown message: {text.strip()[:120]!r}")
 

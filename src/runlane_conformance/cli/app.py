@@ -81,7 +81,7 @@ from ..safe_text import (
     safe_str,
     secret_values,
 )
-from .badge import badge_for, endpoint_json, render_svg
+from .badge import badge_for, endpoint_json, isolation_note, render_svg
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .junit import junit_xml
 from .output_files import (
@@ -1131,7 +1131,9 @@ def _run_and_judge(
     console.print(_verdict_table(result))
     _print_failures(result, tb)
     _print_verdict(result)
-    outputs.finish(_report_for(result, "certification"))
+    document = _report_for(result, "certification")
+    console.print(Text(isolation_note(document), style="dim"), soft_wrap=True)
+    outputs.finish(document)
     raise typer.Exit(int(_exit_code(result)))
 
 
@@ -1301,6 +1303,7 @@ def report_command(
             soft_wrap=True,
         )
         _print_capabilities(document)
+        console.print(Text(isolation_note(document)), soft_wrap=True)
         if target is not None and not target.is_stdout:
             console.print(Text(f"report: {_shown(output)}"), soft_wrap=True)
     must_failed = document["certification"]["must_failed"]
@@ -1376,6 +1379,7 @@ def badge(
     console.print(
         Text(f"badge: {_shown(made.label)} | {_shown(made.message)} ({made.color})"), soft_wrap=True
     )
+    console.print(Text(isolation_note(document)), soft_wrap=True)
 
 
 @app.command("check-history")

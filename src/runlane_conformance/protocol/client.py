@@ -26,6 +26,7 @@ import io
 import json
 import os
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -116,6 +117,9 @@ class BackendProcess:
                 stderr=subprocess.PIPE,
                 bufsize=0,
                 env=None if env is None else {**os.environ, **env},
+                # A process group of its own: a terminal's Ctrl-C reaches the toolkit, which closes
+                # the backend itself, and a kill reaches whatever the backend started too.
+                start_new_session=True,
             )
         except OSError as error:
             raise BackendExitedError(f"could not start backend {self.command!r}: {error}") from error
@@ -174,6 +178,9 @@ class BackendProcess:
 
     def _kill(self) -> None:
         if self._process.poll() is None:
+            if hasattr(os, "killpg"):  # POSIX: the whole group the backend leads
+                with contextlib.suppress(OSError):
+                    os.killpg(self._process.pid, signal.SIGKILL)
             self._process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(5)
@@ -188,8 +195,7 @@ class BackendProcess:
         try:
             self._process.wait(grace)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(5)
+            self._kill()
         with self._lock:
             if self._failure is None:
                 self._failure = (BackendExitedError, "the backend was shut down")

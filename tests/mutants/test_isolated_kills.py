@@ -8,6 +8,8 @@ directory, as it loads any driver that is not installed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runlane_conformance.run.isolation import Isolation, served_driver
@@ -31,10 +33,14 @@ def _first_of(area: str) -> Mutant:
 
 
 SAMPLE = [_first_of(area) for area in AREAS]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("mutant", SAMPLE, ids=[mutant.name for mutant in SAMPLE])
-def test_an_isolated_mutant_fails_the_same_requirements_as_in_process(mutant: Mutant) -> None:
+def test_an_isolated_mutant_fails_the_same_requirements_as_in_process(
+    mutant: Mutant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)  # the backend imports the mutant from this checkout's tests package
     driver, options = served_driver(mutant.target, {}, Isolation.PROCESS)
     assert driver == "process"
     isolated, messages = requirement_outcomes(driver, options, requirements=[mutant.kills])

@@ -81,3 +81,13 @@ def test_a_python_driver_that_prints_to_stdout_cannot_corrupt_the_protocol(
         areas=("point_reads", "replay"),
     )
     assert seen and all(outcome == "passed" for outcome in seen.values()), seen
+
+
+def test_the_faults_area_crosses_the_backend_with_the_fault_messages_schema_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The reference driver's fault hook stays with the suite: the backend asks it before each exchange.
+    monkeypatch.chdir(ROOT)
+    seen = outcomes("process", {"command": f"{BACKEND} local", "validate": "true"}, areas=("faults",))
+    assert seen, "no faults requirement ran"
+    assert all(outcome == "passed" for outcome in seen.values()), seen

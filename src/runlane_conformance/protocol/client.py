@@ -108,6 +108,7 @@ class BackendProcess:
         self._failure: tuple[type[BackendError], str] | None = None
         self._clocks: dict[str, Callable[[], Any]] = {}
         self._fault_hooks: dict[str, FaultHook] = {}
+        self._next_hook = 1
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         try:
             self._process = subprocess.Popen(
@@ -350,13 +351,21 @@ class BackendProcess:
 
     # -- fault hooks -------------------------------------------------------------------------------
 
-    def register_fault_hook(self, connection: str, hook: FaultHook) -> None:
-        with self._lock:
-            self._fault_hooks[connection] = hook
+    def register_fault_hook(self, hook: FaultHook) -> str:
+        """Keep ``hook`` under a new id, which a ``connect`` names before the connection exists.
 
-    def forget_fault_hook(self, connection: str) -> None:
+        The id is the toolkit's, not a connection's: a driver may make its first store exchange
+        while it is being connected, before the toolkit has learnt the connection id.
+        """
         with self._lock:
-            self._fault_hooks.pop(connection, None)
+            hook_id = f"h{self._next_hook}"
+            self._next_hook += 1
+            self._fault_hooks[hook_id] = hook
+        return hook_id
+
+    def forget_fault_hook(self, hook_id: str) -> None:
+        with self._lock:
+            self._fault_hooks.pop(hook_id, None)
 
     def _answer_fault(self, message: Mapping[str, Any]) -> None:
         """Let the suite's hook decide one round trip of the backend's driver, and say what it decided.
@@ -364,9 +373,10 @@ class BackendProcess:
         The hook is handed a stand-in for the exchange: whether it ran the stand-in before raising
         ``InjectedFault`` tells a cut (the store never saw the write) from a lost reply.
         """
-        hook = self._fault_hooks.get(message.get("connection"))  # type: ignore[arg-type]
+        with self._lock:
+            hook = self._fault_hooks.get(message.get("hook"))  # type: ignore[arg-type]
         if hook is None:
-            self.fail(BackendProtocolError, f"fault request for a connection with no fault hook: {message!r}")
+            self.fail(BackendProtocolError, f"fault request for a hook that is not open: {message!r}")
             return
         ran = False
 

@@ -163,6 +163,8 @@ class ProcessDriver:
         self._profile = profile
         self._clocked = clocked
         self._closed = False
+        #: The toolkit's id of the fault hook this instance's store exchanges go through, if any.
+        self.fault_hook: str | None = None
 
     @property
     def profile(self) -> StorageProfile:
@@ -220,7 +222,8 @@ class ProcessDriver:
         self._closed = True
         if self._clocked:
             self._backend.forget_clock(self._connection)
-        self._backend.forget_fault_hook(self._connection)
+        if self.fault_hook is not None:
+            self._backend.forget_fault_hook(self.fault_hook)
         if not self._backend.failed:
             self._backend.request("disconnect", {"connection": self._connection})
 
@@ -290,7 +293,22 @@ class ProcessStoreHandle:
         self, clock: Clock | None, extra: Mapping[str, Any], hook: FaultHook | None = None
     ) -> ProcessDriver:
         backend = self._backend
-        answer = backend.request("connect", {"store": self._store, "clock": clock is not None, **extra})
+        hook_id = None if hook is None else backend.register_fault_hook(hook)
+        params = {"store": self._store, "clock": clock is not None, **extra}
+        if hook_id is not None:
+            params["fault_hook"] = hook_id
+        try:
+            driver = self._open_connection(params, clock)
+        except BaseException:
+            if hook_id is not None:
+                backend.forget_fault_hook(hook_id)
+            raise
+        driver.fault_hook = hook_id
+        return driver
+
+    def _open_connection(self, params: Mapping[str, Any], clock: Clock | None) -> ProcessDriver:
+        backend = self._backend
+        answer = backend.request("connect", params)
         if not isinstance(answer, Mapping):
             raise BackendProtocolError(f"the answer to 'connect' is not an object: {answer!r}")
         connection = _text(answer.get("connection"), "a connection id")
@@ -300,8 +318,6 @@ class ProcessStoreHandle:
             raise BackendProtocolError(f"the backend's connection profile is invalid: {error}") from error
         if clock is not None:
             backend.register_clock(connection, clock)
-        if hook is not None:
-            backend.register_fault_hook(connection, hook)
         kind = ProcessOperatorDriver if answer.get("operator_reads") is True else ProcessDriver
         driver = kind(backend, connection, profile, clock is not None)
         self._drivers.append(driver)
@@ -330,7 +346,7 @@ class ProcessFaultHookStore(ProcessStoreHandle):
     """
 
     def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> ProcessDriver:
-        return self._connect(clock, {"faults": "hook"}, hook)
+        return self._connect(clock, {}, hook)
 
 
 class ProcessProxiedStore(ProcessStoreHandle):

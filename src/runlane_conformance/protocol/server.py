@@ -123,12 +123,12 @@ class _RemoteFaultHook:
     writes and faults it would see with the driver in its own process.
     """
 
-    def __init__(self, ask: Callable[[Mapping[str, Any]], Mapping[str, Any]], connection: str) -> None:
+    def __init__(self, ask: Callable[[Mapping[str, Any]], Mapping[str, Any]], hook: str) -> None:
         self._ask = ask
-        self._connection = connection
+        self._hook = hook
 
     def round_trip(self, action: Callable[[], T]) -> T:
-        reply = self._ask({"op": "fault", "connection": self._connection})
+        reply = self._ask({"op": "fault", "hook": self._hook})
         if "error" in reply:
             raise error_from_wire(reply["error"], context="fault")
         decision = reply["ok"]
@@ -344,10 +344,13 @@ class BackendServer:
         connection = f"c{next(self._ids)}"
         clock = {"clock": self._remote_clock(connection)} if message.get("clock") else {}
         through = message.get("through")
-        if message.get("faults") == "hook":
+        hook = message.get("fault_hook")
+        if hook is not None:
             if not isinstance(handle, FaultHookStore):
                 raise StorageUsageError(f"store {store!r} offers no fault hook")
-            driver = handle.connect_with_faults(_RemoteFaultHook(self._ask, connection), **clock)
+            if not isinstance(hook, str):
+                raise StorageValidationError("fault_hook needs the toolkit's hook id, a string")
+            driver = handle.connect_with_faults(_RemoteFaultHook(self._ask, hook), **clock)
         elif through is not None:
             if not isinstance(handle, ProxiedStore):
                 raise StorageUsageError(f"store {store!r} offers no proxy target")

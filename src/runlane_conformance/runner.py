@@ -44,6 +44,7 @@ from .harness import DriverInfo, DriverLoadError, HarnessError, available_driver
 from .requirements import Requirement, all_requirements
 from .run.environment import SuiteSource, closed_environment, pytest_arguments, suite_digest
 from .run.events import EventPlugin, RawCheck
+from .run.isolation import DEFAULT_ISOLATION, Isolation, served_driver
 from .run.model import (
     AreaSummary,
     CheckResult,
@@ -298,7 +299,12 @@ def _target_of(driver: str, info: DriverInfo | None) -> str:
     return info.target if info is not None else driver
 
 
-def _environment(source: SuiteSource, plugins: Sequence[tuple[str, str]], supervised: bool) -> RunEnvironment:
+def _environment(
+    source: SuiteSource,
+    plugins: Sequence[tuple[str, str]],
+    supervised: bool,
+    isolation: Isolation = Isolation.NONE,
+) -> RunEnvironment:
     import hypothesis
 
     return RunEnvironment(
@@ -309,6 +315,7 @@ def _environment(source: SuiteSource, plugins: Sequence[tuple[str, str]], superv
         suite_digest=suite_digest(source.files),
         plugins=tuple(plugins),
         supervised=supervised,
+        isolation=isolation.value,
     )
 
 
@@ -412,8 +419,13 @@ def certify_driver(
     max_failures: int | None = None,
     expected_failures: Sequence[ExpectedFailure] = (),
     examples: Path | None = None,
+    isolation: Isolation = DEFAULT_ISOLATION,
 ) -> RunResult:
     """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
+
+    ``isolation`` says where the driver's code runs: ``Isolation.PROCESS`` serves it from a
+    backend process of its own, so no module of it is imported by the children or this process
+    (``run.isolation``); ``Isolation.NONE`` loads it in the children, next to the checks.
 
     ``examples`` is the Hypothesis example database directory the checks save a failing example
     to and replay first, so a rerun of the printed reproduce line replays it at once; ``None``
@@ -447,9 +459,14 @@ def certify_driver(
     if examples is not None:
         request = replace(request, examples=Path(examples).absolute())
     source = _suite_source()
-    cwd_on_path = os.getcwd() if ":" in driver else None
+    served, served_options = served_driver(request.driver, request.options, isolation)
+    cwd_on_path = os.getcwd() if ":" in served else None
     spec = ChildSpec(
-        request.driver, request.options, _pytest_args(request, source), source.trusted, cwd_on_path
+        served,
+        served_options,
+        _pytest_args(replace(request, driver=served, options=served_options), source),
+        source.trusted,
+        cwd_on_path,
     )
     holder: dict[str, Plan] = {}
     facts_holder: dict[str, ProfileFacts] = {}
@@ -503,7 +520,7 @@ def certify_driver(
         duration=time.perf_counter() - started,
         status=_status_for(request, outcome.interrupted, outcome.stopped),
         facts=outcome.facts,
-        environment=_environment(source, outcome.plugins, supervised=True),
+        environment=_environment(source, outcome.plugins, supervised=True, isolation=isolation),
         problems=outcome.problems,
         output=outcome.output,
     )

@@ -6,16 +6,20 @@ the CLI uses), so the kill table proves what a driver author would see.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from runlane_conformance.runner import run_suites
 
 
 def requirement_outcomes(
-    driver: str, *, requirements: Sequence[str] = (), areas: Sequence[str] = ()
+    driver: str,
+    options: Mapping[str, str] | None = None,
+    *,
+    requirements: Sequence[str] = (),
+    areas: Sequence[str] = (),
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Run the suites for ``driver``; return ({requirement: outcome}, {requirement: failure text})."""
-    result = run_suites(driver, areas=areas, requirements=requirements, seed=0)
+    result = run_suites(driver, options, areas=areas, requirements=requirements, seed=0)
     outcomes = {req.id: req.outcome.value for req in result.requirements}
     messages = {
         req.id: "\n".join(f"{test.nodeid}: {test.message}" for test in req.failures)

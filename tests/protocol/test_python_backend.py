@@ -81,3 +81,15 @@ def test_a_python_driver_that_prints_to_stdout_cannot_corrupt_the_protocol(
         areas=("point_reads", "replay"),
     )
     assert seen and all(outcome == "passed" for outcome in seen.values()), seen
+
+
+@pytest.mark.parametrize("driver", ["local", "sqlite"])
+def test_the_faults_area_reaches_the_same_outcomes_through_the_backend_with_its_messages_checked(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fault hook stays with the suite: the backend asks it before each exchange, including the
+    # ones the SQLite driver makes while it is being connected.
+    monkeypatch.chdir(ROOT)
+    seen = outcomes("process", {"command": f"{BACKEND} {driver}", "validate": "true"}, areas=("faults",))
+    assert seen and "passed" in seen.values(), seen
+    assert seen == outcomes(driver, {}, areas=("faults",))

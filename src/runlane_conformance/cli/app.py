@@ -56,6 +56,7 @@ from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
+from ..run.isolation import DEFAULT_ISOLATION, Isolation
 from ..run.model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunStatus
 from ..run.reaper import become_subreaper, end_descendants
 from ..runner import (
@@ -81,7 +82,7 @@ from ..safe_text import (
     secret_values,
 )
 from . import init_cmd
-from .badge import badge_for, endpoint_json, render_svg
+from .badge import badge_for, endpoint_json, isolation_note, render_svg
 from .config import ConfigError, RunSettings, load_run_config, resolve_run
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .help_format import hide_flag_types
@@ -818,6 +819,7 @@ def _execute(
     max_failures: int | None = None,
     expected_failures: Sequence[ExpectedFailure] = (),
     examples: Path | None = None,
+    isolation: Isolation = DEFAULT_ISOLATION,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     _allow_local_modules(driver)
@@ -838,6 +840,7 @@ def _execute(
                 max_failures=max_failures,
                 expected_failures=expected_failures,
                 examples=examples,
+                isolation=isolation,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -880,6 +883,18 @@ def _run_settings(
         )
     except ConfigError as error:
         _stop(ExitCode.USAGE, error)
+
+
+IsolationOption = Annotated[
+    Isolation,
+    typer.Option(
+        "--isolation",
+        help="Where the driver's code runs: process serves it from a backend process of its own, so "
+        "nothing it does can reach the checks or the verdict (docs/trust.md); none loads it next to "
+        "the checks, for debugging with a debugger. Reports record the mode.",
+        case_sensitive=False,
+    ),
+]
 
 
 @app.command()
@@ -1008,6 +1023,7 @@ def run(
             show_default=False,
         ),
     ] = None,
+    isolation: IsolationOption = DEFAULT_ISOLATION,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -1058,6 +1074,7 @@ def run(
             check_timeout=check_timeout,
             verbose=verbose,
             tb=tb,
+            isolation=isolation,
         )
     except _Stopped as stopped:
         outputs.abandon(int(stopped.exit_code), stopped.message)
@@ -1087,6 +1104,7 @@ def _run_and_judge(
     check_timeout: float | None,
     verbose: bool,
     tb: TracebackStyle,
+    isolation: Isolation = DEFAULT_ISOLATION,
 ) -> NoReturn:
     """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
     seed, profile, areas, requirements = outputs.seed, outputs.profile, outputs.areas, outputs.requirements
@@ -1145,6 +1163,7 @@ def _run_and_judge(
             max_failures=max_failures,
             expected_failures=expected,
             examples=database,
+            isolation=isolation,
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()
@@ -1153,7 +1172,9 @@ def _run_and_judge(
     console.print(_verdict_table(result))
     _print_failures(result, tb)
     _print_verdict(result)
-    outputs.finish(_report_for(result, "certification"))
+    document = _report_for(result, "certification")
+    console.print(Text(isolation_note(document), style="dim"), soft_wrap=True)
+    outputs.finish(document)
     raise typer.Exit(int(_exit_code(result)))
 
 
@@ -1271,6 +1292,7 @@ def report_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report JSON instead of tables.")] = False,
+    isolation: IsolationOption = DEFAULT_ISOLATION,
 ) -> None:
     """The capability-and-limits report: fast, runs only the limits and profile areas.
 
@@ -1301,7 +1323,9 @@ def report_command(
         seed = secrets.randbelow(2**32) if seed is None else seed
         _adopt_orphans()
         try:
-            result = _execute(driver, option, ("limits", "profile"), profile, seed, 1, None)
+            result = _execute(
+                driver, option, ("limits", "profile"), profile, seed, 1, None, isolation=isolation
+            )
         except KeyboardInterrupt:
             typer.echo("runlane-certify: interrupted", err=True)
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
@@ -1321,6 +1345,7 @@ def report_command(
             soft_wrap=True,
         )
         _print_capabilities(document)
+        console.print(Text(isolation_note(document)), soft_wrap=True)
         if target is not None and not target.is_stdout:
             console.print(Text(f"report: {_shown(output)}"), soft_wrap=True)
     must_failed = document["certification"]["must_failed"]
@@ -1396,6 +1421,7 @@ def badge(
     console.print(
         Text(f"badge: {_shown(made.label)} | {_shown(made.message)} ({made.color})"), soft_wrap=True
     )
+    console.print(Text(isolation_note(document)), soft_wrap=True)
 
 
 @app.command("requirements")

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ..run.isolation import Isolation
 from ..safe_text import one_line, xml_safe
 
-__all__ = ["Badge", "badge_for", "endpoint_json", "render_svg"]
+__all__ = ["Badge", "badge_for", "endpoint_json", "isolation_note", "render_svg"]
 
 _COLORS = {"brightgreen": "#4c1", "yellow": "#dfb317", "red": "#e05d44"}
 
@@ -49,7 +50,15 @@ def badge_for(report: Mapping[str, Any]) -> Badge:
         return Badge(label, "not certified", "red", True)
     if not certification["complete"]:
         return Badge(label, f"{certification['level']} (partial run)", "yellow", False)
-    return Badge(label, certification["level"], "brightgreen", False)
+    isolated = report["environment"]["isolation"] == Isolation.PROCESS.value
+    return Badge(label, certification["level"] + (" (isolated)" if isolated else ""), "brightgreen", False)
+
+
+def isolation_note(report: Mapping[str, Any]) -> str:
+    """One line saying where the report's driver ran, and what that means for the verdict."""
+    if report["environment"]["isolation"] == Isolation.PROCESS.value:
+        return "isolation: process (the driver ran in a process of its own)"
+    return "isolation: none (the driver ran next to the checks; see --isolation)"
 
 
 def endpoint_json(badge: Badge) -> dict[str, Any]:

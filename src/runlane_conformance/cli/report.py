@@ -41,6 +41,7 @@ from ..contract.errors import RunlaneError
 from ..contract.values import StorageLimits, StorageProfile
 from ..fixtures.evidence import LIMIT_PROPERTY
 from ..fixtures.gating import ProfileFacts, gating_reason
+from ..run.isolation import Isolation
 from ..run.model import ExpectationResult, RequirementOutcome, RequirementResult, RunResult, RunStatus
 from ..run.verdict import Certification, certify
 from ..safe_text import (
@@ -76,7 +77,8 @@ __all__ = [
 #: 4: ``run.status`` may be ``running`` or ``broken``, in an unfinished report (no results).
 #: 5: ``inconclusive`` outcomes, counts and run status; ``certification.inconclusive``; per-search
 #: ``requirements[].evidence``.
-REPORT_VERSION = 5
+#: 6: ``environment.isolation``, where the driver's code ran (``process`` or ``none``).
+REPORT_VERSION = 6
 #: The statuses an unfinished report (one without results) may carry.
 UNFINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.BROKEN, RunStatus.INTERRUPTED)
 #: The statuses a results report may carry.
@@ -308,7 +310,7 @@ _RESULTS_SCHEMA: dict[str, Any] = {
         "environment": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["python", "pytest", "hypothesis", "plugins", "supervised"],
+            "required": ["python", "pytest", "hypothesis", "plugins", "supervised", "isolation"],
             "properties": {
                 "python": {"type": "string"},
                 "pytest": {"type": "string"},
@@ -326,6 +328,11 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                 "supervised": {
                     "type": "boolean",
                     "description": "true when the checks ran in supervised child processes (the CLI)",
+                },
+                "isolation": {
+                    "enum": [mode.value for mode in Isolation],
+                    "description": "where the driver's code ran: process (a backend process of its own, "
+                    "never loaded by the checks' processes) or none (next to the checks)",
                 },
             },
         },
@@ -808,6 +815,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
             "hypothesis": environment.hypothesis_version,
             "plugins": [{"name": name, "version": ver} for name, ver in environment.plugins],
             "supervised": environment.supervised,
+            "isolation": environment.isolation,
         },
         "python": {"version": platform.python_version(), "implementation": sys.implementation.name},
         "platform": platform.platform(),

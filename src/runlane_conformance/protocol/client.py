@@ -26,6 +26,7 @@ import io
 import json
 import os
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from ..contract.errors import StorageValidationError
+from ..faults.plan import FaultHook, InjectedFault
 from ..safe_text import one_line, redact_text
 from .errors import (
     CALLBACK_FAILED,
@@ -105,6 +107,8 @@ class BackendProcess:
         self._pending: dict[int, _Pending] = {}
         self._failure: tuple[type[BackendError], str] | None = None
         self._clocks: dict[str, Callable[[], Any]] = {}
+        self._fault_hooks: dict[str, FaultHook] = {}
+        self._next_hook = 1
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         try:
             self._process = subprocess.Popen(
@@ -114,6 +118,9 @@ class BackendProcess:
                 stderr=subprocess.PIPE,
                 bufsize=0,
                 env=None if env is None else {**os.environ, **env},
+                # A process group of its own: a terminal's Ctrl-C reaches the toolkit, which closes
+                # the backend itself, and a kill reaches whatever the backend started too.
+                start_new_session=True,
             )
         except OSError as error:
             raise BackendExitedError(f"could not start backend {self.command!r}: {error}") from error
@@ -172,6 +179,9 @@ class BackendProcess:
 
     def _kill(self) -> None:
         if self._process.poll() is None:
+            if hasattr(os, "killpg"):  # POSIX: the whole group the backend leads
+                with contextlib.suppress(OSError):
+                    os.killpg(self._process.pid, signal.SIGKILL)
             self._process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(5)
@@ -186,8 +196,7 @@ class BackendProcess:
         try:
             self._process.wait(grace)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(5)
+            self._kill()
         with self._lock:
             if self._failure is None:
                 self._failure = (BackendExitedError, "the backend was shut down")
@@ -340,6 +349,53 @@ class BackendProcess:
         with contextlib.suppress(BackendError):
             self._reply(message["id"], ok=moment)
 
+    # -- fault hooks -------------------------------------------------------------------------------
+
+    def register_fault_hook(self, hook: FaultHook) -> str:
+        """Keep ``hook`` under a new id, which a ``connect`` names before the connection exists.
+
+        The id is the toolkit's, not a connection's: a driver may make its first store exchange
+        while it is being connected, before the toolkit has learnt the connection id.
+        """
+        with self._lock:
+            hook_id = f"h{self._next_hook}"
+            self._next_hook += 1
+            self._fault_hooks[hook_id] = hook
+        return hook_id
+
+    def forget_fault_hook(self, hook_id: str) -> None:
+        with self._lock:
+            self._fault_hooks.pop(hook_id, None)
+
+    def _answer_fault(self, message: Mapping[str, Any]) -> None:
+        """Let the suite's hook decide one round trip of the backend's driver, and say what it decided.
+
+        The hook is handed a stand-in for the exchange: whether it ran the stand-in before raising
+        ``InjectedFault`` tells a cut (the store never saw the write) from a lost reply.
+        """
+        with self._lock:
+            hook = self._fault_hooks.get(message.get("hook"))  # type: ignore[arg-type]
+        if hook is None:
+            self.fail(BackendProtocolError, f"fault request for a hook that is not open: {message!r}")
+            return
+        ran = False
+
+        def exchange() -> None:
+            nonlocal ran
+            ran = True
+
+        try:
+            hook.round_trip(exchange)
+            answer: dict[str, str] = {"fault": "none"}
+        except InjectedFault as fault:
+            answer = {"fault": "lose_reply" if ran else "cut", "message": str(fault)}
+        except BaseException as error:
+            with contextlib.suppress(BackendError):
+                self._reply(message["id"], error=error_to_wire(error))
+            return
+        with contextlib.suppress(BackendError):
+            self._reply(message["id"], ok=answer)
+
     # -- reading -----------------------------------------------------------------------------------
 
     def _read_stderr(self) -> None:
@@ -401,6 +457,8 @@ class BackendProcess:
             self._route_attempt(message)
         elif message.get("op") == "clock":
             threading.Thread(target=self._answer_clock, args=(message,), daemon=True).start()
+        elif message.get("op") == "fault":
+            threading.Thread(target=self._answer_fault, args=(message,), daemon=True).start()
         else:
             self.fail(BackendProtocolError, f"the backend sent an unknown message: {text.strip()[:120]!r}")
 

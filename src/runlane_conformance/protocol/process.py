@@ -42,6 +42,7 @@ from ..contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
+from ..faults.plan import FaultHook
 from ..harness import DriverLoadError, DriverOptionError, positive_int_option
 from ..local.operator import OperatorPage
 from .client import PROTOCOL_VERSION, AttemptOutcomes, BackendProcess, MessageTap
@@ -61,8 +62,10 @@ from .wire import (
 __all__ = [
     "BackendInfo",
     "ProcessDriver",
+    "ProcessFaultHookStore",
     "ProcessHarness",
     "ProcessOperatorDriver",
+    "ProcessProxiedStore",
     "ProcessStoreHandle",
     "ProcessTransaction",
     "process_harness",
@@ -160,6 +163,8 @@ class ProcessDriver:
         self._profile = profile
         self._clocked = clocked
         self._closed = False
+        #: The toolkit's id of the fault hook this instance's store exchanges go through, if any.
+        self.fault_hook: str | None = None
 
     @property
     def profile(self) -> StorageProfile:
@@ -217,6 +222,8 @@ class ProcessDriver:
         self._closed = True
         if self._clocked:
             self._backend.forget_clock(self._connection)
+        if self.fault_hook is not None:
+            self._backend.forget_fault_hook(self.fault_hook)
         if not self._backend.failed:
             self._backend.request("disconnect", {"connection": self._connection})
 
@@ -280,8 +287,28 @@ class ProcessStoreHandle:
         self._drivers: list[ProcessDriver] = []
 
     def connect(self, *, clock: Clock | None = None) -> ProcessDriver:
+        return self._connect(clock, {})
+
+    def _connect(
+        self, clock: Clock | None, extra: Mapping[str, Any], hook: FaultHook | None = None
+    ) -> ProcessDriver:
         backend = self._backend
-        answer = backend.request("connect", {"store": self._store, "clock": clock is not None})
+        hook_id = None if hook is None else backend.register_fault_hook(hook)
+        params = {"store": self._store, "clock": clock is not None, **extra}
+        if hook_id is not None:
+            params["fault_hook"] = hook_id
+        try:
+            driver = self._open_connection(params, clock)
+        except BaseException:
+            if hook_id is not None:
+                backend.forget_fault_hook(hook_id)
+            raise
+        driver.fault_hook = hook_id
+        return driver
+
+    def _open_connection(self, params: Mapping[str, Any], clock: Clock | None) -> ProcessDriver:
+        backend = self._backend
+        answer = backend.request("connect", params)
         if not isinstance(answer, Mapping):
             raise BackendProtocolError(f"the answer to 'connect' is not an object: {answer!r}")
         connection = _text(answer.get("connection"), "a connection id")
@@ -309,6 +336,60 @@ class ProcessStoreHandle:
         for driver in self._drivers:
             driver.close()
         self._backend.request("close_store", {"store": self._store})
+
+
+class ProcessFaultHookStore(ProcessStoreHandle):
+    """A backend store whose driver routes its store exchanges through a fault hook.
+
+    The hook stays on this side: the backend's driver asks for each round trip (a ``fault``
+    request) and the suite's switch decides, so the faults suite runs unchanged.
+    """
+
+    def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> ProcessDriver:
+        return self._connect(clock, {}, hook)
+
+
+class ProcessProxiedStore(ProcessStoreHandle):
+    """A backend store whose driver talks TCP to a server, so the suite's fault proxy can sit between."""
+
+    def __init__(
+        self,
+        harness: ProcessHarness,
+        backend: BackendProcess,
+        store: str,
+        address: object,
+        target: tuple[str, int],
+    ) -> None:
+        super().__init__(harness, backend, store, address)
+        self._target = target
+
+    def proxy_target(self) -> tuple[str, int]:
+        return self._target
+
+    def connect_through(self, address: tuple[str, int], *, clock: Clock | None = None) -> ProcessDriver:
+        host, port = address
+        return self._connect(clock, {"through": [host, port]})
+
+
+def _store_handle(
+    harness: ProcessHarness, backend: BackendProcess, answer: Mapping[str, Any]
+) -> ProcessStoreHandle:
+    """The handle class that offers what the backend said this store offers (a fault mechanism or none)."""
+    store = _text(answer.get("store"), "a store id")
+    address = answer.get("address")
+    target = answer.get("proxy_target")
+    if target is not None:
+        if not (
+            isinstance(target, list)
+            and len(target) == 2
+            and isinstance(target[0], str)
+            and type(target[1]) is int
+        ):
+            raise BackendProtocolError(f"a store's proxy_target is not [host, port]: {target!r}")
+        return ProcessProxiedStore(harness, backend, store, address, (target[0], target[1]))
+    if answer.get("fault_hook") is True:
+        return ProcessFaultHookStore(harness, backend, store, address)
+    return ProcessStoreHandle(harness, backend, store, address)
 
 
 class ProcessHarness:
@@ -375,9 +456,7 @@ class ProcessHarness:
         answer = backend.request(op, params)
         if not isinstance(answer, Mapping):
             raise BackendProtocolError(f"the answer to {op!r} is not an object: {answer!r}")
-        return ProcessStoreHandle(
-            self, backend, _text(answer.get("store"), "a store id"), answer.get("address")
-        )
+        return _store_handle(self, backend, answer)
 
     def open_store(self) -> ProcessStoreHandle:
         return self._store("open", {})

@@ -32,12 +32,21 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from ..contract.errors import StorageError, StorageUsageError, StorageValidationError
 from ..contract.protocols import StorageDriver, StorageTransaction
 from ..contract.values import StoredRecord
-from ..harness import DriverHarness, HarnessError, StoreHandle, load_harness, parse_driver_options
+from ..faults.plan import InjectedFault
+from ..harness import (
+    DriverHarness,
+    FaultHookStore,
+    HarnessError,
+    ProxiedStore,
+    StoreHandle,
+    load_harness,
+    parse_driver_options,
+)
 from .client import PROTOCOL_VERSION
 from .errors import CALLBACK_FAILED, ERROR_KINDS, error_from_wire, error_to_wire
 from .wire import (
@@ -62,6 +71,8 @@ _OPERATOR_READS = ("get_run", "list_runs", "list_run_events")
 class CallbackFailedError(Exception):
     """Raised inside the driver's callback when the toolkit's callback raised something non-contract."""
 
+
+T = TypeVar("T")
 
 _READ = object()  # the task "read the next message from stdin"
 
@@ -102,6 +113,33 @@ class _Workers:
                 self._handle(task)  # type: ignore[arg-type]
             with self._lock:
                 self._idle += 1
+
+
+class _RemoteFaultHook:
+    """The driver's ``FaultHook`` inside the backend: each round trip asks the toolkit what to do.
+
+    The toolkit's own fault switch counts the write and decides (run it, cut before it, or lose
+    its reply after it), and applies a delay before answering, so the suite sees exactly the
+    writes and faults it would see with the driver in its own process.
+    """
+
+    def __init__(self, ask: Callable[[Mapping[str, Any]], Mapping[str, Any]], hook: str) -> None:
+        self._ask = ask
+        self._hook = hook
+
+    def round_trip(self, action: Callable[[], T]) -> T:
+        reply = self._ask({"op": "fault", "hook": self._hook})
+        if "error" in reply:
+            raise error_from_wire(reply["error"], context="fault")
+        decision = reply["ok"]
+        fault = decision.get("fault") if isinstance(decision, Mapping) else None
+        if fault == "none":
+            return action()
+        if fault == "lose_reply":
+            action()
+        elif fault != "cut":
+            raise StorageUsageError(f"the toolkit answered a fault request with {decision!r}")
+        raise InjectedFault(str(decision.get("message") or f"injected fault: {fault}"))
 
 
 class _Connection:
@@ -270,7 +308,14 @@ class BackendServer:
         store = f"s{next(self._ids)}"
         with self._lock:
             self._stores[store] = handle
-        return {"store": store, "address": _address_to_wire(handle.address())}
+        answer: dict[str, object] = {"store": store, "address": _address_to_wire(handle.address())}
+        # A store's fault mechanism crosses too, so an isolated run keeps the faults suite.
+        if isinstance(handle, ProxiedStore):
+            host, port = handle.proxy_target()
+            answer["proxy_target"] = [host, port]
+        elif isinstance(handle, FaultHookStore):
+            answer["fault_hook"] = True
+        return answer
 
     def _open(self, message: Mapping[str, Any]) -> object:
         return self._add_store(self._harness.open_store())
@@ -297,9 +342,23 @@ class BackendServer:
         if handle is None:
             raise StorageUsageError(f"no open store {store!r}")
         connection = f"c{next(self._ids)}"
-        driver = (
-            handle.connect(clock=self._remote_clock(connection)) if message.get("clock") else handle.connect()
-        )
+        clock = {"clock": self._remote_clock(connection)} if message.get("clock") else {}
+        through = message.get("through")
+        hook = message.get("fault_hook")
+        if hook is not None:
+            if not isinstance(handle, FaultHookStore):
+                raise StorageUsageError(f"store {store!r} offers no fault hook")
+            if not isinstance(hook, str):
+                raise StorageValidationError("fault_hook needs the toolkit's hook id, a string")
+            driver = handle.connect_with_faults(_RemoteFaultHook(self._ask, hook), **clock)
+        elif through is not None:
+            if not isinstance(handle, ProxiedStore):
+                raise StorageUsageError(f"store {store!r} offers no proxy target")
+            if not (isinstance(through, list) and len(through) == 2):
+                raise StorageValidationError("through needs [host, port]")
+            driver = handle.connect_through((str(through[0]), int(through[1])), **clock)
+        else:
+            driver = handle.connect(**clock)
         with self._lock:
             self._connections[connection] = _Connection(store, driver)  # type: ignore[arg-type]
         return {

@@ -24,6 +24,7 @@ from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import DriverInfo
 from ..requirements import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values
+from .isolation import DEFAULT_ISOLATION
 
 __all__ = [
     "DRIVER_FRAME_PROPERTY",
@@ -326,6 +327,9 @@ class RunEnvironment:
     suite_digest: str
     plugins: tuple[tuple[str, str], ...]
     supervised: bool
+    #: Where the driver's code ran: ``process`` (a backend process of its own, never loaded by the
+    #: judge) or ``none`` (next to the checks); see ``run.isolation``.
+    isolation: str = "none"
 
 
 @dataclass(frozen=True)
@@ -458,6 +462,8 @@ class RunResult:
             words += ["--option", f"{key}={value}"]
         scope = ["--requirement", test.requirement_id] if test.requirement_id else ["--area", test.area]
         words += [*scope, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
+        if self.environment.isolation != DEFAULT_ISOLATION.value:
+            words += ["--isolation", self.environment.isolation]
         # Run from the same directory, the default database is this run's: the line replays its saved
         # failure. Another database is named, so the replay reads the one this run filled.
         if self.examples is not None and Path(self.examples) != Path.cwd() / DEFAULT_EXAMPLES:

@@ -1,0 +1,67 @@
+"""Isolated runs: the driver under test served from a process of its own, never loaded by the judge.
+
+With ``Isolation.PROCESS`` the supervised children (the probe and every suite
+worker) are handed the toolkit's own ``process`` driver instead of the driver
+asked for; each of them starts ``python -m runlane_conformance.backend
+--driver NAME`` (in a new session, so in a process group of its own) and
+speaks the backend protocol to it. The driver's modules are imported only in
+those backend processes. Whatever the driver does to the interpreter it runs
+in (patching pytest, the check-event emitter, raising our own skip reasons
+from code compiled under a suite file's name) therefore happens where no
+check and no verdict lives: the judge sees only the protocol's answers.
+
+With ``Isolation.NONE`` the driver is loaded in the children, as before, which
+is what a debugger needs; reports say which mode a verdict was reached in.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from enum import StrEnum
+
+__all__ = ["BACKEND_MODULE", "DEFAULT_ISOLATION", "Isolation", "backend_command", "served_driver"]
+
+#: The module that serves a Python driver over the protocol.
+BACKEND_MODULE = "runlane_conformance.backend"
+
+
+class Isolation(StrEnum):
+    """Where the driver's code runs during a supervised run."""
+
+    #: In a backend process of its own, spoken to over the driver protocol.
+    PROCESS = "process"
+    #: In the supervised children, next to the checks (for debugging with a debugger).
+    NONE = "none"
+
+
+#: The mode a run uses unless told otherwise. It stays ``NONE`` while the boundary costs more than
+#: 1.5x the in-process run of the quick profile on the reference driver (docs/ci.md gives the numbers).
+DEFAULT_ISOLATION = Isolation.NONE
+
+
+def backend_command(driver: str, options: Mapping[str, str]) -> str:
+    """The shell-quoted command line that serves ``driver`` with ``options`` from its own process.
+
+    The interpreter is this one, so the backend sees the same installed packages; ``-m`` puts the
+    working directory first on ``sys.path``, so a ``module:factory`` from the current directory
+    loads there as it would in process.
+    """
+    argv = [sys.executable, "-m", BACKEND_MODULE, "--driver", driver]
+    for key, value in options.items():
+        argv += ["--option", f"{key}={value}"]
+    return shlex.join(argv)
+
+
+def served_driver(
+    driver: str, options: Mapping[str, str], isolation: Isolation
+) -> tuple[str, dict[str, str]]:
+    """The driver spec and options the supervised children are given for a run in ``isolation``.
+
+    ``NONE`` hands on the driver as asked for; ``PROCESS`` hands on the ``process`` driver with
+    a command serving it (a driver that already is ``process`` is left alone: it is isolated).
+    """
+    if isolation is Isolation.NONE or driver == "process":
+        return driver, dict(options)
+    return "process", {"command": backend_command(driver, options)}

@@ -1,0 +1,58 @@
+"""How a run's isolation mode is handed to the children and shown to whoever reads its verdict."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+from runlane_conformance.cli.badge import badge_for, isolation_note
+from runlane_conformance.run.isolation import BACKEND_MODULE, Isolation, served_driver
+
+
+def _document(isolation: str, *, certified: bool = True) -> dict[str, Any]:
+    return {
+        "certification": {"certified": certified, "complete": True, "level": "core+append"},
+        "driver": {"spec": "mydriver"},
+        "environment": {"isolation": isolation},
+    }
+
+
+def test_an_isolated_run_hands_the_children_the_process_driver_serving_the_driver_with_its_options() -> None:
+    options = {"dsn": "postgres://u:p w@h/db", "limit": "3"}
+    driver, served = served_driver("mypkg.harness:factory", options, Isolation.PROCESS)
+    assert driver == "process" and set(served) == {"command"}
+    assert shlex.split(served["command"]) == [
+        sys.executable,
+        "-m",
+        BACKEND_MODULE,
+        "--driver",
+        "mypkg.harness:factory",
+        "--option",
+        "dsn=postgres://u:p w@h/db",
+        "--option",
+        "limit=3",
+    ]
+
+
+def test_without_isolation_the_children_get_the_driver_as_asked_for() -> None:
+    assert served_driver("local", {"a": "1"}, Isolation.NONE) == ("local", {"a": "1"})
+
+
+def test_the_process_driver_itself_is_not_wrapped_in_a_second_backend() -> None:
+    options = {"command": "node backend.mjs"}
+    assert served_driver("process", options, Isolation.PROCESS) == ("process", options)
+
+
+def test_an_isolated_certification_says_so_on_its_badge() -> None:
+    assert badge_for(_document("process")).message == "core+append (isolated)"
+    assert isolation_note(_document("process")).startswith("isolation: process")
+
+
+def test_an_in_process_certification_keeps_its_level_and_its_note_says_where_the_driver_ran() -> None:
+    assert badge_for(_document("none")).message == "core+append"
+    assert isolation_note(_document("none")).startswith("isolation: none")
+
+
+def test_a_refused_certification_is_not_certified_whatever_its_isolation() -> None:
+    assert badge_for(_document("process", certified=False)).message == "not certified"

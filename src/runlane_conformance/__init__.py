@@ -6,9 +6,10 @@ implementation detail and may move.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .contract.attempt import StorageAttemptRules
     from .contract.catalog import (
         StorageCandidateMode,
@@ -463,15 +464,13 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Import the submodule that defines ``name`` on first use and cache the value here."""
     try:
         module_name, attribute = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module_name}", __name__), attribute)
+    value = getattr(_importlib.import_module(f".{module_name}", __name__), attribute)
     globals()[name] = value
     return value
 

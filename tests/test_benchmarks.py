@@ -171,3 +171,44 @@ def test_history_checker_benchmark_prints_one_line_per_history(capsys: pytest.Ca
     )
     assert [label for label, _ in lines] == ["serializable (local)", "snapshot isolation (local, weakened)"]
     assert lines[0][1] == "none"
+
+
+def test_certify_speed_prints_a_row_with_its_median_figures_and_the_aim_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_script("certify_speed")
+    assert bench.main(["--row", "version", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^load average [\d.]+ on \d+ cores; median of 1 run\(s\)$", out, re.M), out
+    row = r"^version +\| +[\d.]+ \| +[\d.]+ \| +- \| +0 \| (met|MISSED by [\d.]+ s) \(CPU <= 0\.3 s\)$"
+    assert re.search(row, out, re.M), out
+
+
+def test_certify_speed_gives_every_run_row_a_fresh_example_database_and_takes_the_median() -> None:
+    bench = load_script("certify_speed")
+    seen: list[list[str]] = []
+    walls = iter([3.0, 1.0, 2.0])
+
+    def fake(argv: list[str], cwd: Path) -> object:
+        seen.append(list(argv))
+        return bench.Sample(cpu=0.5, wall=next(walls), first_failure=None, exit_code=0)
+
+    assert bench.main(["--row", "quick", "--repeat", "3"], runner=fake) == 0
+    databases = [argv[argv.index("--examples") + 1] for argv in seen]
+    assert len(set(databases)) == 3
+    assert bench.verdict(bench.Aim("wall", 5.0), 0.5, 2.0, None) == "met (wall <= 5 s)"
+    assert bench.verdict(bench.Aim("wall", 1.5), 0.5, 2.0, None) == "MISSED by 0.50 s (wall <= 1.5 s)"
+    assert bench.verdict(bench.Aim("first", 3.0), 0.5, 2.0, None).startswith("MISSED: no failure printed")
+
+
+def test_certify_speed_skips_an_example_whose_server_does_not_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_script("certify_speed")
+    assert bench.main(["--row", "redis", "--repeat", "1", "--redis-url", "redis://127.0.0.1:1/0"]) == 0
+    assert re.search(r"^redis +\| skipped: ", capsys.readouterr().out, re.M)
+
+
+def test_certify_speed_refuses_an_unknown_row() -> None:
+    with pytest.raises(SystemExit):
+        load_script("certify_speed").main(["--row", "no such row"])

@@ -82,7 +82,7 @@ def test_the_wheel_registers_the_cli_plugin_and_reference_driver(dist: Path) -> 
     parser = configparser.ConfigParser()
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(entry_points_text)
-    assert parser["console_scripts"]["runlane-certify"] == "runlane_conformance.cli.app:main"
+    assert parser["console_scripts"]["runlane-certify"] == "runlane_conformance.cli.entry:main"
     assert parser["pytest11"]["runlane_conformance"] == "runlane_conformance.fixtures.plugin"
     assert parser["runlane.storage_drivers"]["local"] == "runlane_conformance.local.harness:local_harness"
     assert metadata["Version"] == runlane_conformance.__version__

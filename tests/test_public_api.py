@@ -3,6 +3,10 @@
 from __future__ import annotations
 import __future__
 
+import ast
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -11,14 +15,47 @@ import runlane_conformance
 
 
 def public_facade_names() -> set[str]:
-    """Names a user sees on the facade: no underscore, no submodule, no ``from __future__`` feature."""
+    """Names a user sees on the facade: no underscore, no submodule, no ``from __future__`` feature.
+
+    The facade resolves its names lazily, so the ones not yet asked for are in its lazy table.
+    """
     return {
         name
         for name, value in vars(runlane_conformance).items()
         if not name.startswith("_")
         and not isinstance(value, ModuleType)
         and not isinstance(value, __future__._Feature)
+    } | set(runlane_conformance._LAZY)
+
+
+def _type_checking_imports() -> dict[str, tuple[str, str]]:
+    tree = ast.parse(Path(runlane_conformance.__file__).read_text(encoding="utf-8"))
+    (guard,) = [node for node in tree.body if isinstance(node, ast.If)]
+    return {
+        alias.asname or alias.name: (str(node.module), alias.name)
+        for node in guard.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
     }
+
+
+def test_the_lazy_table_matches_the_names_the_type_checker_sees() -> None:
+    assert _type_checking_imports() == runlane_conformance._LAZY
+
+
+def test_importing_the_facade_loads_neither_pytest_nor_hypothesis_nor_the_contract() -> None:
+    probe = (
+        "import sys, runlane_conformance; "
+        "print(sorted(m for m in ('pytest', 'hypothesis', 'jsonschema', 'runlane_conformance.contract') "
+        "if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = runlane_conformance.no_such_name  # type: ignore[attr-defined]
 
 
 def test_all_equals_the_public_names_of_the_facade() -> None:

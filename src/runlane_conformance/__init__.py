@@ -6,164 +6,329 @@ implementation detail and may move.
 
 from __future__ import annotations
 
-from .aio import (
-    AsyncDriverHarness,
-    AsyncOperatorReadDriver,
-    AsyncStorageDriver,
-    AsyncStorageTransaction,
-    AsyncStoreHandle,
-    CallbackAborted,
-    async_harness,
-)
-from .contract.attempt import StorageAttemptRules
-from .contract.catalog import (
-    StorageCandidateMode,
-    StorageIndexName,
-    StorageQueryDirection,
-    StorageTableName,
-)
-from .contract.cursors import (
-    StorageCursorPosition,
-    decode_storage_query_cursor,
-    encode_storage_query_cursor,
-    is_after_cursor,
-    parse_query_records_result,
-)
-from .contract.encodings import (
-    U64_MAX,
-    compare_storage_encoded_values,
-    encode_storage_tuple_prefix_upper_bound,
-    iso_date_codec,
-    storage_record_key_codec,
-    storage_tuple_codec,
-    storage_unsigned_integer_codec,
-)
-from .contract.errors import (
-    RunlaneError,
-    StorageAttemptEndedError,
-    StorageCommitUnknownError,
-    StorageConcurrentUseError,
-    StorageConflictError,
-    StorageCorruptionError,
-    StorageCursorError,
-    StorageDuplicateMutationError,
-    StorageError,
-    StorageKeyChangeError,
-    StorageLimitError,
-    StorageLimitName,
-    StorageProfileError,
-    StorageSealedError,
-    StorageStreamExhaustedError,
-    StorageUnavailableError,
-    StorageUnsupportedError,
-    StorageUsageError,
-    StorageValidationError,
-    create_storage_limit_error,
-)
-from .contract.json_boundary import (
-    FrozenJsonObject,
-    StorageDocument,
-    canonical_json,
-    freeze_json,
-    parse_storage_document,
-    thaw_json,
-)
-from .contract.limits import (
-    StorageTransactionMeter,
-    check_storage_record_size,
-    measure_storage_record,
-)
-from .contract.protocols import Clock, OperatorReadDriver, StorageDriver, StorageTransaction
-from .contract.records import (
-    build_storage_record,
-    encode_storage_document,
-    parse_new_storage_record,
-    parse_storage_record_key,
-)
-from .contract.streams import (
-    AppendRecordsCommand,
-    MaterializedStorageAppend,
-    StorageAppendMeasurement,
-    StorageStreamLayout,
-    StorageStreamName,
-    materialize_storage_append,
-    measure_storage_append,
-    parse_append_records_command,
-    read_storage_stream_position,
-    storage_stream_layouts,
-)
-from .contract.table_definitions import (
-    TERMINAL_RUN_STATUSES,
-    OwnerScope,
-    RunStatus,
-    StepStatus,
-    WaitTokenOutcome,
-    WaitTokenStatus,
-    check_reciprocal_idempotency,
-    event_record_key,
-    outbox_message_record_key,
-    owner_record_key,
-    queue_capacity_record_key,
-    run_completion_wait_presence_record_key,
-    run_record_key,
-    schedule_occurrence_id,
-    schedule_record_key,
-    step_record_key,
-    step_token,
-    tombstone_for_run,
-    tombstone_record_key,
-    wait_token_link_record_key,
-    wait_token_record_key,
-)
-from .contract.tables import StorageDocumentRuleError, StorageTable, get_storage_table, storage_tables
-from .contract.values import (
-    NewStorageRecord,
-    QueryRecordsCommand,
-    QueryRecordsResult,
-    StorageClockAuthority,
-    StorageDurability,
-    StorageIndexConsistency,
-    StorageIndexEntry,
-    StorageIndexReference,
-    StorageLimits,
-    StorageProfile,
-    StorageQueryRange,
-    StorageRangeBound,
-    StorageRecordKey,
-    StorageRecordVersion,
-    StoredRecord,
-    have_equal_storage_record_keys,
-)
-from .core.completion_waits import RunCompletionWaitPresence
-from .core.pruning import CleanupStalledError, PruningLimitsError
-from .core.runs import CoreInvariantError
-from .expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failure
-from .faults import Fault, FaultHook, FaultInjector, FaultKind, FaultProxy, FaultProxyError, InjectedFault
-from .fixtures.collect import import_suites
-from .fixtures.records import Leases
-from .harness import (
-    STORAGE_LIMIT_OPTIONS,
-    DriverHarness,
-    HarnessFactory,
-    SettlingStore,
-    StoreHandle,
-    parse_driver_options,
-    positive_int_option,
-    settle_store,
-    storage_limits_from_options,
-)
-from .history import Anomaly as HistoryAnomaly
-from .history import History, check_history
-from .history import Report as HistoryReport
-from .local import LocalStorageDriver, create_local_storage_driver
-from .protocol.errors import (
-    BackendDriverError,
-    BackendError,
-    BackendExitedError,
-    BackendProtocolError,
-    BackendTimeoutError,
-)
-from .suites._histories_support import record_concurrent_history
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from .aio import (
+        AsyncDriverHarness,
+        AsyncOperatorReadDriver,
+        AsyncStorageDriver,
+        AsyncStorageTransaction,
+        AsyncStoreHandle,
+        CallbackAborted,
+        async_harness,
+    )
+    from .contract.attempt import StorageAttemptRules
+    from .contract.catalog import (
+        StorageCandidateMode,
+        StorageIndexName,
+        StorageQueryDirection,
+        StorageTableName,
+    )
+    from .contract.cursors import (
+        StorageCursorPosition,
+        decode_storage_query_cursor,
+        encode_storage_query_cursor,
+        is_after_cursor,
+        parse_query_records_result,
+    )
+    from .contract.encodings import (
+        U64_MAX,
+        compare_storage_encoded_values,
+        encode_storage_tuple_prefix_upper_bound,
+        iso_date_codec,
+        storage_record_key_codec,
+        storage_tuple_codec,
+        storage_unsigned_integer_codec,
+    )
+    from .contract.errors import (
+        RunlaneError,
+        StorageAttemptEndedError,
+        StorageCommitUnknownError,
+        StorageConcurrentUseError,
+        StorageConflictError,
+        StorageCorruptionError,
+        StorageCursorError,
+        StorageDuplicateMutationError,
+        StorageError,
+        StorageKeyChangeError,
+        StorageLimitError,
+        StorageLimitName,
+        StorageProfileError,
+        StorageSealedError,
+        StorageStreamExhaustedError,
+        StorageUnavailableError,
+        StorageUnsupportedError,
+        StorageUsageError,
+        StorageValidationError,
+        create_storage_limit_error,
+    )
+    from .contract.json_boundary import (
+        FrozenJsonObject,
+        StorageDocument,
+        canonical_json,
+        freeze_json,
+        parse_storage_document,
+        thaw_json,
+    )
+    from .contract.limits import (
+        StorageTransactionMeter,
+        check_storage_record_size,
+        measure_storage_record,
+    )
+    from .contract.protocols import Clock, OperatorReadDriver, StorageDriver, StorageTransaction
+    from .contract.records import (
+        build_storage_record,
+        encode_storage_document,
+        parse_new_storage_record,
+        parse_storage_record_key,
+    )
+    from .contract.streams import (
+        AppendRecordsCommand,
+        MaterializedStorageAppend,
+        StorageAppendMeasurement,
+        StorageStreamLayout,
+        StorageStreamName,
+        materialize_storage_append,
+        measure_storage_append,
+        parse_append_records_command,
+        read_storage_stream_position,
+        storage_stream_layouts,
+    )
+    from .contract.table_definitions import (
+        TERMINAL_RUN_STATUSES,
+        OwnerScope,
+        RunStatus,
+        StepStatus,
+        WaitTokenOutcome,
+        WaitTokenStatus,
+        check_reciprocal_idempotency,
+        event_record_key,
+        outbox_message_record_key,
+        owner_record_key,
+        queue_capacity_record_key,
+        run_completion_wait_presence_record_key,
+        run_record_key,
+        schedule_occurrence_id,
+        schedule_record_key,
+        step_record_key,
+        step_token,
+        tombstone_for_run,
+        tombstone_record_key,
+        wait_token_link_record_key,
+        wait_token_record_key,
+    )
+    from .contract.tables import StorageDocumentRuleError, StorageTable, get_storage_table, storage_tables
+    from .contract.values import (
+        NewStorageRecord,
+        QueryRecordsCommand,
+        QueryRecordsResult,
+        StorageClockAuthority,
+        StorageDurability,
+        StorageIndexConsistency,
+        StorageIndexEntry,
+        StorageIndexReference,
+        StorageLimits,
+        StorageProfile,
+        StorageQueryRange,
+        StorageRangeBound,
+        StorageRecordKey,
+        StorageRecordVersion,
+        StoredRecord,
+        have_equal_storage_record_keys,
+    )
+    from .core.completion_waits import RunCompletionWaitPresence
+    from .core.pruning import CleanupStalledError, PruningLimitsError
+    from .core.runs import CoreInvariantError
+    from .expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failure
+    from .faults import Fault, FaultHook, FaultInjector, FaultKind, FaultProxy, FaultProxyError, InjectedFault
+    from .fixtures.collect import import_suites
+    from .fixtures.records import Leases
+    from .harness import (
+        STORAGE_LIMIT_OPTIONS,
+        DriverHarness,
+        HarnessFactory,
+        SettlingStore,
+        StoreHandle,
+        parse_driver_options,
+        positive_int_option,
+        settle_store,
+        storage_limits_from_options,
+    )
+    from .history import Anomaly as HistoryAnomaly
+    from .history import History, check_history
+    from .history import Report as HistoryReport
+    from .local import LocalStorageDriver, create_local_storage_driver
+    from .protocol.errors import (
+        BackendDriverError,
+        BackendError,
+        BackendExitedError,
+        BackendProtocolError,
+        BackendTimeoutError,
+    )
+    from .suites._histories_support import record_concurrent_history
+
+# Each public name -> (submodule, name there). Importing the package imports none of them: a
+# name's submodule is imported the first time the name is asked for (PEP 562), so a command
+# such as ``runlane-certify --version`` does not pay for pytest, Hypothesis and the contract.
+_LAZY: dict[str, tuple[str, str]] = {
+    "AsyncDriverHarness": ("aio", "AsyncDriverHarness"),
+    "AsyncOperatorReadDriver": ("aio", "AsyncOperatorReadDriver"),
+    "AsyncStorageDriver": ("aio", "AsyncStorageDriver"),
+    "AsyncStorageTransaction": ("aio", "AsyncStorageTransaction"),
+    "AsyncStoreHandle": ("aio", "AsyncStoreHandle"),
+    "CallbackAborted": ("aio", "CallbackAborted"),
+    "async_harness": ("aio", "async_harness"),
+    "AppendRecordsCommand": ("contract.streams", "AppendRecordsCommand"),
+    "BackendDriverError": ("protocol.errors", "BackendDriverError"),
+    "BackendError": ("protocol.errors", "BackendError"),
+    "BackendExitedError": ("protocol.errors", "BackendExitedError"),
+    "BackendProtocolError": ("protocol.errors", "BackendProtocolError"),
+    "BackendTimeoutError": ("protocol.errors", "BackendTimeoutError"),
+    "CleanupStalledError": ("core.pruning", "CleanupStalledError"),
+    "Clock": ("contract.protocols", "Clock"),
+    "CoreInvariantError": ("core.runs", "CoreInvariantError"),
+    "DriverHarness": ("harness", "DriverHarness"),
+    "ExpectedFailure": ("expected_failures", "ExpectedFailure"),
+    "ExpectedFailureError": ("expected_failures", "ExpectedFailureError"),
+    "Fault": ("faults", "Fault"),
+    "FaultHook": ("faults", "FaultHook"),
+    "FaultInjector": ("faults", "FaultInjector"),
+    "FaultKind": ("faults", "FaultKind"),
+    "FaultProxy": ("faults", "FaultProxy"),
+    "FaultProxyError": ("faults", "FaultProxyError"),
+    "FrozenJsonObject": ("contract.json_boundary", "FrozenJsonObject"),
+    "HarnessFactory": ("harness", "HarnessFactory"),
+    "History": ("history", "History"),
+    "HistoryAnomaly": ("history", "Anomaly"),
+    "HistoryReport": ("history", "Report"),
+    "InjectedFault": ("faults", "InjectedFault"),
+    "Leases": ("fixtures.records", "Leases"),
+    "LocalStorageDriver": ("local", "LocalStorageDriver"),
+    "MaterializedStorageAppend": ("contract.streams", "MaterializedStorageAppend"),
+    "NewStorageRecord": ("contract.values", "NewStorageRecord"),
+    "OperatorReadDriver": ("contract.protocols", "OperatorReadDriver"),
+    "OwnerScope": ("contract.table_definitions", "OwnerScope"),
+    "PruningLimitsError": ("core.pruning", "PruningLimitsError"),
+    "QueryRecordsCommand": ("contract.values", "QueryRecordsCommand"),
+    "QueryRecordsResult": ("contract.values", "QueryRecordsResult"),
+    "RunCompletionWaitPresence": ("core.completion_waits", "RunCompletionWaitPresence"),
+    "RunStatus": ("contract.table_definitions", "RunStatus"),
+    "RunlaneError": ("contract.errors", "RunlaneError"),
+    "STORAGE_LIMIT_OPTIONS": ("harness", "STORAGE_LIMIT_OPTIONS"),
+    "SettlingStore": ("harness", "SettlingStore"),
+    "StepStatus": ("contract.table_definitions", "StepStatus"),
+    "StorageAppendMeasurement": ("contract.streams", "StorageAppendMeasurement"),
+    "StorageAttemptEndedError": ("contract.errors", "StorageAttemptEndedError"),
+    "StorageAttemptRules": ("contract.attempt", "StorageAttemptRules"),
+    "StorageCandidateMode": ("contract.catalog", "StorageCandidateMode"),
+    "StorageClockAuthority": ("contract.values", "StorageClockAuthority"),
+    "StorageCommitUnknownError": ("contract.errors", "StorageCommitUnknownError"),
+    "StorageConcurrentUseError": ("contract.errors", "StorageConcurrentUseError"),
+    "StorageConflictError": ("contract.errors", "StorageConflictError"),
+    "StorageCorruptionError": ("contract.errors", "StorageCorruptionError"),
+    "StorageCursorError": ("contract.errors", "StorageCursorError"),
+    "StorageCursorPosition": ("contract.cursors", "StorageCursorPosition"),
+    "StorageDocument": ("contract.json_boundary", "StorageDocument"),
+    "StorageDocumentRuleError": ("contract.tables", "StorageDocumentRuleError"),
+    "StorageDriver": ("contract.protocols", "StorageDriver"),
+    "StorageDuplicateMutationError": ("contract.errors", "StorageDuplicateMutationError"),
+    "StorageDurability": ("contract.values", "StorageDurability"),
+    "StorageError": ("contract.errors", "StorageError"),
+    "StorageIndexConsistency": ("contract.values", "StorageIndexConsistency"),
+    "StorageIndexEntry": ("contract.values", "StorageIndexEntry"),
+    "StorageIndexName": ("contract.catalog", "StorageIndexName"),
+    "StorageIndexReference": ("contract.values", "StorageIndexReference"),
+    "StorageKeyChangeError": ("contract.errors", "StorageKeyChangeError"),
+    "StorageLimitError": ("contract.errors", "StorageLimitError"),
+    "StorageLimitName": ("contract.errors", "StorageLimitName"),
+    "StorageLimits": ("contract.values", "StorageLimits"),
+    "StorageProfile": ("contract.values", "StorageProfile"),
+    "StorageProfileError": ("contract.errors", "StorageProfileError"),
+    "StorageQueryDirection": ("contract.catalog", "StorageQueryDirection"),
+    "StorageQueryRange": ("contract.values", "StorageQueryRange"),
+    "StorageRangeBound": ("contract.values", "StorageRangeBound"),
+    "StorageRecordKey": ("contract.values", "StorageRecordKey"),
+    "StorageRecordVersion": ("contract.values", "StorageRecordVersion"),
+    "StorageSealedError": ("contract.errors", "StorageSealedError"),
+    "StorageStreamExhaustedError": ("contract.errors", "StorageStreamExhaustedError"),
+    "StorageStreamLayout": ("contract.streams", "StorageStreamLayout"),
+    "StorageStreamName": ("contract.streams", "StorageStreamName"),
+    "StorageTable": ("contract.tables", "StorageTable"),
+    "StorageTableName": ("contract.catalog", "StorageTableName"),
+    "StorageTransaction": ("contract.protocols", "StorageTransaction"),
+    "StorageTransactionMeter": ("contract.limits", "StorageTransactionMeter"),
+    "StorageUnavailableError": ("contract.errors", "StorageUnavailableError"),
+    "StorageUnsupportedError": ("contract.errors", "StorageUnsupportedError"),
+    "StorageUsageError": ("contract.errors", "StorageUsageError"),
+    "StorageValidationError": ("contract.errors", "StorageValidationError"),
+    "StoreHandle": ("harness", "StoreHandle"),
+    "StoredRecord": ("contract.values", "StoredRecord"),
+    "TERMINAL_RUN_STATUSES": ("contract.table_definitions", "TERMINAL_RUN_STATUSES"),
+    "U64_MAX": ("contract.encodings", "U64_MAX"),
+    "WaitTokenOutcome": ("contract.table_definitions", "WaitTokenOutcome"),
+    "WaitTokenStatus": ("contract.table_definitions", "WaitTokenStatus"),
+    "build_storage_record": ("contract.records", "build_storage_record"),
+    "canonical_json": ("contract.json_boundary", "canonical_json"),
+    "check_history": ("history", "check_history"),
+    "check_reciprocal_idempotency": ("contract.table_definitions", "check_reciprocal_idempotency"),
+    "check_storage_record_size": ("contract.limits", "check_storage_record_size"),
+    "compare_storage_encoded_values": ("contract.encodings", "compare_storage_encoded_values"),
+    "create_local_storage_driver": ("local", "create_local_storage_driver"),
+    "create_storage_limit_error": ("contract.errors", "create_storage_limit_error"),
+    "decode_storage_query_cursor": ("contract.cursors", "decode_storage_query_cursor"),
+    "encode_storage_document": ("contract.records", "encode_storage_document"),
+    "encode_storage_query_cursor": ("contract.cursors", "encode_storage_query_cursor"),
+    "encode_storage_tuple_prefix_upper_bound": (
+        "contract.encodings",
+        "encode_storage_tuple_prefix_upper_bound",
+    ),
+    "event_record_key": ("contract.table_definitions", "event_record_key"),
+    "freeze_json": ("contract.json_boundary", "freeze_json"),
+    "get_storage_table": ("contract.tables", "get_storage_table"),
+    "have_equal_storage_record_keys": ("contract.values", "have_equal_storage_record_keys"),
+    "import_suites": ("fixtures.collect", "import_suites"),
+    "is_after_cursor": ("contract.cursors", "is_after_cursor"),
+    "iso_date_codec": ("contract.encodings", "iso_date_codec"),
+    "materialize_storage_append": ("contract.streams", "materialize_storage_append"),
+    "measure_storage_append": ("contract.streams", "measure_storage_append"),
+    "measure_storage_record": ("contract.limits", "measure_storage_record"),
+    "outbox_message_record_key": ("contract.table_definitions", "outbox_message_record_key"),
+    "owner_record_key": ("contract.table_definitions", "owner_record_key"),
+    "parse_append_records_command": ("contract.streams", "parse_append_records_command"),
+    "parse_driver_options": ("harness", "parse_driver_options"),
+    "parse_expected_failure": ("expected_failures", "parse_expected_failure"),
+    "parse_new_storage_record": ("contract.records", "parse_new_storage_record"),
+    "parse_query_records_result": ("contract.cursors", "parse_query_records_result"),
+    "parse_storage_document": ("contract.json_boundary", "parse_storage_document"),
+    "parse_storage_record_key": ("contract.records", "parse_storage_record_key"),
+    "positive_int_option": ("harness", "positive_int_option"),
+    "queue_capacity_record_key": ("contract.table_definitions", "queue_capacity_record_key"),
+    "read_storage_stream_position": ("contract.streams", "read_storage_stream_position"),
+    "record_concurrent_history": ("suites._histories_support", "record_concurrent_history"),
+    "run_completion_wait_presence_record_key": (
+        "contract.table_definitions",
+        "run_completion_wait_presence_record_key",
+    ),
+    "run_record_key": ("contract.table_definitions", "run_record_key"),
+    "schedule_occurrence_id": ("contract.table_definitions", "schedule_occurrence_id"),
+    "schedule_record_key": ("contract.table_definitions", "schedule_record_key"),
+    "settle_store": ("harness", "settle_store"),
+    "step_record_key": ("contract.table_definitions", "step_record_key"),
+    "step_token": ("contract.table_definitions", "step_token"),
+    "storage_limits_from_options": ("harness", "storage_limits_from_options"),
+    "storage_record_key_codec": ("contract.encodings", "storage_record_key_codec"),
+    "storage_stream_layouts": ("contract.streams", "storage_stream_layouts"),
+    "storage_tables": ("contract.tables", "storage_tables"),
+    "storage_tuple_codec": ("contract.encodings", "storage_tuple_codec"),
+    "storage_unsigned_integer_codec": ("contract.encodings", "storage_unsigned_integer_codec"),
+    "thaw_json": ("contract.json_boundary", "thaw_json"),
+    "tombstone_for_run": ("contract.table_definitions", "tombstone_for_run"),
+    "tombstone_record_key": ("contract.table_definitions", "tombstone_record_key"),
+    "wait_token_link_record_key": ("contract.table_definitions", "wait_token_link_record_key"),
+    "wait_token_record_key": ("contract.table_definitions", "wait_token_record_key"),
+}
 
 __version__ = "0.1.0"
 """This toolkit's version; every certification report records it (docs/releasing.md says what changes it)."""
@@ -320,3 +485,18 @@ __all__ = [
     "wait_token_link_record_key",
     "wait_token_record_key",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the submodule that defines ``name`` on first use and cache the value here."""
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(f".{module_name}", __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

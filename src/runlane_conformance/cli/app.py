@@ -47,7 +47,6 @@ from rich.progress import TaskID
 from rich.table import Table
 from rich.text import Text
 
-from .. import __version__
 from ..contract.values import StorageProfile
 from ..expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failures
 from ..fixtures.driver_frame import path_from_here
@@ -84,6 +83,7 @@ from ..safe_text import (
 from . import init_cmd
 from .badge import badge_for, endpoint_json, isolation_note, render_svg
 from .config import ConfigError, RunSettings, load_run_config, resolve_run
+from .entry import version_text
 from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .help_format import hide_flag_types
 from .junit import junit_xml
@@ -350,8 +350,7 @@ def _options_text(options: Mapping[str, str]) -> str:
 
 
 def _version_text() -> str:
-    python = ".".join(str(part) for part in sys.version_info[:3])
-    return f"runlane-certify {__version__} (runlane-conformance, Python {python})"
+    return version_text()
 
 
 def _show_version(value: bool) -> None:

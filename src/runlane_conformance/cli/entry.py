@@ -1,0 +1,35 @@
+"""The ``runlane-certify`` console script: answers ``--version`` at once, hands everything else to ``app``.
+
+The full command-line application imports typer, rich, pytest, Hypothesis and the contract
+before it can parse anything. A user (or a CI step) asking only for the version should not pay
+for that, so this module recognises exactly ``runlane-certify --version`` and prints the same
+line ``app`` would; any other command line, including a mistaken one, goes to ``app.main``,
+which owns every error message and exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+
+__all__ = ["main", "version_text"]
+
+
+def version_text() -> str:
+    """The one line ``--version`` prints: toolkit version and the Python running it."""
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"runlane-certify {__version__} (runlane-conformance, Python {python})"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (see the module docstring)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments == ["--version"]:
+        sys.stdout.write(version_text() + "\n")
+        sys.stdout.flush()
+        sys.exit(0)
+    from .app import main as app_main
+
+    app_main(argv)

@@ -246,3 +246,9 @@ class SlowDriver(OperatorReadsDriver):
 def slow(options: Mapping[str, str]) -> SlowHarness:
     """A correct driver that is merely slow: certifies when given time, inconclusive when not."""
     return SlowHarness(options)
+
+
+def unsettled(options: Mapping[str, str]) -> WrappedHarness:
+    """The reference driver with lagging (eventual) indexes behind a store handle with no ``settle``
+    hook: correct, but nothing tells a check when its indexes have caught up."""
+    return WrappedHarness(load_harness("local", {"index_lag": "3", **options}), WrappedDriver)

@@ -14,7 +14,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from ..fixtures.gating import ProfileFacts
+from ..contract.values import StorageIndexConsistency
+from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
 from ..requirements import AREAS, Requirement, RequirementLevel
 from .events import RawCheck
 from .model import (
@@ -126,6 +127,14 @@ def _blob(longrepr: str | None) -> str | None:
     return match.group() if match else None
 
 
+#: Why a check that needed caught-up indexes ended without a verdict, and how to get one.
+UNSETTLED_MESSAGE = (
+    "inconclusive: the driver's indexes are eventual and its store handle offers no settle(timeout=...) "
+    "hook, so this check could not tell a slow index from a wrong one; add the hook to the harness's "
+    "store handle (docs/writing-a-driver.md) to get a verdict"
+)
+
+
 def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
     """The outcome of one finished check, measured against the plan.
 
@@ -149,6 +158,13 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
         reason = raw.skip_reason or "skipped"
         if predicted is not None and reason == predicted:
             outcome, message = Outcome.GATED, reason
+        elif reason == NO_SETTLE_REASON and (
+            facts.profile.index_consistency is StorageIndexConsistency.EVENTUAL
+        ):
+            # The check had to compare index pages with what it wrote, and nothing could tell it when
+            # the driver's eventual indexes had caught up: neither met nor broken.
+            outcome = Outcome.INCONCLUSIVE
+            message = full_message = UNSETTLED_MESSAGE
         elif reason.startswith("profile:"):
             outcome = Outcome.FAILED
             message = f"skipped ({reason!r}) although the preflight probe found the driver's profile " + (

@@ -197,6 +197,24 @@ def _widest_batches(limits: StorageLimits) -> str | None:
     return reason
 
 
+#: The most children a pruning check builds to make cleanup take several full passes.
+PRUNING_CHILDREN = 20_000
+
+
+def _pruning_passes(limits: StorageLimits) -> str | None:
+    from ..core.pruning import PassBudget
+
+    budget = PassBudget.from_limits(limits)
+    per_pass = min(budget.page, budget.point_reads - 1, budget.records - 1)
+    children = 4 * per_pass + 1
+    if children > PRUNING_CHILDREN:
+        return (
+            f"profile: a cleanup pass of these limits takes {per_pass} children; five full passes need "
+            f"{children}, beyond what a check builds (at most {PRUNING_CHILDREN})"
+        )
+    return None
+
+
 #: Every gate a check may name, by name.
 GATES: dict[str, Gate] = {
     "point-reads": lambda limits: _reach(limits.max_point_reads, "max_point_reads", PRACTICAL_COUNT),
@@ -217,6 +235,7 @@ GATES: dict[str, Gate] = {
     "append-records": _append_records,
     "append-record-bytes": _append_record_bytes,
     "append-widest-batches": _widest_batches,
+    "pruning-passes": _pruning_passes,
     "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
 }
 

@@ -90,6 +90,7 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
     tombstone_counts,
 )
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import collect_pages, document_of, page_of
 
@@ -872,6 +873,7 @@ def test_a_token_shared_by_two_runs_loses_exactly_one_link_per_pruned_run(
     assert _token_links(driver, second) == [0], "after pruning both runs, token t1 still counts links"
 
 
+@limit_gated("pruning-passes")
 @LIMITS
 def test_a_run_needing_five_full_passes_is_pruned_to_the_end(
     driver: StorageDriver, other_driver: StorageDriver

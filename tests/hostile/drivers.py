@@ -204,7 +204,7 @@ class _TwoFacedLimits(Harness):
     def profile(self, advertised: Any) -> Any:
         if os.environ.get("PYTEST_CURRENT_TEST"):
             return advertised
-        return replace(advertised, limits=replace(advertised.limits, max_point_reads=1_000_000))
+        return replace(advertised, limits=replace(advertised.limits, max_point_reads=5_000))
 
 
 def two_faced_limits(options: Mapping[str, str]) -> Harness:

@@ -220,9 +220,9 @@ def test_limits_evidence_is_what_the_checks_measured_and_a_two_faced_profile_fai
     assert run.returncode == 1
     assert run.report is not None
     (problem,) = run.report["run"]["problems"]
-    assert "max_point_reads at [50]" in problem and "1000000" in problem
+    assert "max_point_reads at [50]" in problem and "5000" in problem
     entry = next(e for e in run.report["limits"] if e["name"] == "max_point_reads")
-    assert (entry["advertised"], entry["accepted_at"], entry["rejected_at"]) == (1_000_000, 50, 51)
+    assert (entry["advertised"], entry["accepted_at"], entry["rejected_at"]) == (5_000, 50, 51)
     assert entry["status"] == "failed"
 
 

@@ -126,7 +126,7 @@ def _read_and_write_once(limits: StorageLimits) -> str | None:
     if reason is not None:
         return reason
     plan = plan_distinct_keys(_CHECK_LEASES, limits.max_transaction_records, limits)
-    assert plan is not None
+    assert plan is not None, "plan_distinct_keys refused a count that _keys accepted (a fault in the gates)"
     if not plan.creates or limits.max_point_reads < len(plan.reads) + 1:
         return "profile: the advertised limits leave no room to read a key that is also written"
     return None

@@ -26,7 +26,7 @@ from runlane_conformance.contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
-from runlane_conformance.fixtures.convergence import until_indexed
+from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.evidence import record_limit
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
@@ -294,18 +294,13 @@ def test_a_continued_page_past_max_query_results_is_refused(driver: StorageDrive
     """The page limit is checked on every page, not only on a scan's first one (a cursor is no exemption)."""
     limits = _limits(driver)
     create_all(driver, [leases.unique("q1", at=1), leases.unique("q2", at=2)])
-
-    def first_page() -> str:
-        page = driver.query(leases.query(limit=1))
-        assert page.cursor is not None, (
-            "a full page of 1 out of 2 entries must carry a cursor (cursors.pages-join-to-one-scan); this "
-            "check needs one to continue with and fails because of that"
-        )
-        return page.cursor
-
-    # An eventual index without a settle hook may need a few reads before it shows both entries.
-    cursor = until_indexed(driver, first_page)
-    continued = leases.query(limit=limits.max_query_results + 1).with_cursor(cursor)
+    settle_indexes(driver)
+    first = driver.query(leases.query(limit=1))
+    assert first.cursor is not None, (
+        "a full page of 1 out of 2 entries must carry a cursor (cursors.pages-join-to-one-scan); this check "
+        "needs one to continue with and fails because of that"
+    )
+    continued = leases.query(limit=limits.max_query_results + 1).with_cursor(first.cursor)
     _refused(StorageLimitName.QUERY_RESULTS, lambda: driver.query(continued))
     _refused(
         StorageLimitName.QUERY_RESULTS, lambda: driver.transaction(lambda tx: tx.query_candidates(continued))

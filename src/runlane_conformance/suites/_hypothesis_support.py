@@ -181,9 +181,10 @@ def searches(test: F) -> F:
 def check_seconds(request: pytest.FixtureRequest) -> float:
     """The wall-clock limit the running check has, in seconds, however it was started.
 
-    Run directly under pytest, the plugin puts the limit on the check as a
-    ``timeout`` marker (``--runlane-timeout``, else the profile's budget), and
-    that marker is what will stop the check, so it is read back. Under
+    Run directly under pytest, the plugin keeps the limit in the check's stash
+    (``--runlane-timeout``, else the profile's budget) and sets pytest-timeout's
+    marker a grace later as a backstop; a check's own ``timeout`` marker, where
+    it declares one, is its limit instead. Under
     ``runlane-certify`` the supervisor enforces the limit from outside and no
     marker is set; the plugin's ``check_timeout`` gives the same value there
     (the CLI passes ``--check-timeout`` on as ``--runlane-timeout``). Both come
@@ -191,13 +192,16 @@ def check_seconds(request: pytest.FixtureRequest) -> float:
     search (the model checks) scales with the profile instead of carrying a
     fixed number that a harder profile outgrows.
     """
+    from runlane_conformance.fixtures.plugin import BUDGET_KEY, check_timeout
+
+    budget = request.node.stash.get(BUDGET_KEY, None)
+    if budget is not None:
+        return budget
     marker = request.node.get_closest_marker("timeout")
     if marker is not None and marker.args:
         value = marker.args[0]
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
             return float(value)
-    from runlane_conformance.fixtures.plugin import check_timeout
-
     return check_timeout(request.config)
 
 

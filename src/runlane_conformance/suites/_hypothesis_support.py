@@ -196,7 +196,7 @@ def check_seconds(request: pytest.FixtureRequest) -> float:
 
     budget = request.node.stash.get(BUDGET_KEY, None)
     if budget is not None:
-        return budget
+        return float(budget)
     marker = request.node.get_closest_marker("timeout")
     if marker is not None and marker.args:
         value = marker.args[0]

@@ -162,7 +162,7 @@ def test_state_machine_checks_are_handed_out_with_the_searches() -> None:
 
 @pytest.mark.parametrize(("explicit", "limit"), [(None, "7200"), (77.0, "77")])
 def test_the_child_is_told_the_limit_the_supervisor_enforces(explicit: float | None, limit: str) -> None:
-    from runlane_conformance import runner
+    from runlane_conformance.run import certify as runner
 
     request = runner._validate("local", None, (), (), "thorough", 1, 1, explicit, None)
     args = runner._pytest_args(request, runner._suite_source())

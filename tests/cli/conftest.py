@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance import runner
+from runlane_conformance.run import certify as runner
 from tests.cli.fake_catalog import fake_catalog
 
 collect_ignore = ["fake_suite"]

@@ -107,7 +107,7 @@ def test_usage_and_driver_loading_errors_exit_2_with_one_line(
 
 
 def test_a_run_that_breaks_exits_3(fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runlane_conformance import runner
+    from runlane_conformance.run import certify as runner
 
     monkeypatch.setattr(runner, "SUITE_ARGS", (str(tmp_path),))
     result = invoke("run", "--driver", fake_suite)

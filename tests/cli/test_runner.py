@@ -15,10 +15,11 @@ from types import SimpleNamespace
 import hypothesis
 import pytest
 
-from runlane_conformance import StorageProfile, runner
+from runlane_conformance import StorageProfile
 from runlane_conformance.fixtures.gating import ProfileFacts
 from runlane_conformance.harness import DriverLoadError, DriverNotFoundError
 from runlane_conformance.requirements import Requirement, RequirementLevel
+from runlane_conformance.run import certify
 from runlane_conformance.run.events import RawCheck, _full_message
 from runlane_conformance.run.plan import build_plan
 from runlane_conformance.run.verdict import judge_check
@@ -240,7 +241,7 @@ def test_a_suite_that_cannot_be_collected_is_a_broken_run(
     fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "test_limits.py").write_text("def test_x(:\n")
-    monkeypatch.setattr(runner, "SUITE_ARGS", (str(tmp_path),))
+    monkeypatch.setattr(certify, "SUITE_ARGS", (str(tmp_path),))
     with pytest.raises(RunBrokenError, match="collecting the suites failed"):
         run_suites(fake_suite, {})
 
@@ -248,7 +249,7 @@ def test_a_suite_that_cannot_be_collected_is_a_broken_run(
 def test_an_empty_suite_is_a_broken_run(
     fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner, "SUITE_ARGS", (str(tmp_path),))
+    monkeypatch.setattr(certify, "SUITE_ARGS", (str(tmp_path),))
     with pytest.raises(RunBrokenError, match="no checks were collected"):
         run_suites(fake_suite, {})
 

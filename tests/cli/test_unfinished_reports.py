@@ -117,7 +117,7 @@ def _stale(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_run_that_breaks_leaves_broken_outputs_with_exit_3(
     fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runlane_conformance import runner
+    from runlane_conformance.run import certify as runner
 
     monkeypatch.setattr(runner, "SUITE_ARGS", (str(tmp_path / "empty"),))
     (tmp_path / "empty").mkdir()

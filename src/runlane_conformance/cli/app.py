@@ -55,10 +55,7 @@ from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
 from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import HarnessError, available_drivers, parse_driver_options
 from ..requirements import AREAS
-from ..run.isolation import DEFAULT_ISOLATION, Isolation
-from ..run.model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunStatus
-from ..run.reaper import become_subreaper, end_descendants
-from ..runner import (
+from ..run.certify import (
     HYPOTHESIS_PROFILES,
     CheckShrinking,
     CheckStarted,
@@ -70,6 +67,9 @@ from ..runner import (
     TestFinished,
     certify_driver,
 )
+from ..run.isolation import DEFAULT_ISOLATION, Isolation
+from ..run.model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunStatus
+from ..run.reaper import become_subreaper, end_descendants
 from ..safe_text import (
     MESSAGE_LIMIT,
     describe_exception,
@@ -772,10 +772,10 @@ def _expected_failures(declarations: Sequence[str]) -> tuple[ExpectedFailure, ..
     """``--expect-fail`` values parsed against the catalogue the run uses; a bad one exits 2."""
     if not declarations:
         return ()
-    from .. import runner
+    from ..run import certify
 
     try:
-        return parse_expected_failures(declarations, known=runner.SUITE_CATALOG().keys())
+        return parse_expected_failures(declarations, known=certify.SUITE_CATALOG().keys())
     except ExpectedFailureError as error:
         _stop(ExitCode.USAGE, error)
 

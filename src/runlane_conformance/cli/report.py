@@ -963,9 +963,9 @@ def check_claim(document: Mapping[str, Any]) -> Certification:
         raise ReportError("the report is from a run that broke before reaching a verdict")
     if status != RunStatus.COMPLETE.value or is_unfinished(document):
         raise ReportError(f"the report is from a {status} run, which is never a certification")
-    from .. import runner
+    from ..run import certify as certify_run
 
-    catalog = runner.SUITE_CATALOG()
+    catalog = certify_run.SUITE_CATALOG()
     outcomes: dict[str, RequirementOutcome] = {}
     try:
         facts = _facts_from_report(document)

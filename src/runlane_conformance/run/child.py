@@ -71,7 +71,7 @@ def _commands(stream: TextIO) -> Iterator[str | None]:
 
 def _probe(spec: dict[str, Any], channel: _Channel) -> bool:
     from ..harness import HarnessError
-    from ..runner import probe_facts
+    from .probe import probe_facts
 
     try:
         facts = probe_facts(spec["driver"], spec["options"])

@@ -380,8 +380,14 @@ export class Attempt {
     const out = command.values.map((value, i) => {
       const position = start + BigInt(i);
       const ordered = orderedPosition(position);
+      const key = encodeTuple([OBSERVATIONS.recordTable, command.partition, ordered]);
+      // A record already at a position the head says is free means the head is corrupt: refuse the
+      // batch rather than overwrite it (core's own fallback, a conditional create, could not either).
+      if (this.store.records.has(key)) {
+        throw corruption(`${command.stream}/${command.partition}: position ${position} is already taken, beyond the head's next position ${start}`);
+      }
       return {
-        key: encodeTuple([OBSERVATIONS.recordTable, command.partition, ordered]),
+        key,
         document: envelope(placed(value, command.partition, position.toString())),
         indexes: [{ index: OBSERVATIONS.index, partition: command.partition, sort: encodeTuple([ordered]) }],
       };

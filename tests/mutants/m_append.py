@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from runlane_conformance import (
     AppendRecordsCommand,
+    NewStorageRecord,
     StorageLimits,
     StorageStreamExhaustedError,
     materialize_storage_append,
@@ -25,7 +26,9 @@ from runlane_conformance import (
 from runlane_conformance.contract.encodings import U64_MAX
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.streams import MaterializedStorageAppend
+from runlane_conformance.local.store import CommitPlan, LocalStore
 from tests.mutants.catalog import Mutant
+from tests.mutants.m_conflicts import store_mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
 
 T = TypeVar("T")
@@ -405,6 +408,13 @@ MUTANTS = [
         "the head's next position is read through a double, so positions past 2**53 are rounded",
     ),
     Mutant(
+        "upserts-appended-records",
+        "tests.mutants.m_append:upserts_appended_records",
+        "append.occupied-position-refused",
+        "native append writes its records as upserts, overwriting a record that already sits at the head's "
+        "next position",
+    ),
+    Mutant(
         "signed-64-bit-positions",
         "tests.mutants.m_append:signed_positions",
         "append.position-bounds",
@@ -418,6 +428,27 @@ MUTANTS = [
     ),
 ]
 
+
+class UpsertsAppendedRecords(LocalStore):
+    """Writes each appended record whether or not its position is taken (an upsert), so it overwrites."""
+
+    def _writes(self, plan: CommitPlan) -> list[tuple[str, NewStorageRecord | None]]:
+        command = plan.append
+        if command is None:
+            return super()._writes(replace(plan, append=None))
+        writes = super()._writes(replace(plan, append=None))
+        head_key = command.layout.head_key(command.partition).encoded
+        head_chain = self._chains.get(head_key)
+        start = read_storage_stream_position(
+            command.stream, command.partition, None if head_chain is None else head_chain[-1][1]
+        )
+        placed = materialize_storage_append(command, start)
+        writes.extend((record.key.encoded, record) for record in placed.records)
+        writes.append((head_key, placed.head))
+        return writes
+
+
+upserts_appended_records = store_mutant(UpsertsAppendedRecords)
 float_positions = mutant_harness(FloatPositions)
 signed_positions = mutant_harness(SignedPositions)
 burns_positions_on_base_exception = mutant_harness(BurnsPositionsOnBaseException)

@@ -19,6 +19,7 @@ from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.encodings import U64_MAX
 from runlane_conformance.contract.errors import (
     StorageAttemptEndedError,
+    StorageError,
     StorageLimitError,
     StorageLimitName,
     StorageSealedError,
@@ -103,6 +104,14 @@ BOUNDS = requirement(
     RequirementLevel.MUST,
     CLAUSE,
     "A batch whose head would pass 2**64-1 fails with StorageStreamExhaustedError and changes nothing.",
+    capability=CAPABILITY,
+)
+OCCUPIED = requirement(
+    "append.occupied-position-refused",
+    RequirementLevel.MUST,
+    CLAUSE,
+    "A native append whose next position already holds a record (the head trails its records) fails "
+    "with a StorageError and changes nothing: it never overwrites that record.",
     capability=CAPABILITY,
 )
 CONCURRENT = requirement(
@@ -519,6 +528,38 @@ def test_positions_keep_every_digit_up_to_the_unsigned_range(
     _expect_placed(view, command, start)
     assert view.next_position == start + 3, (
         f"the head must allocate {start + 3} next, not {view.next_position}"
+    )
+
+
+@OCCUPIED
+@pytest.mark.parametrize("head", ["absent", "present"])
+def test_an_append_onto_an_occupied_position_fails_and_changes_nothing(
+    driver: StorageDriver, partition: str, head: str
+) -> None:
+    """A head that points at a position some record already holds is corrupt: the batch must not land.
+
+    Core's own fallback (a head read and conditional creates) can never
+    overwrite that record, so a native append that upserts its records would
+    make the two paths disagree about the same stream.
+    """
+    start = 1
+    if head == "present":
+        start = 3
+        _set_head(driver, partition, start)
+    (stray,) = materialize_storage_append(batch(partition, "stray", 1), start).records
+    driver.transaction(lambda tx: tx.create(stray))
+    before = read_stream(driver, partition)
+    with refused(
+        StorageError,
+        what=f"with the head {'absent' if head == 'absent' else 'at 3'} and a record already stored at "
+        f"position {start}, the check appended a batch of 2 records",
+        rule=OCCUPIED,
+    ):
+        _append(driver, batch(partition, "onto", 2))
+    after = read_stream(driver, partition)
+    assert after == before, (
+        f"a refused append must change nothing: before it the stream held positions {before.positions} "
+        f"(head {before.head}), after it {after.positions} (head {after.head})"
     )
 
 

@@ -266,6 +266,18 @@ MUTANTS = [
         "exclusive selection is advisory: two open attempts get the same rows",
     ),
     Mutant(
+        "exclusive-holds-released-at-first-point-read",
+        "tests.mutants.m_exclusive_selection:releases_at_first_point_read",
+        "exclusive_selection.disjoint-across-instances",
+        "point-reading the selected rows (as core does before deciding) releases their holds",
+    ),
+    Mutant(
+        "exclusive-holds-released-at-first-write",
+        "tests.mutants.m_exclusive_selection:releases_at_first_write",
+        "exclusive_selection.disjoint-across-instances",
+        "the first staged write releases the selection's holds before the attempt ends",
+    ),
+    Mutant(
         "exclusive-rows-never-released-at-commit",
         "tests.mutants.m_exclusive_selection:keeps_holds_at_commit",
         "exclusive_selection.released-at-commit",
@@ -357,5 +369,47 @@ ignores_exclusive_mode = mutant_harness(transaction_class=IgnoresExclusiveMode)
 advisory_holds = mutant_harness(transaction_class=AdvisoryHolds)
 holds_lookahead = mutant_harness(transaction_class=HoldsLookahead)
 drops_exclusive_cursor = mutant_harness(transaction_class=DropsExclusiveCursor)
+
+
+class _EndsSelection(WrappedTransaction):
+    """Releases the attempt's exclusive holds early, as a driver that runs its selection as its own
+    statement transaction (SKIP LOCKED) and the rest of the attempt in another would."""
+
+    def end_selection(self) -> None:
+        inner = self.inner
+        with inner._store._lock:
+            holds = inner._store._holds
+            for ekey in inner._held:
+                if holds.get(ekey) == inner._token:
+                    del holds[ekey]
+        inner._held.clear()
+
+
+class ReleasesAtFirstPointRead(_EndsSelection):
+    """The point reads run in a new statement transaction, which drops the selection's row locks."""
+
+    def get(self, keys: Any) -> Any:
+        self.end_selection()
+        return self.inner.get(keys)
+
+
+class ReleasesAtFirstWrite(_EndsSelection):
+    """Reads run in a read transaction; the first staged write opens the write one and drops the holds."""
+
+    def create(self, record: Any) -> None:
+        self.end_selection()
+        self.inner.create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.end_selection()
+        self.inner.replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        self.end_selection()
+        self.inner.delete(current)
+
+
+releases_at_first_point_read = mutant_harness(transaction_class=ReleasesAtFirstPointRead)
+releases_at_first_write = mutant_harness(transaction_class=ReleasesAtFirstWrite)
 keeps_holds_at_commit = mutant_harness(KeepsHoldsAtCommit)
 keeps_holds_at_rollback = mutant_harness(KeepsHoldsAtRollback)

@@ -21,6 +21,7 @@ from runlane_conformance.contract.errors import StorageCursorError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.table_definitions import RunStatus
 from runlane_conformance.contract.values import (
+    NewStorageRecord,
     QueryRecordsCommand,
     QueryRecordsResult,
     StorageQueryRange,
@@ -54,7 +55,8 @@ DISJOINT = requirement(
     "exclusive_selection.disjoint-across-instances",
     RequirementLevel.MUST,
     CLAUSE,
-    "Two open attempts on independent instances never both receive the same row from exclusive selection.",
+    "Two open attempts on independent instances never both receive the same row from exclusive selection, "
+    "however far the first has gone (point reads, now(), staged writes) before it ends.",
     capability=CAPABILITY,
 )
 RELEASED_AT_COMMIT = requirement(
@@ -150,15 +152,28 @@ def _while_open(
     competitor: Any,
     *,
     first_mode: StorageCandidateMode = EXCLUSIVE,
-    seal_first: bool = False,
+    phase: str = "open",
+    unrelated: NewStorageRecord | None = None,
 ) -> tuple[list[str], Competitor[Any]]:
-    """Run ``first`` in an attempt on ``driver``; start ``competitor`` from inside its first attempt."""
+    """Run ``first`` in an attempt on ``driver``; start ``competitor`` from inside its first attempt.
+
+    ``phase`` is how far that attempt has gone when the competitor starts, in
+    the order core goes: ``open`` (just selected), ``after-get`` (point-read
+    what it selected), ``after-now`` (then sealed its reads) or
+    ``after-write`` (then staged ``unrelated``). Holds last until the attempt ends,
+    so every phase must keep the selected rows from the competitor.
+    """
     started: list[Competitor[Any]] = []
 
     def callback(tx: StorageTransaction) -> list[str]:
-        mine = _keys(_select(tx, first, first_mode))
-        if seal_first:
+        page = _select(tx, first, first_mode)
+        mine = _keys(page)
+        if phase in ("after-get", "after-now", "after-write"):
+            tx.get([item.key for item in page.items])
+        if phase in ("after-now", "after-write"):
             tx.now()
+        if phase == "after-write" and unrelated is not None:
+            tx.create(unrelated)
         if not started:
             started.append(compete(competitor))
         return mine
@@ -169,13 +184,13 @@ def _while_open(
 
 @DISJOINT
 @DIRECTIONS
-@pytest.mark.parametrize("seal_first", [False, True], ids=["open", "after-now"])
+@pytest.mark.parametrize("phase", ["open", "after-get", "after-now", "after-write"])
 def test_two_open_attempts_get_disjoint_rows(
     driver: StorageDriver,
     other_driver: StorageDriver,
     leases: Leases,
     direction: StorageQueryDirection,
-    seal_first: bool,
+    phase: str,
 ) -> None:
     rows = _ordered(_rows(driver, leases, 6), direction)
     command = leases.query(limit=3, direction=direction)
@@ -183,13 +198,23 @@ def test_two_open_attempts_get_disjoint_rows(
     def second() -> list[str]:
         return _selector(other_driver, command)()  # type: ignore[no-any-return]
 
-    first_rows, competitor = _while_open(driver, command, second, seal_first=seal_first)
+    unrelated = leases.unique("unrelated", at=999) if phase == "after-write" else None
+    first_rows, competitor = _while_open(driver, command, second, phase=phase, unrelated=unrelated)
     assert first_rows == rows[:3], "a free index hands the first selector the first rows in order"
     finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:
         overlap = set(first_rows) & set(second_rows)
-        assert not overlap, f"rows {sorted(overlap)} were handed to two open attempts at once"
+        done = {
+            "open": "only selected them",
+            "after-get": "selected and point-read them",
+            "after-now": "selected and point-read them, then called now()",
+            "after-write": "selected and point-read them, called now() and staged a write",
+        }[phase]
+        assert not overlap, (
+            f"rows {sorted(overlap)} were handed to two open attempts at once (the first attempt had {done}, "
+            "and holds last until it commits or rolls back)"
+        )
         assert second_rows == rows[3:], "the second selector must get the free rows, in order"
 
 

@@ -326,3 +326,80 @@ MUTANTS += [
         "now() seals the whole attempt: replaces and deletes after it are refused",
     ),
 ]
+
+
+# -- answers kept for the attempt and handed out after it ended --------------------------------------
+
+
+class _FrozenNowAfterEnd(WrappedTransaction):
+    """Keeps the attempt's frozen time and returns it before looking at whether the attempt ended."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.frozen: datetime | None = None
+
+    def now(self) -> datetime:
+        if self.frozen is None:
+            self.frozen = self.inner.now()
+        return self.frozen
+
+
+class _PageCacheAfterEnd(WrappedTransaction):
+    """Serves a repeated scan from the pages the attempt already fetched, even after the attempt ended."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        self.pages: dict[Any, Any] = {}
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        if command not in self.pages:
+            self.pages[command] = self.inner.query_candidates(command, **kwargs)
+        return self.pages[command]
+
+
+frozen_now_after_end = mutant_harness(transaction_class=_FrozenNowAfterEnd)
+page_cache_after_end = mutant_harness(transaction_class=_PageCacheAfterEnd)
+
+MUTANTS += [
+    Mutant(
+        "frozen-now-after-end",
+        "tests.mutants.m_sealing:frozen_now_after_end",
+        "sealing.attempt-ended-refused",
+        "now() returns the attempt's frozen time after the attempt ended",
+    ),
+    Mutant(
+        "page-cache-after-end",
+        "tests.mutants.m_sealing:page_cache_after_end",
+        "sealing.attempt-ended-refused",
+        "a repeated scan is answered from the attempt's cached pages after the attempt ended",
+    ),
+]
+
+
+class _TimeAcrossReplays(WrappedDriver):
+    """Samples the clock once per transaction() call: every replayed attempt gets the first one's time."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        first: list[datetime] = []
+        driver = self
+
+        class _Attempt(WrappedTransaction):
+            def now(self) -> datetime:
+                value = self.inner.now()
+                if not first:
+                    first.append(value)
+                return first[0]
+
+        return self.inner.transaction(lambda tx: callback(_Attempt(tx, driver)))  # type: ignore[no-any-return]
+
+
+time_across_replays = mutant_harness(_TimeAcrossReplays)
+
+MUTANTS += [
+    Mutant(
+        "time-kept-across-replays",
+        "tests.mutants.m_sealing:time_across_replays",
+        "sealing.now-uses-injected-client-clock",
+        "a replayed attempt's now() returns the time the abandoned attempt sampled",
+    ),
+]

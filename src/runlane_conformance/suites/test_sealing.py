@@ -24,7 +24,7 @@ from runlane_conformance.contract.errors import (
 )
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StorageRecordVersion, StoredRecord
-from runlane_conformance.fixtures.interleave import compete
+from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._callback_errors import BASE_ERRORS
@@ -44,7 +44,8 @@ INJECTED_CLOCK = requirement(
     "sealing.now-uses-injected-client-clock",
     RequirementLevel.MUST,
     "Report a profile that is true (clock authority); Use Local as the executable reference",
-    "A driver with client clock authority answers now() with the time of the clock given to connect().",
+    "A driver with client clock authority answers now() with the time of the clock given to connect(), "
+    "read anew by each attempt (a replay never reuses the time of the attempt it replaces).",
     capability="client_clock",
 )
 SEALED_BY_NOW = requirement(
@@ -139,6 +140,45 @@ def test_now_is_the_injected_clock_time(connect: Callable[..., StorageDriver], i
     driver = connect(clock=lambda: instant)
     got = driver.transaction(lambda tx: tx.now())
     assert got == instant, f"now() returned {got!r}; the injected clock says {instant!r}"
+
+
+@INJECTED_CLOCK
+def test_a_replayed_attempt_reads_the_injected_clock_again(
+    connect: Callable[..., StorageDriver], leases: Leases
+) -> None:
+    """A replay is a new attempt with a time of its own. Handing it the abandoned attempt's time would
+    have it judge data changed after that time (the change that forced the replay) by a time from
+    before the change. A driver that makes the other instance wait instead of replaying is not judged
+    here: without a replay there is no second time to look at."""
+    clock = SteppingClock(datetime(2041, 3, 4, 5, 6, 7, tzinfo=UTC))
+    driver = connect(clock=clock)
+    other = connect()
+    create_all(driver, [leases.unique("x", at=1)])
+    times: list[datetime] = []
+    competitor: list[Competitor[None]] = []
+
+    def bump(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("x")])
+        assert current is not None, missing("the record x", written="the check created it before")
+        tx.replace(current, leases.unique("x", at=2))
+
+    def attempt(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("x")])
+        times.append(tx.now())
+        if not competitor:
+            competitor.append(compete(lambda: other.transaction(bump)))
+        assert current is not None, missing("the record x", written="the check created it before")
+        tx.replace(current, leases.unique("x", at=100 + len(times)))
+
+    driver.transaction(attempt)
+    competitor[0].settle()
+    if len(times) > 1:
+        first, last = times[0], times[-1]
+        assert last in clock.returned, f"the replay's now() returned {last!r}, which the clock never returned"
+        assert clock.returned.index(last) > clock.returned.index(first), (
+            f"the replayed attempt's now() returned {last!r}, the time the abandoned first attempt had "
+            f"sampled ({first!r}); each attempt must read the injected clock for itself"
+        )
 
 
 @INJECTED_CLOCK
@@ -263,6 +303,40 @@ def test_a_committed_attempt_refuses_every_call(driver: StorageDriver, leases: L
     assert read_one(driver, leases.key("x")) == record, (
         "the record x must be unchanged by calls refused after the attempt ended"
     )
+
+
+@ENDED
+@pytest.mark.parametrize("ending", ["committed", "rolled-back"])
+def test_what_an_attempt_already_answered_is_refused_after_it_ends(
+    driver: StorageDriver, leases: Leases, ending: str
+) -> None:
+    """The cheapest way to break this rule is an answer kept for the attempt (its frozen time, a read
+    or a page it already served) and returned before the attempt's state is looked at; so here the
+    attempt reads x, scans, and samples its time before it ends, and then asks the same again."""
+    create_all(driver, [leases.unique("x")])
+    kept: list[StorageTransaction] = []
+
+    def answered(tx: StorageTransaction) -> StoredRecord | None:
+        kept.append(tx)
+        (found,) = tx.get([leases.key("x")])
+        tx.query_candidates(leases.query(limit=10))
+        tx.now()
+        if ending == "rolled-back":
+            raise _RolledBack("roll back")
+        return found
+
+    if ending == "committed":
+        driver.transaction(answered)
+    else:
+        with propagated(_RolledBack, what="the callback read, scanned, called now() and then raised"):
+            driver.transaction(answered)
+    record = read_one(driver, leases.key("x"))
+    assert record is not None, missing("the record x", written="the check created it before")
+    _assert_all_refused(kept[0], leases, record, f"whose attempt had answered these calls and then {ending}")
+
+
+class _RolledBack(Exception):
+    """Raised by a check's callback to roll its attempt back."""
 
 
 @ENDED

@@ -514,3 +514,62 @@ projection_at_staging = mutant_harness(ProjectionAtStaging)
 millisecond_projection = mutant_harness(MillisecondProjection)
 prefix_filters = mutant_harness(PrefixFilters)
 lists_only_active_runs = mutant_harness(ListsOnlyActiveRuns)
+
+
+# -- lookups keyed by run id alone ------------------------------------------------------------------
+
+
+class RecordsRunEnvironments(WrappedTransaction):
+    """Remembers every environment a run was created in (what a lookup by id alone would search)."""
+
+    def create(self, record: Any) -> None:
+        super().create(record)
+        if record.key.table is StorageTableName.RUNS:
+            self.driver.store.shared.setdefault("environments", set()).add(record.key.id[0])
+
+
+class RunByIdAlone(OperatorDriver):
+    """get_run falls back to a run with the same id in any environment when the asked one has none."""
+
+    transaction_class = RecordsRunEnvironments
+
+    def get_run(self, environment: str, run_id: str) -> Any:
+        found = self.inner.get_run(environment, run_id)
+        for other in sorted(self.store.shared.get("environments", ())):
+            if found is not None:
+                break
+            found = self.inner.get_run(other, run_id)
+        return found
+
+
+class HistoryByRunIdAlone(OperatorDriver):
+    """list_run_events falls back to the history of a run with the same id in any environment."""
+
+    transaction_class = RecordsRunEnvironments
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+        for other in sorted(self.store.shared.get("environments", ())):
+            if page.items or cursor is not None:
+                break
+            page = self.inner.list_run_events(other, run_id, limit=limit, cursor=None)
+        return page
+
+
+run_by_id_alone = mutant_harness(RunByIdAlone)
+history_by_run_id_alone = mutant_harness(HistoryByRunIdAlone)
+
+MUTANTS += [
+    Mutant(
+        "run-found-by-id-alone",
+        "tests.mutants.m_operator_reads:run_by_id_alone",
+        "operator_reads.committed-run-visible-at-once",
+        "get_run returns a run with the asked id from another environment",
+    ),
+    Mutant(
+        "history-found-by-run-id-alone",
+        "tests.mutants.m_operator_reads:history_by_run_id_alone",
+        "operator_reads.history-in-sequence-order",
+        "list_run_events lists the history of a run with the asked id from another environment",
+    ),
+]

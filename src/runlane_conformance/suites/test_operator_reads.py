@@ -52,7 +52,8 @@ VISIBLE_AT_ONCE = requirement(
     RequirementLevel.MUST,
     CLAUSE,
     "Right after a commit, another instance's operator reads show the run with exactly the committed "
-    "summary (the same document a point read returns) and its committed history.",
+    "summary (the same document a point read returns) and its committed history; a run is found only "
+    "in its own environment.",
     capability=CAPABILITY,
 )
 LISTED_ONCE = requirement(
@@ -67,8 +68,8 @@ HISTORY_ORDER = requirement(
     "operator_reads.history-in-sequence-order",
     RequirementLevel.MUST,
     CLAUSE,
-    "list_run_events returns exactly the run's own events, in ascending sequence order across pages, "
-    "whatever order they were committed in.",
+    "list_run_events returns exactly the run's own events (never those of the same run id in another "
+    "environment), in ascending sequence order across pages, whatever order they were committed in.",
     capability=CAPABILITY,
 )
 TOMBSTONE_HIDES = requirement(
@@ -163,6 +164,26 @@ def test_a_committed_run_and_its_history_are_visible_at_once_on_another_instance
     assert _by_id(_runs(other_driver, env)) == {"run-1": run}, "list_runs does not show the committed run"
     assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2, 3)], (
         "list_run_events on another instance must show the three committed events at once, in order"
+    )
+
+
+@VISIBLE_AT_ONCE
+def test_a_run_is_found_only_in_its_own_environment(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """The environment is part of a run's identity: the same run id elsewhere is another run."""
+    env, elsewhere = fresh_environment(), fresh_environment()
+    write(driver, run_record(env, "run-1", note="here", events=0))
+    assert _get(other_driver, elsewhere, "run-1") is None, (
+        f"get_run({elsewhere!r}, 'run-1') returned the run-1 of environment {env!r}: a run must be looked "
+        "up by its environment and id together"
+    )
+    write(driver, run_record(elsewhere, "run-1", note="there", events=0))
+    assert _get(other_driver, env, "run-1") == run_value(env, "run-1", note="here", events=0), (
+        f"with run-1 in two environments, get_run({env!r}, 'run-1') must return that environment's run"
+    )
+    assert _get(other_driver, elsewhere, "run-1") == run_value(elsewhere, "run-1", note="there", events=0), (
+        f"with run-1 in two environments, get_run({elsewhere!r}, 'run-1') must return that environment's run"
     )
 
 
@@ -338,6 +359,26 @@ def _observe(driver: StorageDriver, env: str, run: dict[str, Any], events: list[
     assert history in ([], events), f"list_run_events showed part of a history: {history}"
     listed = _by_id(_runs(driver, env)).get(str(run["runId"]))
     assert listed in (None, run), f"list_runs showed a partial tombstoning: {listed}"
+
+
+@HISTORY_ORDER
+def test_a_history_is_listed_only_in_its_own_environment(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    env, elsewhere = fresh_environment(), fresh_environment()
+    write(driver, run_record(env, "run-1", events=2), *[event_record(env, "run-1", s) for s in (1, 2)])
+    assert _events(other_driver, elsewhere, "run-1") == [], (
+        f"list_run_events({elsewhere!r}, 'run-1') listed the history of run-1 in environment {env!r}: a "
+        "history belongs to one environment's run"
+    )
+    write(driver, run_record(elsewhere, "run-1", events=1), event_record(elsewhere, "run-1", 1))
+    assert _events(other_driver, env, "run-1") == [event_value(env, "run-1", s) for s in (1, 2)], (
+        f"with run-1 in two environments, list_run_events({env!r}, 'run-1') must list only that run's events"
+    )
+    assert _events(other_driver, elsewhere, "run-1") == [event_value(elsewhere, "run-1", 1)], (
+        f"with run-1 in two environments, list_run_events({elsewhere!r}, 'run-1') must list only that run's "
+        "events"
+    )
 
 
 @TOMBSTONE_HIDES

@@ -297,3 +297,37 @@ MUTANTS += [
         "records found come first and misses last, not at the positions they were asked for",
     ),
 ]
+
+
+# -- records given a time to live ----------------------------------------------------------------------
+
+
+def _expired(record: Any) -> bool:
+    """A lease whose expiresAt is behind the wall clock (what a store-side TTL at that time would drop)."""
+    from datetime import UTC, datetime
+
+    if record is None:
+        return False
+    expires = record.document.value.get("expiresAt")
+    if not isinstance(expires, str):
+        return False
+    return datetime.fromisoformat(expires.replace("Z", "+00:00")) < datetime.now(UTC)
+
+
+class _ExpiringLeases(WrappedTransaction):
+    """Stores each lease with a TTL at its expiresAt, so an expired lease reads as absent."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        return [None if _expired(record) else record for record in self.inner.get(keys)]
+
+
+expiring_leases = mutant_harness(transaction_class=_ExpiringLeases)
+
+MUTANTS += [
+    Mutant(
+        "leases-expire-at-their-expiry",
+        "tests.mutants.m_point_reads:expiring_leases",
+        "point_reads.returns-committed-content",
+        "a lease is stored with a time to live at its expiresAt, so an expired lease vanishes",
+    ),
+]

@@ -8,6 +8,7 @@ is stored.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,12 +17,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runlane_conformance.contract.catalog import StorageTableName
+from runlane_conformance.contract.cursors import parse_query_records_result
 from runlane_conformance.contract.errors import StorageError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
-from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageQueryRange,
+    StorageRangeBound,
+    StoredRecord,
+)
 from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
+from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing
 
@@ -43,7 +52,8 @@ RETURNED_CONTENT = requirement(
     "point_reads.returns-committed-content",
     RequirementLevel.MUST,
     CLAUSE,
-    "A read returns the committed key, document and index entries exactly as written, with a version.",
+    "A read returns the committed key, document and index entries exactly as written, with a version, "
+    "for records of every table whatever times they carry (a record never expires by itself).",
 )
 COPIES_OUT = requirement(
     "point_reads.defensive-copies-out",
@@ -149,6 +159,84 @@ def test_read_returns_exactly_what_was_committed(driver: StorageDriver, leases: 
     assert stored.version.value.isdigit() and int(stored.version.value) > 0, (
         f"a stored record's version must be a positive decimal number, got {stored.version.value!r}"
     )
+
+
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def _moved_to(value: object, year: str) -> object:
+    """``value`` with every timestamp string moved to ``year`` (same month, day and time)."""
+    if isinstance(value, str) and _ISO_TIME.match(value):
+        return year + value[4:]
+    if isinstance(value, Mapping):
+        return {key: _moved_to(inner, year) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [_moved_to(inner, year) for inner in value]
+    return value
+
+
+def _records_dated(year: str) -> list[NewStorageRecord]:
+    """A valid record of every table whose timestamps all lie in ``year``.
+
+    Tables whose identities are derived from a time (a schedule occurrence, say) refuse a moved
+    document; they keep their golden dates, which is fine: the point is the times, not the table.
+    """
+    records = []
+    for record in catalog_records():
+        try:
+            moved = build_storage_record(
+                record.key.table, _moved_to(record.document.to_json()["value"], year)
+            )
+        except StorageError:
+            moved = record
+        records.append(moved)
+    return records
+
+
+@RETURNED_CONTENT
+@pytest.mark.parametrize("year", ["2001", "2999"], ids=["long-past", "far-future"])
+def test_records_of_every_table_keep_whatever_times_they_carry(driver: StorageDriver, year: str) -> None:
+    """A stored record is data, never a timer: a lease that expired, a tombstone past its prune time or a
+    message long due stays exactly as written (and indexed) until core deletes it. A store that gives
+    such records a time to live (for example at their expiry) loses them behind core's back."""
+    records = _records_dated(year)
+    write_records(driver, records, batch=max(1, min(20, driver.profile.limits.max_transaction_records)))
+    chunk = max(1, min(driver.profile.limits.max_point_reads, 50))
+    for start in range(0, len(records), chunk):
+        part = records[start : start + chunk]
+        found = _read(driver, [record.key for record in part])
+        for written, stored in zip(part, found, strict=True):
+            assert stored is not None, missing(
+                f"the {written.key.table} record {written.key}",
+                written=f"the check created it with every time in {year}; a record must never expire",
+            )
+            assert stored.document == written.document and set(stored.indexes) == set(written.indexes), (
+                f"the {written.key.table} record {written.key}, dated {year}, did not read back exactly as "
+                "written"
+            )
+    page = max(1, min(driver.profile.limits.max_query_results, 50))
+    for written in records:
+        for entry in written.indexes:
+            bound = StorageRangeBound(entry.sort, True)
+            command = QueryRecordsCommand(entry.index, entry.partition, page, StorageQueryRange(bound, bound))
+            keys = _keys_in(driver, command, pages=len(records))
+            assert written.key in keys, (
+                f"the {entry.index} entry of the {written.key.table} record {written.key}, dated {year}, is "
+                "missing from the index: an index must keep an entry as long as its record exists"
+            )
+
+
+def _keys_in(driver: StorageDriver, command: QueryRecordsCommand, *, pages: int) -> list[object]:
+    """The record keys of every page of ``command`` (outside a transaction), at most ``pages`` pages."""
+    keys: list[object] = []
+    current = command
+    for _ in range(pages):
+        result = parse_query_records_result(current, driver.query(current))
+        keys.extend(item.key for item in result.items)
+        if result.cursor is None:
+            break
+        current = command.with_cursor(result.cursor)
+    return keys
 
 
 def _public_names(item: object) -> list[str]:

@@ -345,20 +345,33 @@ export class Attempt {
     for (const key of this.holds) if (this.store.held.get(key) === this) this.store.held.delete(key);
   }
 
+  /**
+   * Why this attempt's reads no longer hold (a record read has changed, a scanned range moved), or
+   * null when everything it read is still current. Reads see the latest commit, not a snapshot, so
+   * only this check makes an attempt's view consistent: commit runs it, and so does a callback that
+   * raised, since an error raised on a view that mixes two commits must not reach the caller.
+   */
+  staleness() {
+    const { records } = this.store;
+    for (const [key, version] of this.reads) {
+      if ((records.get(key)?.version ?? null) !== version) return `${key} changed since this attempt read it`;
+    }
+    for (const scan of this.scans) {
+      const again = this.store.scan(scan.command, scan.after, (key) => scan.skipped.has(key));
+      if (JSON.stringify(again) !== scan.items) return `index ${scan.command.index} changed since it was scanned`;
+    }
+    return null;
+  }
+
   /** Validate and apply, synchronously. Throws a conflict (replay) or a terminal error; always ends. */
   commit() {
     const wasBusy = this.busy;
     this.end();
     if (wasBusy) throw concurrentUse('the callback returned while its attempt was still in use');
     if (this.limitFailure) throw this.limitFailure;
+    const stale = this.staleness();
+    if (stale) throw conflict(stale);
     const { records } = this.store;
-    for (const [key, version] of this.reads) {
-      if ((records.get(key)?.version ?? null) !== version) throw conflict(`${key} changed since this attempt read it`);
-    }
-    for (const scan of this.scans) {
-      const again = this.store.scan(scan.command, scan.after, (key) => scan.skipped.has(key));
-      if (JSON.stringify(again) !== scan.items) throw conflict(`index ${scan.command.index} changed since it was scanned`);
-    }
     for (const key of this.creates.keys()) {
       if (records.has(key)) throw conflict(`${key} already exists`);
     }
@@ -451,7 +464,8 @@ export class MemoryDriver {
 
   /**
    * Run `callback(attempt)` until an attempt commits; return that attempt's value. A conflict
-   * replays the callback; anything the callback throws rolls back and is rethrown as it is.
+   * replays the callback; anything the callback throws rolls back and is rethrown as it is, unless
+   * the attempt's reads had gone stale, in which case the attempt is replayed like a conflict.
    */
   async transaction(callback) {
     this.checkOpen();
@@ -462,7 +476,14 @@ export class MemoryDriver {
       try {
         value = await callback(attempt);
       } catch (failure) {
+        const stale = attempt.staleness();
         attempt.end();
+        if (stale) {
+          // The callback saw a view that no longer holds: its error may be an artifact of that
+          // view, and the attempt could never commit anyway. Replay it on a current view.
+          reason = `the callback failed after its reads went stale (${stale})`;
+          continue;
+        }
         throw failure;
       }
       try {

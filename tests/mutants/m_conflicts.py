@@ -12,14 +12,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from runlane_conformance.contract.catalog import StorageQueryDirection
+from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
 from runlane_conformance.local.harness import LocalHarness, LocalStoreHandle, local_harness
 from runlane_conformance.local.store import CommitPlan, LocalStore, StoreConflict
 from tests.mutants.catalog import Mutant
-from tests.mutants.wrapping import WrappedTransaction, mutant_harness
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
+
+T = TypeVar("T")
 
 
 def store_mutant(store_class: type[LocalStore]) -> Callable[[Mapping[str, str]], LocalHarness]:
@@ -357,5 +360,68 @@ MUTANTS += [
         "tests.mutants.m_conflicts:absence_protects_only_creates",
         "conflicts.absent-read-then-create-elsewhere",
         "keys read as absent are not dependencies unless the attempt creates them itself",
+    ),
+]
+
+
+# -- reads of the latest commit, validated only when the callback returns ------------------------------
+
+
+class _LatestReads(WrappedTransaction):
+    """Answers point reads from the latest commit (a side read), keeping the versions it handed out."""
+
+    def __init__(self, inner: Any, driver: Any, seen: dict[str, Any]) -> None:
+        super().__init__(inner, driver)
+        self.seen = seen
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        self.inner.get(keys)  # the attempt's own read keeps its sealing rules and its write dependencies
+        latest: list[Any] = self.driver.inner.transaction(lambda side: side.get(keys))
+        for key, record in zip(keys, latest, strict=True):
+            self.seen.setdefault(key.encoded, (key, None if record is None else record.version))
+        return latest
+
+    def create(self, record: Any) -> None:
+        self.seen["wrote"] = True
+        self.inner.create(record)
+
+    def replace(self, current: Any, record: Any) -> None:
+        self.seen["wrote"] = True
+        self.inner.replace(current, record)
+
+    def delete(self, current: Any) -> None:
+        self.seen["wrote"] = True
+        self.inner.delete(current)
+
+
+class ValidatesOnlyOnReturn(WrappedDriver):
+    """An optimistic driver without snapshots: reads see the latest commit and a read-only attempt is
+    validated when its callback returns (and replayed when stale; writing attempts are validated by the
+    wrapped commit), but a callback that raised is rolled back and its error passed on without looking
+    at whether its reads still held."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        for _ in range(16):
+            seen: dict[str, Any] = {}
+            value: T = self.inner.transaction(lambda tx, seen=seen: callback(_LatestReads(tx, self, seen)))
+            if seen.pop("wrote", False):
+                return value  # the wrapped attempt validated its writes against its snapshot
+            keys = [key for key, _version in seen.values()]
+            now = self.inner.transaction(lambda side, keys=keys: side.get(keys)) if keys else []
+            versions = [version for _key, version in seen.values()]
+            if versions == [None if record is None else record.version for record in now]:
+                return value
+        raise StorageConflictError("gave up after 16 stale attempts")
+
+
+validates_only_on_return = mutant_harness(ValidatesOnlyOnReturn)
+
+MUTANTS += [
+    Mutant(
+        "errors-on-stale-reads-escape",
+        "tests.mutants.m_conflicts:validates_only_on_return",
+        "conflicts.read-skew-in-read-only-attempt",
+        "reads see the latest commit and are validated when the callback returns, but an error the "
+        "callback raised on a view mixing two commits reaches the caller",
     ),
 ]

@@ -230,20 +230,30 @@ class Attempt implements StorageTransaction {
   }
 
   /** Validate and apply at once, or throw: a conflict (to replay) or the attempt's own failure. */
+  /**
+   * Why this attempt's reads no longer hold, or null while all of them are current. Reads see the
+   * latest commit rather than a snapshot, so this is what keeps an attempt's view consistent: commit
+   * runs it, and so does a callback that threw (its error may come from a view mixing two commits).
+   */
+  staleness(): string | null {
+    const { records } = this.map;
+    for (const [key, version] of this.seen) {
+      if ((records.get(key)?.version ?? null) !== version) return `${key} changed since it was read`;
+    }
+    for (const { command, after, items } of this.scans) {
+      if (JSON.stringify(this.map.scan(command, after)) !== items) return `index ${command.index} changed since it was scanned`;
+    }
+    return null;
+  }
+
   commit(): void {
     const busy = this.busy;
     this.ended = true;
     if (busy) throw new StorageError('concurrent_use', 'the callback returned while its attempt was still in use');
     if (this.limitFailure) throw this.limitFailure;
+    const stale = this.staleness();
+    if (stale !== null) throw new StorageError('conflict', stale);
     const { records } = this.map;
-    for (const [key, version] of this.seen) {
-      if ((records.get(key)?.version ?? null) !== version) throw new StorageError('conflict', `${key} changed since it was read`);
-    }
-    for (const { command, after, items } of this.scans) {
-      if (JSON.stringify(this.map.scan(command, after)) !== items) {
-        throw new StorageError('conflict', `index ${command.index} changed since it was scanned`);
-      }
-    }
     for (const key of this.created) {
       if (records.has(key)) throw new StorageError('conflict', `${key} was created by another transaction`);
     }
@@ -273,7 +283,7 @@ export class VersionedMapDriver implements StorageDriver {
     if (this.closed) throw new StorageError('usage', 'this driver instance was closed');
   }
 
-  /** Run `callback` until an attempt commits; a conflict replays it, any other failure rolls back. */
+  /** Run `callback` until an attempt commits; a conflict (or a failure on stale reads) replays it, any other failure rolls back. */
   async transaction<T>(callback: (tx: StorageTransaction) => Promise<T>): Promise<T> {
     this.open();
     let reason = 'no attempt was made';
@@ -284,6 +294,12 @@ export class VersionedMapDriver implements StorageDriver {
         value = await callback(attempt);
       } catch (failure) {
         attempt.ended = true; // rolled back: nothing was staged anywhere but in the attempt
+        const stale = attempt.staleness();
+        if (stale !== null) {
+          // An error raised on a view that no longer holds must not escape: replay on a current view.
+          reason = `the callback failed after its reads went stale (${stale})`;
+          continue;
+        }
         throw failure;
       }
       try {

@@ -102,7 +102,8 @@ READ_SKEW = requirement(
     "conflicts.read-skew-in-read-only-attempt",
     RequirementLevel.MUST,
     CLAUSE,
-    "A read-only attempt never returns a mix of states from before and after another instance's commit.",
+    "A read-only attempt never returns a mix of states from before and after another instance's commit, "
+    "nor lets an error its callback raised on such a mix reach the caller.",
 )
 INDEX_PHANTOM = requirement(
     "conflicts.index-phantom",
@@ -717,6 +718,53 @@ def test_a_read_only_attempt_never_sees_a_deleted_record_beside_its_replacement(
     assert seen in {(True, False), (False, True)}, (
         f"a read-only attempt found old={seen[0]}, new={seen[1]}: it saw a mix of before and after a move"
     )
+
+
+class _TornView(Exception):
+    """What core raises when two records it read in one attempt contradict each other."""
+
+
+@READ_SKEW
+def test_an_error_raised_on_a_torn_view_never_reaches_the_caller(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases
+) -> None:
+    """Core checks invariants across the records it reads (a tombstone and its run, a token and its
+    owner) and raises when they disagree. Records that disagree only because the attempt read across
+    another instance's commit come from an attempt that could never commit, so its error must not
+    escape either: the driver gives each attempt one consistent view, or it validates the reads of an
+    attempt whose callback raised and replays it when they went stale."""
+    write_leases(driver, leases.record("old", holder="h"))
+    attempts = Attempts()
+    competitor: list[Competitor[object]] = []
+
+    def move(tx: StorageTransaction) -> None:
+        (old,) = tx.get([leases.key("old")])
+        assert old is not None, missing("lease old", written="the check created it before the move began")
+        tx.delete(old)
+        tx.create(leases.record("new", holder="h"))
+
+    def t1(tx: StorageTransaction) -> bool:
+        number = attempts.begin(tx)
+        (old,) = tx.get([leases.key("old")])
+        if number == 1:
+            competitor.append(_t2(lambda: other_driver.transaction(move)))
+        (new,) = tx.get([leases.key("new")])
+        if (old is None) == (new is None):
+            raise _TornView(f"attempt {number} found old={old is not None} and new={new is not None}")
+        return new is not None
+
+    try:
+        driver.transaction(t1)
+    except _TornView as torn:
+        raise AssertionError(
+            f"the callback raised because it saw half of another instance's commit ({torn}), and that error "
+            "reached the caller: an attempt whose reads were already stale can never commit, so neither "
+            "its value nor its error may escape (give each attempt a consistent view, or validate the "
+            "reads of an attempt that raised and replay it when they went stale)"
+        ) from torn
+    finally:
+        if competitor:
+            competitor[0].settle()
 
 
 # -- index phantoms ----------------------------------------------------------------------------

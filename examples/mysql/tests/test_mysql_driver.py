@@ -90,6 +90,7 @@ def my_harness() -> Iterator[MysqlHarness]:
         ({"exclusive_candidates": "perhaps"}, "exclusive_candidates"),
         ({"max_transaction_attempts": "0"}, "max_transaction_attempts"),
         ({"lock_wait_timeout": "0"}, "lock_wait_timeout"),
+        ({"isolation": "snapshot"}, "isolation='snapshot'"),
         ({"max_record_bytes": "10", "max_transaction_bytes": "5"}, "incoherent"),
     ],
 )

@@ -173,12 +173,23 @@ class MysqlServer:
         return f"mysql://{self.user}@{self.host}:{self.port}"
 
 
+#: ``--option isolation=...``: the InnoDB level every session runs at. Only ``serializable`` keeps the
+#: contract (its plain reads take shared locks); the weaker two exist to show what a driver that
+#: relies on a weaker level gets from the suites (they must refuse it).
+ISOLATION_LEVELS = {
+    "serializable": "SERIALIZABLE",
+    "repeatable_read": "REPEATABLE-READ",
+    "read_committed": "READ-COMMITTED",
+}
+
+
 def open_connection(
     server: MysqlServer,
     database: str | None,
     *,
     lock_wait_timeout: int = 10,
     connect_timeout: int = 5,
+    isolation: str = "serializable",
 ) -> Connection:
     """An autocommit connection (attempts begin explicitly) at SERIALIZABLE on ``database``.
 
@@ -199,7 +210,8 @@ def open_connection(
         charset="utf8mb4",
         # Both settings in the connect round trip itself.
         init_command=(
-            f"SET SESSION tx_isolation = 'SERIALIZABLE', innodb_lock_wait_timeout = {int(lock_wait_timeout)}"
+            f"SET SESSION tx_isolation = '{ISOLATION_LEVELS[isolation]}', "
+            f"innodb_lock_wait_timeout = {int(lock_wait_timeout)}"
         ),
     )
     return conn
@@ -644,9 +656,17 @@ class ConnectionPool:
     instances open their own.
     """
 
-    def __init__(self, server: MysqlServer, *, lock_wait_timeout: int = 10, keep: int = 16) -> None:
+    def __init__(
+        self,
+        server: MysqlServer,
+        *,
+        lock_wait_timeout: int = 10,
+        keep: int = 16,
+        isolation: str = "serializable",
+    ) -> None:
         self._server = server
         self._lock_wait_timeout = lock_wait_timeout
+        self._isolation = isolation
         self._keep = keep
         self._lock = threading.Lock()
         self._idle: list[Connection] = []
@@ -662,7 +682,9 @@ class ConnectionPool:
             except pymysql.err.Error:
                 with contextlib.suppress(pymysql.err.Error):
                     conn.close()
-        return open_connection(self._server, database, lock_wait_timeout=self._lock_wait_timeout)
+        return open_connection(
+            self._server, database, lock_wait_timeout=self._lock_wait_timeout, isolation=self._isolation
+        )
 
     def give(self, conn: Connection) -> None:
         """Take back a healthy connection that is outside any transaction."""
@@ -744,13 +766,17 @@ class MysqlStorageDriver:
         exclusive_candidates: bool = False,
         lock_wait_timeout: int = 10,
         pool: ConnectionPool | None = None,
+        isolation: str = "serializable",
     ) -> None:
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = mysql_profile(limits, exclusive_candidates=exclusive_candidates)
         self._max_attempts = max_transaction_attempts
         if pool is None:
             self._connections = _Connections(
-                lambda: open_connection(server, database, lock_wait_timeout=lock_wait_timeout), None
+                lambda: open_connection(
+                    server, database, lock_wait_timeout=lock_wait_timeout, isolation=isolation
+                ),
+                None,
             )
         else:
             self._connections = _Connections(lambda: pool.take(database), pool.give)

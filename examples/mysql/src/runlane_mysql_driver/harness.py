@@ -6,6 +6,8 @@ Options (``--runlane-option key=value``):
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
 * ``lock_wait_timeout``: seconds a statement waits for a lock before the attempt is rolled back and
   replayed (InnoDB's ``innodb_lock_wait_timeout`` for this driver's sessions, default 10);
+* ``isolation``: ``serializable`` (default, the only level that keeps the contract),
+  ``repeatable_read`` or ``read_committed``, to show what the suites make of a weaker level;
 * ``exclusive_candidates``: ``true`` (default) to advertise and serve exclusive candidate selection,
   ``false`` to refuse it;
 * the five limits (``max_point_reads``, ``max_query_results``, ``max_transaction_records``,
@@ -42,6 +44,7 @@ from runlane_conformance import (
 )
 
 from .driver import (
+    ISOLATION_LEVELS,
     Connection,
     ConnectionPool,
     MysqlServer,
@@ -70,6 +73,7 @@ _OPTIONS = (
     "max_transaction_attempts",
     "lock_wait_timeout",
     "exclusive_candidates",
+    "isolation",
     *STORAGE_LIMIT_OPTIONS,
 )
 
@@ -133,6 +137,7 @@ class MysqlStoreHandle:
             exclusive_candidates=harness.exclusive_candidates,
             lock_wait_timeout=harness.lock_wait_timeout,
             pool=harness.pool if pooled else None,
+            isolation=harness.isolation,
         )
         self._drivers.append(driver)
         return driver
@@ -163,8 +168,10 @@ class MysqlHarness:
         max_transaction_attempts: int = 32,
         exclusive_candidates: bool = True,
         lock_wait_timeout: int = 10,
+        isolation: str = "serializable",
     ) -> None:
         self.server = server
+        self.isolation = isolation
         self.limits = limits
         self.max_transaction_attempts = max_transaction_attempts
         self.exclusive_candidates = exclusive_candidates
@@ -178,7 +185,7 @@ class MysqlHarness:
         # generated history, so this takes the DDL (about a third of a second) off each of them.
         self._ddl: ThreadPoolExecutor | None = None
         #: Idle connections the instances of every store share (see ``ConnectionPool``).
-        self.pool = ConnectionPool(server, lock_wait_timeout=lock_wait_timeout)
+        self.pool = ConnectionPool(server, lock_wait_timeout=lock_wait_timeout, isolation=isolation)
         self._spare: Future[str] | None = None
         self._drops: list[Future[None]] = []
 
@@ -313,6 +320,11 @@ def harness(options: Mapping[str, str]) -> MysqlHarness:
         else 10
     )
     exclusive = _flag("exclusive_candidates", options.get("exclusive_candidates", "true"))
+    isolation = options.get("isolation", "serializable").strip()
+    if isolation not in ISOLATION_LEVELS:
+        raise MysqlOptionError(
+            f"mysql driver option isolation={isolation!r}: use {', '.join(ISOLATION_LEVELS)}"
+        )
     limits = storage_limits_from_options("mysql", options, error=MysqlOptionError)
     return MysqlHarness(
         server=server_from_options(options),
@@ -320,4 +332,5 @@ def harness(options: Mapping[str, str]) -> MysqlHarness:
         max_transaction_attempts=attempts,
         exclusive_candidates=exclusive,
         lock_wait_timeout=wait,
+        isolation=isolation,
     )

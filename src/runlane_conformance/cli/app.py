@@ -1172,7 +1172,7 @@ def _run_and_judge(
     _print_failures(result, tb)
     _print_verdict(result)
     document = _report_for(result, "certification")
-    console.print(Text(isolation_note(document), style="dim"), soft_wrap=True)
+    console.print(Text(isolation_note(document), style="dim"), soft_wrap=_unwrapped())
     outputs.finish(document)
     raise typer.Exit(int(_exit_code(result)))
 
@@ -1344,7 +1344,7 @@ def report_command(
             soft_wrap=True,
         )
         _print_capabilities(document)
-        console.print(Text(isolation_note(document)), soft_wrap=True)
+        console.print(Text(isolation_note(document)), soft_wrap=_unwrapped())
         if target is not None and not target.is_stdout:
             console.print(Text(f"report: {_shown(output)}"), soft_wrap=True)
     must_failed = document["certification"]["must_failed"]
@@ -1420,7 +1420,7 @@ def badge(
     console.print(
         Text(f"badge: {_shown(made.label)} | {_shown(made.message)} ({made.color})"), soft_wrap=True
     )
-    console.print(Text(isolation_note(document)), soft_wrap=True)
+    console.print(Text(isolation_note(document)), soft_wrap=_unwrapped())
 
 
 @app.command("requirements")

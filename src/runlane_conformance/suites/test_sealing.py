@@ -319,7 +319,7 @@ def test_what_an_attempt_already_answered_is_refused_after_it_ends(
     def answered(tx: StorageTransaction) -> StoredRecord | None:
         kept.append(tx)
         (found,) = tx.get([leases.key("x")])
-        tx.query_candidates(leases.query(limit=10))
+        tx.query_candidates(leases.query(limit=max(1, min(10, driver.profile.limits.max_query_results))))
         tx.now()
         if ending == "rolled-back":
             raise _RolledBack("roll back")

@@ -92,3 +92,10 @@ def test_every_combination_of_optional_capabilities_certifies(name: str) -> None
         exclusive,
         operator_reads,
     )
+
+
+def test_small_but_coherent_limits_certify() -> None:
+    """Ten point reads, ten results a page and eleven records an attempt: checks that read a whole key
+    universe, a long request or a delete batch split them to fit, rather than failing with a limit
+    error a correct driver is right to raise."""
+    _certify("local", {"max_point_reads": "10", "max_query_results": "10", "max_transaction_records": "11"})

@@ -689,6 +689,18 @@ def test_a_read_only_attempt_sees_both_records_before_or_both_after(
     )
 
 
+def _mover(leases: Leases) -> Callable[[StorageTransaction], None]:
+    """T2 of the move checks: moves lease ``old`` to ``new`` in one commit (delete one, create the other)."""
+
+    def move(tx: StorageTransaction) -> None:
+        (old,) = tx.get([leases.key("old")])
+        assert old is not None, missing("lease old", written="the check created it before the move began")
+        tx.delete(old)
+        tx.create(leases.record("new", holder="h"))
+
+    return move
+
+
 @READ_SKEW
 def test_a_read_only_attempt_never_sees_a_deleted_record_beside_its_replacement(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
@@ -699,17 +711,11 @@ def test_a_read_only_attempt_never_sees_a_deleted_record_beside_its_replacement(
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
 
-    def move(tx: StorageTransaction) -> None:
-        (old,) = tx.get([leases.key("old")])
-        assert old is not None, missing("lease old", written="the check created it before the move began")
-        tx.delete(old)
-        tx.create(leases.record("new", holder="h"))
-
     def t1(tx: StorageTransaction) -> tuple[bool, bool]:
         number = attempts.begin(tx)
         (old,) = tx.get([leases.key("old")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(move)))
+            competitor.append(_t2(lambda: other_driver.transaction(_mover(leases))))
         (new,) = tx.get([leases.key("new")])
         return (old is not None, new is not None)
 
@@ -737,17 +743,11 @@ def test_an_error_raised_on_a_torn_view_never_reaches_the_caller(
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
 
-    def move(tx: StorageTransaction) -> None:
-        (old,) = tx.get([leases.key("old")])
-        assert old is not None, missing("lease old", written="the check created it before the move began")
-        tx.delete(old)
-        tx.create(leases.record("new", holder="h"))
-
     def t1(tx: StorageTransaction) -> bool:
         number = attempts.begin(tx)
         (old,) = tx.get([leases.key("old")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(move)))
+            competitor.append(_t2(lambda: other_driver.transaction(_mover(leases))))
         (new,) = tx.get([leases.key("new")])
         if (old is None) == (new is None):
             raise _TornView(f"attempt {number} found old={old is not None} and new={new is not None}")

@@ -10,7 +10,7 @@ module, so nothing leaks into other runs in the same process.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -24,6 +24,8 @@ from runlane_conformance import (
     read_storage_stream_position,
 )
 from runlane_conformance.contract.encodings import U64_MAX
+from runlane_conformance.contract.errors import StorageAttemptEndedError
+from runlane_conformance.contract.limits import StorageTransactionMeter
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.streams import MaterializedStorageAppend
 from runlane_conformance.local.store import CommitPlan, LocalStore
@@ -328,6 +330,48 @@ class _EndAware(WrappedTransaction):
         self.inner.append(command)
 
 
+class _AppendIgnoredAfterRollback(WrappedTransaction):
+    """Refuses append() on an ended attempt only if that attempt committed; otherwise drops it quietly."""
+
+    committed = False
+
+    def append(self, command: Any) -> None:
+        try:
+            self.inner.append(command)
+        except StorageAttemptEndedError:
+            if self.committed:
+                raise
+
+
+class _RefusesOnlyAfterCommit(WrappedDriver):
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        attempts: list[_AppendIgnoredAfterRollback] = []
+
+        def run(tx: Any) -> T:
+            wrapped = _AppendIgnoredAfterRollback(tx, self)
+            attempts.append(wrapped)
+            return callback(wrapped)
+
+        result: T = self.inner.transaction(run)
+        attempts[-1].committed = True
+        return result
+
+
+class _NarrowMeter(StorageTransactionMeter):
+    """Charges an append at the width of position 1 (19 digits fewer than the widest) per record and head."""
+
+    def add_appended(self, encoded_keys: Sequence[str], sizes: Sequence[int]) -> None:
+        super().add_appended(encoded_keys, [size - 19 for size in sizes])
+
+
+class _ChargesAppendNarrow(WrappedTransaction):
+    """measure_storage_append still refuses a batch too big alone; beside point work it is charged narrow."""
+
+    def __init__(self, inner: Any, driver: WrappedDriver) -> None:
+        super().__init__(inner, driver)
+        inner._rules.meter = _NarrowMeter(inner._rules.meter.limits)
+
+
 MUTANTS = [
     Mutant(
         "gap-between-batches",
@@ -426,6 +470,18 @@ MUTANTS = [
         "append.rollback-consumes-nothing",
         "a callback that raised a BaseException (not an Exception) leaves its batch's positions consumed",
     ),
+    Mutant(
+        "append-ignored-after-rollback",
+        "tests.mutants.m_append:append_ignored_after_rollback",
+        "append.refused-after-attempt",
+        "refuses append() on an ended attempt only after a commit; after a rollback or replay it is dropped",
+    ),
+    Mutant(
+        "append-charged-narrow-with-point-work",
+        "tests.mutants.m_append:append_charged_narrow",
+        "append.counts-toward-limits",
+        "charges an append beside point writes at the narrowest position width, so the bytes pass the limit",
+    ),
 ]
 
 
@@ -463,3 +519,5 @@ defers_append = mutant_harness(DefersAppend)
 forgets_stream_reads = mutant_harness(transaction_class=ForgetsStreamReads)
 unmetered_append = mutant_harness(transaction_class=UnmeteredAppend)
 ignores_ended_append = mutant_harness(IgnoresEndedAppend)
+append_ignored_after_rollback = mutant_harness(_RefusesOnlyAfterCommit)
+append_charged_narrow = mutant_harness(transaction_class=_ChargesAppendNarrow)

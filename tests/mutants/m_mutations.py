@@ -14,6 +14,7 @@ from runlane_conformance import (
     StorageIndexReference,
     StorageKeyChangeError,
     StorageQueryDirection,
+    StoredRecord,
     parse_new_storage_record,
 )
 from tests.mutants.catalog import Mutant
@@ -226,6 +227,23 @@ class CommitsOnRaise(WrappedDriver):
         return result  # type: ignore[no-any-return]
 
 
+class _MatchesRowById(WrappedTransaction):
+    """A replacement that keeps the id but names another table updates the row in place (keyed by id)."""
+
+    def replace(self, current: Any, record: Any) -> None:
+        if (
+            isinstance(record, NewStorageRecord)
+            and isinstance(current, StoredRecord)
+            and record.key.id == current.key.id
+            and record.key.table != current.key.table
+        ):
+            moved = object.__new__(NewStorageRecord)  # unvalidated: this driver never compares tables
+            for name, value in (("key", current.key), ("document", record.document), ("indexes", ())):
+                object.__setattr__(moved, name, value)
+            record = moved
+        self.inner.replace(current, record)
+
+
 MUTANTS = [
     Mutant(
         "blind-create-overwrites",
@@ -286,6 +304,12 @@ MUTANTS = [
         "tests.mutants.m_mutations:commits_on_raise",
         "mutations.callback-error-rolls-back",
         "commits the staged writes of a callback that raised",
+    ),
+    Mutant(
+        "replace-matched-by-id",
+        "tests.mutants.m_mutations:replace_matched_by_id",
+        "mutations.replace-keeps-key",
+        "lets a replacement change the key's table when the id components stay the same",
     ),
 ]
 
@@ -500,3 +524,4 @@ MUTANTS += [
         "a replace moves the record's first index entry only; its other indexes keep the old entries",
     ),
 ]
+replace_matched_by_id = mutant_harness(transaction_class=_MatchesRowById)

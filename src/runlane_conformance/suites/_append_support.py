@@ -22,8 +22,16 @@ from ..contract.streams import (
     read_storage_stream_position,
     storage_stream_layouts,
 )
-from ..contract.values import QueryRecordsCommand, StorageRecordKey, StoredRecord
+from ..contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageLimits,
+    StorageRecordKey,
+    StoredRecord,
+)
 from ..fixtures.convergence import settle_indexes
+from ..fixtures.records import Leases
+from ._limits_support import lease_floor, sized_leases, split_sizes
 
 __all__ = [
     "LAYOUT",
@@ -133,3 +141,14 @@ def read_stream(driver: StorageDriver, partition: str) -> StreamView:
         records.extend(record for record in found if record is not None)
     (head,) = driver.transaction(lambda tx: tx.get([LAYOUT.head_key(partition)]))
     return StreamView(partition, head, tuple(records))
+
+
+def append_byte_plan(
+    leases: Leases, limits: StorageLimits, appended: int, over: int
+) -> list[NewStorageRecord] | None:
+    """Creates that, beside an append measured at ``appended`` bytes, stage ``max_transaction_bytes +
+    over`` bytes in all, within the record limits (``None`` when no such creates exist)."""
+    total = limits.max_transaction_bytes + over - appended
+    room = limits.max_transaction_records - 2  # the appended record and the head
+    sizes = split_sizes(total, lease_floor(leases), limits.max_record_bytes, room)
+    return None if sizes is None else sized_leases(leases, sizes, prefix="p")

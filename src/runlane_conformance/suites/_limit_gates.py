@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
+from ..contract.errors import StorageLimitError
 from ..contract.values import StorageLimits
 from ..fixtures.records import Leases
 from ._limits_support import (
@@ -185,6 +186,26 @@ def _append_record_bytes(limits: StorageLimits) -> str | None:
     return _reach(limits.max_record_bytes, "max_record_bytes", APPEND_RECORD_BYTES)
 
 
+def _append_transaction_bytes(limits: StorageLimits) -> str | None:
+    from ..contract.streams import measure_storage_append
+    from ._append_support import append_byte_plan, batch
+
+    reason = _reach(limits.max_transaction_bytes, "max_transaction_bytes", PRACTICAL_BYTES)
+    if reason is not None:
+        return reason
+    try:
+        appended = measure_storage_append(batch("env-00000000", "bytes", 1), limits).bytes
+    except StorageLimitError:
+        return "profile: one observation record and its head do not fit the transaction limits"
+    for over in (0, 1):
+        if append_byte_plan(_CHECK_LEASES, limits, appended, over) is None:
+            return (
+                f"profile: max_transaction_bytes + {over} cannot be staged beside an append in at most "
+                f"{limits.max_transaction_records} records of at most {limits.max_record_bytes} bytes"
+            )
+    return None
+
+
 def _widest_batches(limits: StorageLimits) -> str | None:
     from ._append_support import batch
 
@@ -194,6 +215,18 @@ def _widest_batches(limits: StorageLimits) -> str | None:
         base = batch("env-00000000", tag, 1).widest_sizes[0]
         if reason is None and widest < base:
             reason = f"profile: max_record_bytes is below the smallest observation record ({base} bytes)"
+    if reason is None:
+        # The exact batch must commit: its widest record and the head, together, within the transaction.
+        from ..contract.streams import measure_storage_append
+
+        exact = batch("env-00000000", "exact", 1, padding=limits.max_record_bytes - base)
+        try:
+            measure_storage_append(exact, limits)
+        except StorageLimitError:
+            reason = (
+                "profile: a record of max_record_bytes beside the stream head does not fit "
+                f"max_transaction_bytes = {limits.max_transaction_bytes}"
+            )
     return reason
 
 
@@ -235,6 +268,7 @@ GATES: dict[str, Gate] = {
     "append-records": _append_records,
     "append-record-bytes": _append_record_bytes,
     "append-widest-batches": _widest_batches,
+    "append-transaction-bytes": _append_transaction_bytes,
     "pruning-passes": _pruning_passes,
     "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
 }

@@ -28,7 +28,11 @@ from runlane_conformance.contract.errors import (
 )
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
-from runlane_conformance.contract.streams import AppendRecordsCommand, materialize_storage_append
+from runlane_conformance.contract.streams import (
+    AppendRecordsCommand,
+    materialize_storage_append,
+    measure_storage_append,
+)
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
@@ -36,6 +40,7 @@ from runlane_conformance.suites._append_support import (
     LAYOUT,
     OBSERVATIONS,
     StreamView,
+    append_byte_plan,
     batch,
     observation_values,
     point_append,
@@ -139,7 +144,8 @@ ENDED = requirement(
     "append.refused-after-attempt",
     RequirementLevel.MUST,
     CLAUSE,
-    "append() on an attempt that already ended is refused with StorageAttemptEndedError.",
+    "append() on an attempt that already ended (committed, rolled back or replayed) is refused with "
+    "StorageAttemptEndedError.",
     capability=CAPABILITY,
 )
 
@@ -636,6 +642,53 @@ def test_appended_records_count_toward_the_record_limit(
     assert read_stream(driver, partition) == before, "an oversized append must commit nothing"
 
 
+@limit_gated("append-transaction-bytes")
+@LIMITS
+@pytest.mark.parametrize("over", [0, 1], ids=["exactly-the-limit", "one-byte-past"])
+def test_appended_bytes_count_toward_the_transaction_byte_limit(
+    driver: StorageDriver, leases: Leases, partition: str, over: int
+) -> None:
+    """An append measured on its own (measure_storage_append refuses a batch too big by itself) but
+    not added to the attempt's point writes, or added at the width of the position it gets rather than
+    the widest, lets a transaction past max_transaction_bytes commit: the head and every record count,
+    at their widest, together with the creates beside them."""
+    limits = driver.profile.limits
+    command = batch(partition, "bytes", 1)
+    appended = measure_storage_append(command, limits).bytes
+    creates = append_byte_plan(leases, limits, appended, over)
+    assert creates is not None, "the check's limit gate let it run where its work cannot be built"
+    staged = appended + sum(record.document.size for record in creates)
+    assert staged == limits.max_transaction_bytes + over, "the check planned the wrong number of bytes"
+
+    def callback(tx: StorageTransaction) -> None:
+        for record in creates:
+            tx.create(record)
+        tx.append(command)
+
+    if not over:
+        driver.transaction(callback)
+        assert len(read_stream(driver, partition).records) == 1, (
+            f"creates and an append of exactly max_transaction_bytes={limits.max_transaction_bytes} at the "
+            "widest position must commit"
+        )
+        return
+    with refused(
+        StorageLimitError,
+        what=f"the check staged {len(creates)} creates and an append of one record, {staged} bytes with the "
+        f"head and record measured at the widest position: one byte past max_transaction_bytes="
+        f"{limits.max_transaction_bytes}",
+        rule=LIMITS,
+    ) as refusal:
+        driver.transaction(callback)
+    assert refusal.value.limit is StorageLimitName.TRANSACTION_BYTES, (
+        f"the limit error names {refusal.value.limit!r}; the exceeded limit is max_transaction_bytes"
+    )
+    _expect_untouched(driver, partition)
+    keys = [record.key for record in creates][: limits.max_point_reads]
+    stored = driver.transaction(lambda tx: tx.get(keys))
+    assert all(record is None for record in stored), "an oversized transaction committed some of its creates"
+
+
 @limit_gated("append-record-bytes")
 @LIMITS
 def test_an_oversized_appended_record_is_refused(driver: StorageDriver, partition: str) -> None:
@@ -675,16 +728,91 @@ def test_changing_the_callers_values_after_append_changes_nothing(
     _expect_placed(view, expected, 1)
 
 
+def _expect_append_refused(kept: StorageTransaction, partition: str, when: str) -> None:
+    with refused(
+        StorageAttemptEndedError,
+        what=f"the check called append() on a transaction whose attempt {when}",
+        rule=ENDED,
+    ):
+        kept.append(batch(partition, "late", 1))
+
+
 @ENDED
 def test_append_after_the_attempt_ended_is_refused(driver: StorageDriver, partition: str) -> None:
     kept: list[StorageTransaction] = []
     driver.transaction(lambda tx: kept.append(tx))
-    with refused(
-        StorageAttemptEndedError,
-        what="the check called append() on a transaction whose attempt had already committed",
-        rule=ENDED,
-    ):
-        kept[0].append(batch(partition, "late", 1))
+    _expect_append_refused(kept[0], partition, "had already committed")
+    _expect_untouched(driver, partition)
+
+
+@ENDED
+@pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
+def test_append_after_a_rolled_back_attempt_is_refused(
+    driver: StorageDriver, partition: str, raised: type[BaseException]
+) -> None:
+    """A driver that refuses only once an attempt committed, and quietly drops (or queues for its next
+    commit) an append on an attempt that rolled back, is what this catches."""
+    kept: list[StorageTransaction] = []
+
+    def aborted(tx: StorageTransaction) -> None:
+        kept.append(tx)
+        raise raised
+
+    with propagated(raised, what=f"the callback raised {raised.__name__} without staging anything"):
+        driver.transaction(aborted)
+    _expect_append_refused(kept[0], partition, f"was rolled back by {raised.__name__}")
+    _append(driver, batch(partition, "next", 1))
+    view = read_stream(driver, partition)
+    assert view.sources == ["next-0"], (
+        f"after a refused late append and one committed batch the stream must hold that batch alone at "
+        f"position 1, got {view.sources}: the late append reached storage"
+    )
+
+
+@ENDED
+def test_append_on_a_replayed_attempt_is_refused(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str
+) -> None:
+    driver.transaction(lambda tx: tx.create(leases.unique("fence")))
+    attempts: list[StorageTransaction] = []
+    competitor: list[Competitor[Any]] = []
+    late: list[BaseException | None] = []
+
+    def bump() -> None:
+        def replace(tx: StorageTransaction) -> None:
+            (current,) = tx.get([leases.key("fence")])
+            assert current is not None, missing(
+                "the fence record", written="the check created it before this attempt"
+            )
+            tx.replace(current, leases.unique("fence"))
+
+        other_driver.transaction(replace)
+
+    def callback(tx: StorageTransaction) -> None:
+        attempts.append(tx)
+        if len(attempts) > 1 and not late:
+            try:
+                attempts[0].append(batch(partition, "late", 1))
+                late.append(None)
+            except StorageAttemptEndedError as error:
+                late.append(error)
+        (fence,) = tx.get([leases.key("fence")])
+        assert fence is not None, missing(
+            "the fence record", written="the check created it before this attempt"
+        )
+        if not competitor:
+            competitor.append(compete(bump))
+        tx.replace(fence, leases.unique("fence"))
+
+    driver.transaction(callback)
+    competitor[0].settle()
+    assert not late or late[0] is not None, (
+        "append() on the transaction object of an attempt that had been replayed was accepted while the "
+        f"next attempt ran; it must raise StorageAttemptEndedError ({ENDED.id})"
+    )
+    # Whether or not the driver replayed (a locking driver makes the competitor wait instead),
+    # the first attempt has ended by now.
+    _expect_append_refused(attempts[0], partition, "was replayed or committed")
     _expect_untouched(driver, partition)
 
 

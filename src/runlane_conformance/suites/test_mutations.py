@@ -501,6 +501,46 @@ def test_a_replacement_cannot_move_a_record_to_another_partition(
     )
 
 
+@NO_KEY_CHANGE
+def test_a_replacement_cannot_move_a_record_to_another_table(driver: StorageDriver, leases: Leases) -> None:
+    """The lease home and a completion-wait marker for a run named home have the same id components
+    and differ only in their table: a driver that matches the row to update by id alone (or keeps one
+    id column for every table) accepts this replacement."""
+    create_all(driver, [leases.unique("home", at=1)])
+    before = read_one(driver, leases.key("home"))
+    other = build_storage_record(
+        StorageTableName.RUN_COMPLETION_WAIT_PRESENCE,
+        {"environment": leases.environment, "sourceRunId": "home", "createdAt": expiry(0)},
+    )
+    assert other.key.id == leases.key("home").id and other.key.table is not StorageTableName.LEASES, (
+        "the check built its other-table record under another id (a fault in the check, not the driver)"
+    )
+
+    def move(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("home")])
+        assert current is not None, missing(
+            ("the record home"), written="the check created it before this attempt"
+        )
+        tx.replace(current, other)
+
+    with refused(
+        StorageKeyChangeError,
+        what="the check replaced the lease home with a record of another table under the same id",
+        rule=NO_KEY_CHANGE,
+    ):
+        driver.transaction(move)
+    assert read_one(driver, leases.key("home")) == before, differs(
+        "the lease home after a replace that tried to change its table was refused",
+        before,
+        read_one(driver, leases.key("home")),
+        "a refused replace must leave the record unchanged",
+    )
+    assert read_one(driver, other.key) is None, (
+        "a replace that tried to move home to another table was refused, yet a record exists at the new "
+        "key: a refused attempt must commit nothing"
+    )
+
+
 # -- index movement ----------------------------------------------------------------------------------
 
 

@@ -258,6 +258,19 @@ class PerIndexHoldsDriver(WrappedDriver):
         return self.inner.transaction(run)  # type: ignore[no-any-return]
 
 
+class _ExclusiveForTheRestOfTheAttempt(WrappedTransaction):
+    """Once the attempt selected exclusively, its later advisory scans are served in exclusive mode."""
+
+    locking = False
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        if kwargs.get("mode") is StorageCandidateMode.EXCLUSIVE:
+            self.locking = True
+        elif self.locking:
+            kwargs["mode"] = StorageCandidateMode.EXCLUSIVE
+        return self.inner.query_candidates(command, **kwargs)
+
+
 MUTANTS = [
     Mutant(
         "double-hands-exclusive-rows",
@@ -355,6 +368,12 @@ MUTANTS = [
         "exclusive_selection.full-page-continues",
         "a full exclusive page reached through a cursor returns no cursor although rows follow",
     ),
+    Mutant(
+        "exclusive-for-the-rest-of-the-attempt",
+        "tests.mutants.m_exclusive_selection:exclusive_for_the_rest_of_the_attempt",
+        "exclusive_selection.advisory-never-holds",
+        "after one exclusive selection every later scan of the attempt holds the rows it returns",
+    ),
 ]
 
 keeps_holds_after_base_exception = mutant_harness(KeepsHoldsAfterBaseException)
@@ -413,3 +432,5 @@ releases_at_first_point_read = mutant_harness(transaction_class=ReleasesAtFirstP
 releases_at_first_write = mutant_harness(transaction_class=ReleasesAtFirstWrite)
 keeps_holds_at_commit = mutant_harness(KeepsHoldsAtCommit)
 keeps_holds_at_rollback = mutant_harness(KeepsHoldsAtRollback)
+
+exclusive_for_the_rest_of_the_attempt = mutant_harness(transaction_class=_ExclusiveForTheRestOfTheAttempt)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from runlane_conformance import (
     QueryRecordsResult,
+    StorageCandidateMode,
     StorageLimitError,
     StorageLimitName,
     create_storage_limit_error,
@@ -332,5 +333,32 @@ MUTANTS += [
         "tests.mutants.m_limits:query_limit_on_first_pages_only",
         "limits.query-results-boundary",
         "max_query_results is checked when a scan starts, not on pages continued from a cursor",
+    ),
+]
+
+
+class _ExclusivePageUnchecked(WrappedTransaction):
+    """max_query_results is checked for advisory scans only; an exclusive page of any size is served."""
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        if kwargs.get("mode") is not StorageCandidateMode.EXCLUSIVE:
+            return self.inner.query_candidates(command, **kwargs)
+        meter = self.inner._rules.meter
+        check = meter.check_query
+        meter.check_query = lambda command: None
+        try:
+            return self.inner.query_candidates(command, **kwargs)
+        finally:
+            meter.check_query = check
+
+
+exclusive_page_limit_unchecked = mutant_harness(transaction_class=_ExclusivePageUnchecked)
+
+MUTANTS += [
+    Mutant(
+        "exclusive-page-limit-unchecked",
+        "tests.mutants.m_limits:exclusive_page_limit_unchecked",
+        "limits.query-results-boundary",
+        "serves an exclusive page larger than max_query_results",
     ),
 ]

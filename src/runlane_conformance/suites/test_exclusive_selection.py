@@ -368,6 +368,39 @@ def test_advisory_selection_holds_nothing(
     assert started[0].settle() == rows[:2], "an advisory selection must not hold the rows it returned"
 
 
+@ADVISORY
+@pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
+def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
+    driver: StorageDriver,
+    other_driver: StorageDriver,
+    leases: Leases,
+    mode: StorageCandidateMode | None,
+) -> None:
+    """Modes belong to calls, not attempts: a driver that turns every later scan of an attempt into a
+    locking one once it selected exclusively holds rows the attempt only looked at."""
+    rows = _rows(driver, leases, 4)
+    everything = leases.query(limit=len(rows))
+    started: list[Competitor[Any]] = []
+
+    def callback(tx: StorageTransaction) -> tuple[list[str], list[str]]:
+        mine = _keys(_select(tx, leases.query(limit=1)))
+        if mode is None:
+            seen = _keys(parse_query_records_result(everything, tx.query_candidates(everything)))
+        else:
+            seen = _keys(_select(tx, everything, mode))
+        if not started:
+            started.append(compete(_selector(other_driver, everything)))
+        return mine, seen
+
+    mine, seen = driver.transaction(callback)
+    assert mine == rows[:1], "an exclusive page of one must select the first row in index order"
+    assert seen == rows, "an advisory read must return every row, the attempt's own held row included"
+    assert started[0].settle() == rows[1:], (
+        "while an attempt held the first row exclusively and had read all four advisorily, another "
+        "attempt's exclusive selection must get the other three: the advisory read held rows"
+    )
+
+
 @FULL_PAGE
 @DIRECTIONS
 def test_a_full_exclusive_page_continues_with_its_cursor(

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.contract.catalog import StorageCandidateMode
 from runlane_conformance.contract.errors import StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import (
@@ -286,6 +287,14 @@ def test_a_page_limit_past_max_query_results_is_refused(driver: StorageDriver, l
     _refused(
         StorageLimitName.QUERY_RESULTS, lambda: driver.transaction(lambda tx: tx.query_candidates(command))
     )
+    if driver.profile.exclusive_candidates:
+        # Exclusive selection is often a query of its own (SKIP LOCKED, a claim script): same limit.
+        _refused(
+            StorageLimitName.QUERY_RESULTS,
+            lambda: driver.transaction(
+                lambda tx: tx.query_candidates(command, mode=StorageCandidateMode.EXCLUSIVE)
+            ),
+        )
     record_limit("max_query_results", rejected=limits.max_query_results + 1)
 
 

@@ -128,15 +128,6 @@ class UsableAfterAttempt(WrappedTransaction):
             self.driver.inner.transaction(lambda tx: tx.delete(tx.get([current.key])[0]))
 
 
-class _EmptyGetAnsweredAtOnce(WrappedTransaction):
-    """get([]) returns [] before looking at the attempt, so a sealed attempt still serves it."""
-
-    def get(self, keys: Sequence[Any]) -> list[Any]:
-        if not keys:
-            return []
-        return self.inner.get(keys)  # type: ignore[no-any-return]
-
-
 MUTANTS = [
     Mutant(
         "moving-now",
@@ -167,12 +158,6 @@ MUTANTS = [
         "tests.mutants.m_sealing:usable_after_attempt",
         "sealing.attempt-ended-refused",
         "a transaction object keeps working after its attempt ended",
-    ),
-    Mutant(
-        "empty-get-after-now",
-        "tests.mutants.m_sealing:empty_get_after_seal",
-        "sealing.reads-refused-after-now",
-        "answers get() of no keys with [] at once, even after now() sealed the read set",
     ),
 ]
 
@@ -419,4 +404,3 @@ MUTANTS += [
     ),
 ]
 
-empty_get_after_seal = mutant_harness(transaction_class=_EmptyGetAnsweredAtOnce)

@@ -37,8 +37,9 @@ import pytest
 
 from .. import __version__
 from ..expected_failures import ExpectedFailure
+from ..fixtures.defaults import CHECK_BUDGET_SECONDS, HYPOTHESIS_PROFILES
 from ..fixtures.gating import ProfileFacts
-from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS, check_budget
+from ..fixtures.hypothesis_profiles import check_budget
 from ..harness import DriverInfo, available_drivers
 from ..requirements import Requirement, all_requirements
 from ..safe_text import redact_options
@@ -97,9 +98,6 @@ SUITE_ARGS: tuple[str, ...] = ("--pyargs", "runlane_conformance.suites")
 
 #: Where the requirement catalogue comes from; tests of the runner point this at the fake suite's.
 SUITE_CATALOG: Callable[[], dict[str, Requirement]] = all_requirements
-
-#: The Hypothesis settings profiles the plugin offers, cheapest first.
-HYPOTHESIS_PROFILES: tuple[str, ...] = ("quick", "default", "thorough")
 
 
 @dataclass(frozen=True)

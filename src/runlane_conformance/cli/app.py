@@ -250,13 +250,18 @@ class _RunOutputs:
         )
 
     def _write(self, document: dict[str, Any], *, files_only: bool = False) -> None:
+        targets = [
+            target
+            for target in (self.report, self.junit)
+            if target is not None and not (files_only and target.is_stdout)
+        ]
+        if not targets:
+            return  # nothing is written, so there is nothing to validate (a run without --report)
         from .junit import junit_xml
         from .report import validate_report
 
         validate_report(document)
-        for target in (self.report, self.junit):
-            if target is None or (files_only and target.is_stdout):
-                continue
+        for target in targets:
             text = json_text(document, indent=2) + "\n" if target is self.report else junit_xml(document)
             write_output(target, text)
 

@@ -82,7 +82,7 @@ sys.__stdout__.write("CHECKS " + json.dumps([[c["nodeid"], c["requirement"]] for
 """
 
 
-def test_every_check_lives_in_the_suite_module_of_its_area() -> None:
+def test_every_check_lives_in_the_suite_module_of_its_area(tmp_path: Path) -> None:
     """What lets a restricted run collect only its areas' modules and still miss no check."""
     result = subprocess.run(
         [sys.executable, "-c", _COLLECT],
@@ -90,7 +90,7 @@ def test_every_check_lives_in_the_suite_module_of_its_area() -> None:
         text=True,
         check=False,
         env={**__import__("os").environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        cwd=Path(__file__).parent,
+        cwd=tmp_path,
     )
     line = next(line for line in result.stdout.splitlines() if line.startswith("CHECKS "))
     checks = json.loads(line.removeprefix("CHECKS "))

@@ -5,8 +5,9 @@ and prints the median CPU time (user + system of the command and every process
 it waited for, from ``getrusage(RUSAGE_CHILDREN)``) and the median wall time,
 then compares the row's aim with the figure the aim is about:
 
-* ``version`` / ``help``: ``--version`` and ``--help``, CPU <= 0.3 s;
-* ``fixed``: a run of one cheap check, CPU <= 1 s (what every run pays before its checks);
+* ``version`` / ``help`` / ``run-help``: ``--version``, ``--help`` and ``run --help``, CPU <= 0.3 s;
+* ``fixed``: a run of one cheap requirement (two checks), CPU <= 1 s (what every run pays
+  besides its checks: the CLI, one supervised child, its probe and collection);
 * ``point_reads``: the point_reads area (no aim; the issue's reference row);
 * ``quick`` / ``quick-w2``: the quick profile on ``local``, wall <= 5 s serial, <= 3 s with two workers;
 * ``default-w2``: the default profile on ``local`` with two workers, wall <= 12 s;
@@ -16,7 +17,9 @@ then compares the row's aim with the figure the aim is about:
   only when the example is installed and its server answers (otherwise the row says why it was skipped).
 
 Wall times depend on the machine's load, so the load average is printed with
-them; compare CPU times across changes. Run from the repository root:
+them; compare CPU times across changes. Whether ``PYTHONDONTWRITEBYTECODE`` is set is
+printed too: it decides whether anything outside the toolkit's private bytecode cache
+is compiled afresh on each start. Run from the repository root:
 ``python benchmarks/certify_speed.py`` (``--row NAME`` repeatable, ``--repeat N``,
 ``--postgres-dsn``, ``--redis-url``). Nothing in the test suite is timed;
 ``tests/test_benchmarks.py`` only runs the cheapest row once and checks the table's shape.
@@ -75,6 +78,7 @@ def rows(postgres_dsn: str, redis_url: str) -> tuple[Row, ...]:
     return (
         Row("version", ("--version",), Aim("cpu", 0.3)),
         Row("help", ("--help",), Aim("cpu", 0.3)),
+        Row("run-help", ("run", "--help"), Aim("cpu", 0.3)),
         Row(
             "fixed",
             ("run", "--driver", "local", "--requirement", "point_reads.exact-positions"),
@@ -219,6 +223,7 @@ def main(
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; median of {options.repeat} run(s)"
     )
+    print(f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     print(f"{'row':<14}| {'CPU s':>7} | {'wall s':>7} | {'first fail s':>12} | exit | aim")
     with tempfile.TemporaryDirectory(prefix="certify-speed-") as scratch:
         for row in chosen:

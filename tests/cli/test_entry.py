@@ -44,3 +44,21 @@ def test_the_entry_point_hands_its_arguments_to_the_app(monkeypatch: pytest.Monk
     monkeypatch.setattr(app_module, "main", seen.append)
     entry.main(["list"])
     assert seen == [["list"]]
+
+
+_HEAVY = "print(sorted(m for m in ('pytest', 'hypothesis', 'jsonschema') if m in sys.modules))"
+
+
+@pytest.mark.parametrize("args", [("--help",), ("run", "--help"), ("report", "--help")])
+def test_help_is_answered_without_importing_pytest_hypothesis_or_jsonschema(args: tuple[str, ...]) -> None:
+    result = _entry(*args, probe=_HEAVY)
+    assert result.returncode == 0, result.stderr
+    assert "Usage" in result.stdout
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_importing_the_cli_app_loads_neither_pytest_nor_hypothesis_nor_jsonschema() -> None:
+    code = f"import sys\nimport runlane_conformance.cli.app\n{_HEAVY}\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -38,38 +38,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich import box
-from rich.console import Console, RenderableType
-from rich.progress import TaskID
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
-from ..contract.values import StorageProfile
-from ..expected_failures import ExpectedFailure, ExpectedFailureError, parse_expected_failures
-from ..fixtures.driver_frame import path_from_here
-from ..fixtures.gating import CAPABILITIES
-from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS
-from ..fixtures.plugin import DEFAULT_EXAMPLES
-from ..harness import HarnessError, available_drivers, parse_driver_options
+# Only what defining the commands needs is imported here: ``--help`` and ``--version`` must not pay
+# for pytest, Hypothesis, jsonschema or the contract. Each command imports the rest when it runs.
+from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..requirements import AREAS
-from ..run.certify import (
-    HYPOTHESIS_PROFILES,
-    CheckShrinking,
-    CheckStarted,
-    CollectionFinished,
-    RunBrokenError,
-    RunEvent,
-    RunResult,
-    RunUsageError,
-    TestFinished,
-    certify_driver,
-)
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
-from ..run.model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunStatus
-from ..run.reaper import become_subreaper, end_descendants
 from ..safe_text import (
     MESSAGE_LIMIT,
     describe_exception,
@@ -81,12 +60,10 @@ from ..safe_text import (
     secret_values,
 )
 from . import init_cmd
-from .badge import badge_for, endpoint_json, isolation_note, render_svg
+from .choices import TracebackStyle
 from .config import ConfigError, RunSettings, load_run_config, resolve_run
 from .entry import version_text
-from .failures import LINE_CHARS, TracebackStyle, failure_key, failure_lines, unexpected_pass_lines
 from .help_format import hide_flag_types
-from .junit import junit_xml
 from .output_files import (
     OutputFileError,
     OutputTarget,
@@ -96,20 +73,17 @@ from .output_files import (
     write_output,
     write_text_atomically,
 )
-from .progress_view import area_progress
-from .report import (
-    REPORT_SCHEMA,
-    ReportError,
-    build_report,
-    check_claim,
-    is_unfinished,
-    read_report,
-    unfinished_report,
-    validate_report,
-    write_report,
-)
-from .verdict_view import verdict_view
 from .wording import count
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.progress import TaskID
+    from rich.table import Table
+
+    from ..contract.values import StorageProfile
+    from ..expected_failures import ExpectedFailure
+    from ..run.certify import RunEvent, RunResult
+    from ..run.model import CheckResult, RunStatus
 
 __all__ = ["ExitCode", "app", "console", "main"]
 
@@ -200,12 +174,16 @@ _OWNS_PROCESS = False
 
 def _adopt_orphans() -> None:
     """Become the subreaper of whatever the driver starts (see ``run.reaper``), when we own the process."""
+    from ..run.reaper import become_subreaper
+
     if _OWNS_PROCESS:
         become_subreaper()
 
 
 def _end_driver_processes() -> None:
     """End every process still below this one (the driver's daemons included) before any output."""
+    from ..run.reaper import end_descendants
+
     if _OWNS_PROCESS:
         end_descendants()
 
@@ -255,6 +233,8 @@ class _RunOutputs:
     done: bool = False
 
     def _unfinished(self, status: RunStatus, code: int | None, problems: Sequence[str]) -> dict[str, Any]:
+        from .report import unfinished_report
+
         return unfinished_report(
             status,
             driver=self.driver,
@@ -270,15 +250,25 @@ class _RunOutputs:
         )
 
     def _write(self, document: dict[str, Any], *, files_only: bool = False) -> None:
+        targets = [
+            target
+            for target in (self.report, self.junit)
+            if target is not None and not (files_only and target.is_stdout)
+        ]
+        if not targets:
+            return  # nothing is written, so there is nothing to validate (a run without --report)
+        from .junit import junit_xml
+        from .report import validate_report
+
         validate_report(document)
-        for target in (self.report, self.junit):
-            if target is None or (files_only and target.is_stdout):
-                continue
+        for target in targets:
             text = json_text(document, indent=2) + "\n" if target is self.report else junit_xml(document)
             write_output(target, text)
 
     def start(self) -> None:
         """Mark the file targets ``running`` before anything else happens; refuses (exit 2) if it cannot."""
+        from ..run.model import RunStatus
+
         try:
             self._write(self._unfinished(RunStatus.RUNNING, None, ()), files_only=True)
         except OutputFileError as error:
@@ -299,6 +289,9 @@ class _RunOutputs:
 
     def abandon(self, code: int, problem: str) -> None:
         """Leave the targets marked interrupted (exit 130) or broken (any other exit without a verdict)."""
+        from ..run.model import RunStatus
+        from .report import ReportError
+
         if self.done:
             return
         self.done = True
@@ -335,6 +328,8 @@ def _write(path: Path, text: str, what: str) -> None:
 
 
 def _write_report(path: Path, document: dict[str, Any]) -> None:
+    from .report import write_report
+
     try:
         write_report(path, document)
     except OutputFileError as error:
@@ -377,6 +372,8 @@ def _root(
 
 def _complete_driver(incomplete: str) -> list[str]:
     """Installed driver names for shell completion (a module:factory spec is typed by hand)."""
+    from ..harness import available_drivers
+
     try:
         names = [info.name for info in available_drivers()]
     except Exception:  # completion must never print a traceback into the user's shell
@@ -486,6 +483,8 @@ class _LiveProgress:
         options: Mapping[str, str] | None = None,
         expected: Collection[str] = (),
     ) -> None:
+        from .progress_view import area_progress
+
         self.progress = area_progress(console)
         self._on_plan = on_plan
         self._verbose = verbose
@@ -519,6 +518,9 @@ class _LiveProgress:
         return " "
 
     def __call__(self, event: RunEvent) -> None:
+        from ..run.certify import CheckShrinking, CheckStarted, CollectionFinished, TestFinished
+        from ..run.model import Outcome
+
         if isinstance(event, CollectionFinished):
             self._on_plan()
             order = {area: index for index, area in enumerate(AREAS)}
@@ -568,6 +570,9 @@ class _LiveProgress:
 
     def _tell(self, test: CheckResult) -> None:
         """Print a check's end above the bars: always its first failure of a kind, every end if verbose."""
+        from ..run.model import Outcome
+        from .failures import LINE_CHARS, failure_key
+
         label = _shown(test.requirement_id or test.area, self._options)
         if self._verbose:
             outcome = test.outcome.value.replace("_", " ").upper()
@@ -627,10 +632,14 @@ def _describe_profile(profile: StorageProfile) -> str:
 
 
 def _verdict_table(result: RunResult) -> RenderableType:
+    from .verdict_view import verdict_view
+
     return verdict_view(result.area_summaries(), console, lambda text: _shown(text, result.options, 200))
 
 
 def _print_failures(result: RunResult, style: TracebackStyle) -> None:
+    from .failures import failure_lines, unexpected_pass_lines
+
     options = result.options
 
     def shown(text: object, limit: int | None) -> str:
@@ -663,6 +672,8 @@ def _scope_of(result: RunResult) -> str:
 
 
 def _print_verdict(result: RunResult) -> None:
+    from ..run.model import INCONCLUSIVE_HINT, Outcome, RunStatus
+
     should = [r for r in result.failed_requirements if r not in result.must_failures]
     console.print()
     for problem in result.problems:
@@ -752,6 +763,8 @@ def _print_verdict(result: RunResult) -> None:
 
 
 def _exit_code(result: RunResult) -> ExitCode:
+    from ..run.model import RunStatus
+
     if result.status is RunStatus.INTERRUPTED:
         return ExitCode.INTERRUPTED
     if result.status is RunStatus.STOPPED or result.unexpected_passes:
@@ -770,6 +783,8 @@ def _exit_code(result: RunResult) -> ExitCode:
 
 def _expected_failures(declarations: Sequence[str]) -> tuple[ExpectedFailure, ...]:
     """``--expect-fail`` values parsed against the catalogue the run uses; a bad one exits 2."""
+    from ..expected_failures import ExpectedFailureError, parse_expected_failures
+
     if not declarations:
         return ()
     from ..run import certify
@@ -821,6 +836,9 @@ def _execute(
     isolation: Isolation = DEFAULT_ISOLATION,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
+    from ..harness import HarnessError, parse_driver_options
+    from ..run.certify import RunBrokenError, RunUsageError, certify_driver
+
     _allow_local_modules(driver)
     options: dict[str, str] = {}
     try:
@@ -855,6 +873,8 @@ def _execute(
 
 
 def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
+    from .report import ReportError, build_report
+
     try:
         return build_report(result, kind=kind)
     except ReportError as error:
@@ -1106,6 +1126,10 @@ def _run_and_judge(
     isolation: Isolation = DEFAULT_ISOLATION,
 ) -> NoReturn:
     """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
+    from ..fixtures.driver_frame import path_from_here
+    from ..harness import HarnessError, parse_driver_options
+    from .badge import isolation_note
+
     seed, profile, areas, requirements = outputs.seed, outputs.profile, outputs.areas, outputs.requirements
     workers = outputs.workers
     database = _examples_dir(examples)
@@ -1194,11 +1218,16 @@ def _status(status: str) -> Text:
 
 def _report_table(title: str) -> Table:
     # A light box leaves more of an 80-column terminal to the values; the title stays on its own line.
+    from rich import box
+    from rich.table import Table
+
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
 
 
 def _print_evidence(rows: list[tuple[str, list[str]]]) -> None:
     """Which checks measured each entry, one line per entry, folded (never cut) on a narrow terminal."""
+    from rich.table import Table
+
     console.print(Text("evidence (the requirements whose checks measured it):", style="dim"))
     grid = Table.grid(padding=(0, 1), pad_edge=True)
     grid.add_column(no_wrap=True)
@@ -1214,6 +1243,8 @@ def _print_capabilities(document: dict[str, Any]) -> None:
     Names (limits, properties, checks) are never wrapped or cut, so two limits can never shrink to the
     same text; long lists of requirement IDs go under each table instead of into a narrow column.
     """
+    from ..fixtures.gating import CAPABILITIES
+
     profile = document["profile"]
     table = _report_table("Advertised profile")
     table.add_column("property", no_wrap=True)
@@ -1300,6 +1331,9 @@ def report_command(
     durability, clock and index-consistency checks, and the optional
     capabilities offered.
     """
+    from .badge import isolation_note
+    from .report import ReportError, is_unfinished, read_report
+
     _begin()
     if (driver is None) == (show is None):
         _stop(ExitCode.USAGE, "give exactly one of --driver (run the checks) or --from (show a saved report)")
@@ -1357,6 +1391,8 @@ def report_command(
 @app.command("list")
 def list_drivers() -> None:
     """List the drivers installed under the runlane.storage_drivers entry point group."""
+    from ..harness import available_drivers
+
     _begin()
     drivers = available_drivers()
     if not drivers:
@@ -1383,6 +1419,8 @@ def list_drivers() -> None:
 @app.command()
 def schema() -> None:
     """Print the JSON Schema (draft 2020-12) every report is validated against."""
+    from .report import REPORT_SCHEMA
+
     typer.echo(json.dumps(REPORT_SCHEMA, indent=2))
 
 
@@ -1402,6 +1440,9 @@ def badge(
     whose claim does not follow from its content, that comes from a partial or
     interrupted run, or that names another toolkit version is refused (exit 2).
     """
+    from .badge import badge_for, endpoint_json, isolation_note, render_svg
+    from .report import ReportError, check_claim, read_report
+
     _begin()
     if svg is None and endpoint is None:
         _stop(ExitCode.USAGE, "give --svg PATH and/or --endpoint PATH")

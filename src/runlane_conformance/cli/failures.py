@@ -29,11 +29,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from rich.text import Text
 
 from ..run.model import CheckResult, Outcome, RequirementResult, RunResult
+from .choices import TracebackStyle
 from .wording import count
 
 __all__ = [
@@ -66,14 +66,6 @@ _INDENT = "    "
 
 #: ``shown(text, limit)``: driver text made terminal-safe and redacted, capped at ``limit`` characters.
 Shown = Callable[[object, int | None], str]
-
-
-class TracebackStyle(StrEnum):
-    """How much of each failure is shown (pytest's ``--tb``)."""
-
-    SHORT = "short"
-    LONG = "long"
-    NO = "no"
 
 
 #: Two failures are the same when their error (the message without Hypothesis's example) and their

@@ -22,6 +22,7 @@ given and kept in the result, so every run can be replayed.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import io
 import os
 import platform
@@ -33,18 +34,16 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from .. import __version__
 from ..expected_failures import ExpectedFailure
+from ..fixtures.defaults import CHECK_BUDGET_SECONDS, HYPOTHESIS_PROFILES, check_budget
 from ..fixtures.gating import ProfileFacts
-from ..fixtures.hypothesis_profiles import CHECK_BUDGET_SECONDS, check_budget
 from ..harness import DriverInfo, available_drivers
-from ..requirements import Requirement, all_requirements
+from ..requirements import Requirement
 from ..safe_text import redact_options
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
+from .catalog import suite_catalog
 from .environment import SuiteSource, closed_environment, pytest_arguments, suite_digest
-from .events import EventPlugin, RawCheck
 from .isolation import DEFAULT_ISOLATION, Isolation, served_driver
 from .model import (
     AreaSummary,
@@ -61,6 +60,7 @@ from .model import (
 )
 from .plan import Plan, PlannedCheck, build_plan, longest_first, planned_from_event, scope_catalog
 from .probe import probe_driver, probe_facts
+from .raw import RawCheck
 from .supervise import ChildSpec, Supervisor
 from .verdict import fold_requirements, judge_check, limit_problems, unfinished_check
 
@@ -92,14 +92,13 @@ __all__ = [
     "run_suites",
 ]
 
+#: The toolkit's own suites, as pytest is told to collect them.
+_PACKAGE_SUITE_ARGS: tuple[str, ...] = ("--pyargs", "runlane_conformance.suites")
 #: What pytest collects for a run; tests of the runner point this at a small fake suite.
-SUITE_ARGS: tuple[str, ...] = ("--pyargs", "runlane_conformance.suites")
+SUITE_ARGS: tuple[str, ...] = _PACKAGE_SUITE_ARGS
 
 #: Where the requirement catalogue comes from; tests of the runner point this at the fake suite's.
-SUITE_CATALOG: Callable[[], dict[str, Requirement]] = all_requirements
-
-#: The Hypothesis settings profiles the plugin offers, cheapest first.
-HYPOTHESIS_PROFILES: tuple[str, ...] = ("quick", "default", "thorough")
+SUITE_CATALOG: Callable[[], dict[str, Requirement]] = suite_catalog
 
 
 @dataclass(frozen=True)
@@ -265,13 +264,13 @@ def _environment(
     supervised: bool,
     isolation: Isolation = Isolation.NONE,
 ) -> RunEnvironment:
-    import hypothesis
-
+    # Read from the installed distributions: a supervised run's parent never imports pytest or
+    # Hypothesis (its children do); these are the versions those children import.
     return RunEnvironment(
         toolkit_version=__version__,
         python_version=f"{platform.python_implementation()} {platform.python_version()}",
-        pytest_version=pytest.__version__,
-        hypothesis_version=hypothesis.__version__,
+        pytest_version=importlib.metadata.version("pytest"),
+        hypothesis_version=importlib.metadata.version("hypothesis"),
         suite_digest=suite_digest(source.files),
         plugins=tuple(plugins),
         supervised=supervised,
@@ -345,9 +344,28 @@ def _status_for(request: _Request, interrupted: bool, stopped: bool = False) -> 
     return RunStatus.PARTIAL if (request.areas or request.requirements) else RunStatus.COMPLETE
 
 
+def _collected(request: _Request, source: SuiteSource) -> SuiteSource:
+    """``source`` narrowed to the suite modules a restricted run needs.
+
+    Every check lives in the module of its area (``suites/test_<area>.py``; ``tests/run`` holds
+    that invariant), so a run restricted with ``--area`` or ``--requirement`` collects only those
+    modules instead of importing and collecting every suite and then deselecting most of it. The
+    plugin still deselects within them, so the collected checks are exactly those of a full
+    collection's restricted run, in the same (file-name) order. The suite digest still covers
+    every file (``source.files``).
+    """
+    if source.args != _PACKAGE_SUITE_ARGS or not (request.areas or request.requirements):
+        return source
+    suites = Path(source.rootdir) / "runlane_conformance" / "suites"
+    modules = sorted({f"test_{requirement.area}" for requirement in request.scope.values()})
+    if not modules or not all((suites / f"{module}.py").is_file() for module in modules):
+        return source
+    return replace(source, args=("--pyargs", *(f"runlane_conformance.suites.{m}" for m in modules)))
+
+
 def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
     args = pytest_arguments(
-        source,
+        _collected(request, source),
         driver=request.driver,
         options=request.options,
         hypothesis_profile=request.hypothesis_profile,
@@ -564,6 +582,9 @@ def run_suites(
                 listener(TestFinished(result))
 
     import hypothesis
+    import pytest
+
+    from .events import EventPlugin
 
     # Hypothesis fixes a test's settings when ``@given`` decorates it, i.e. at import. The plugin
     # activates the chosen settings profile when pytest configures, so the suite modules must be

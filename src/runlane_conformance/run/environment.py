@@ -163,12 +163,17 @@ def loaded_plugins(config: Any) -> list[tuple[str, str]]:
         module = name if isinstance(plugin, types.ModuleType) else str(getattr(plugin, "__module__", ""))
         if not module.startswith(("_pytest", "conftest")):
             names.add(name)
-    distributions = importlib.metadata.packages_distributions()
+    # Mapping every installed module to its distribution reads every distribution's metadata (a
+    # tenth of a second in a full environment); a closed run loads only plugins whose versions are
+    # known without it, so it is read only for a plugin that is not one of those.
+    distributions: Mapping[str, list[str]] | None = None
     found = []
     for name in sorted(names):
         top = name.partition(".")[0]
         version = "?"
-        for dist in distributions.get(top, []):
+        if distributions is None and top not in ("runlane_conformance", "_hypothesis_pytestplugin"):
+            distributions = importlib.metadata.packages_distributions()
+        for dist in (distributions or {}).get(top, []):
             with contextlib.suppress(importlib.metadata.PackageNotFoundError):
                 version = importlib.metadata.version(dist)
                 break

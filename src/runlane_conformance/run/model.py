@@ -17,10 +17,10 @@ from pathlib import Path
 
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageProfile
+from ..fixtures.defaults import DEFAULT_EXAMPLES
 from ..fixtures.driver_frame import path_from_here
 from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
-from ..fixtures.plugin import DEFAULT_EXAMPLES
 from ..harness import DriverInfo
 from ..requirements import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values

@@ -50,9 +50,9 @@ from ..harness import DriverLoadError
 from .capped import CappedOutput
 from .child import COMMANDS_FD_VARIABLE, EVENTS_FD_VARIABLE
 from .environment import closed_process_environment
-from .events import RawCheck
 from .model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunBrokenError
 from .plan import PlannedCheck, deadline_for, planned_from_event
+from .raw import RawCheck
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from ..contract.values import StorageIndexConsistency
 from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
 from ..requirements import AREAS, Requirement, RequirementLevel
-from .events import RawCheck
 from .model import (
     INCONCLUSIVE_HINT,
     INCONCLUSIVE_PROPERTY,
@@ -29,6 +28,7 @@ from .model import (
     RunStatus,
 )
 from .plan import Plan, PlannedCheck, area_of
+from .raw import RawCheck
 
 __all__ = [
     "INCONCLUSIVE_HINT",

@@ -18,7 +18,7 @@ from runlane_conformance.contract.catalog import StorageQueryDirection
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
 from runlane_conformance.local.harness import LocalHarness, LocalStoreHandle, local_harness
-from runlane_conformance.local.store import CommitPlan, LocalStore, StoreConflict
+from runlane_conformance.local.store import CommitPlan, IndexKey, LocalStore, RangeDependency, StoreConflict
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -80,6 +80,24 @@ class IgnoresRanges(LocalStore):
 
     def commit(self, plan: CommitPlan) -> None:
         super().commit(replace(plan, ranges=()))
+
+
+class _IdentityRange(RangeDependency):
+    """A scanned range that matches an index entry's partition by object identity, not by equality."""
+
+    def covers(self, entry: IndexKey) -> bool:
+        if entry[1] is not self.partition:
+            return False
+        return super().covers(entry)
+
+
+class MatchesPartitionsByIdentity(LocalStore):
+    """Scanned ranges are validated, but a write counts against one only when its partition is the very
+    string object the scan was given (``is`` where ``==`` was meant): a writer that spells the same
+    partition with its own string slips a phantom past the scan."""
+
+    def commit(self, plan: CommitPlan) -> None:
+        super().commit(replace(plan, ranges=tuple(_IdentityRange(*scanned) for scanned in plan.ranges)))
 
 
 class BlindCreateOverwrites(LocalStore):
@@ -191,6 +209,12 @@ MUTANTS = [
         "scanned index ranges are not validated at commit",
     ),
     Mutant(
+        "scan-partition-matched-by-identity",
+        "tests.mutants.m_conflicts:matches_partitions_by_identity",
+        "conflicts.index-phantom",
+        "a scanned range conflicts with a write only when the write's partition is the same string object",
+    ),
+    Mutant(
         "point-reads-latest-not-snapshot",
         "tests.mutants.m_conflicts:reads_latest",
         "conflicts.row-leaves-index-between-query-and-read",
@@ -221,6 +245,7 @@ drops_present_reads = store_mutant(DropsPresentReads)
 validates_only_written_reads = store_mutant(ValidatesOnlyWrittenReads)
 last_writer_wins = store_mutant(LastWriterWins)
 ignores_ranges = store_mutant(IgnoresRanges)
+matches_partitions_by_identity = store_mutant(MatchesPartitionsByIdentity)
 blind_create_overwrites = store_mutant(BlindCreateOverwrites)
 reuses_versions = store_mutant(ReusesVersions)
 reads_latest = store_mutant(ReadsLatest)

@@ -203,7 +203,9 @@ def test_records_of_every_table_keep_whatever_times_they_carry(driver: StorageDr
     such records a time to live (for example at their expiry) loses them behind core's back."""
     records = _records_dated(year)
     write_records(driver, records, batch=max(1, min(20, driver.profile.limits.max_transaction_records)))
-    chunk = max(1, min(driver.profile.limits.max_point_reads, 50))
+    limits = driver.profile.limits
+    # Each key read is one of the attempt's records as well as one of its point reads.
+    chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records, 50))
     for start in range(0, len(records), chunk):
         part = records[start : start + chunk]
         found = _read(driver, [record.key for record in part])
@@ -588,7 +590,8 @@ def test_keys_that_cheap_encodings_confuse_stay_distinct(driver: StorageDriver, 
                 f"creating lease {record.key.id!r} failed with {error!r}, although no record has that key "
                 f"(the keys written before it differ from it): {KEY_SHAPES.id}: {KEY_SHAPES.summary}"
             ) from error
-    budget = max(1, driver.profile.limits.max_point_reads)
+    limits = driver.profile.limits
+    budget = max(1, min(limits.max_point_reads, limits.max_transaction_records))
     got: list[StoredRecord | None] = []
     for start in range(0, len(records), budget):
         got.extend(_read(driver, [record.key for record in records[start : start + budget]]))

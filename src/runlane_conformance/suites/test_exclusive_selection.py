@@ -11,6 +11,7 @@ attempt ended and the holds are gone, which is also correct.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, cast
 
 import pytest
@@ -38,6 +39,7 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (
@@ -324,8 +326,10 @@ def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
 def test_advisory_reads_ignore_exclusive_holds(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, how: str
 ) -> None:
-    rows = _rows(driver, leases, 4)
+    # Four rows, two of them held; with a smaller page allowed, as many rows as one page holds.
+    rows = _rows(driver, leases, min(4, driver.profile.limits.max_query_results))
     everything = leases.query(limit=len(rows))
+    holds = min(2, len(rows))
 
     def advisory() -> list[str]:
         if how == "driver-query":
@@ -336,8 +340,8 @@ def test_advisory_reads_ignore_exclusive_holds(
             )
         return _selector(other_driver, everything, StorageCandidateMode.ADVISORY)()  # type: ignore[no-any-return]
 
-    held, competitor = _while_open(driver, leases.query(limit=2), advisory)
-    assert held == rows[:2], "an advisory read must return the first two rows in index order"
+    held, competitor = _while_open(driver, leases.query(limit=holds), advisory)
+    assert held == rows[:holds], f"the exclusive page must hold the first {holds} rows in index order"
     assert competitor.settle() == rows, "an advisory read must return rows another attempt holds"
 
 
@@ -370,6 +374,7 @@ def test_advisory_selection_holds_nothing(
 
 @FULL_PAGE
 @DIRECTIONS
+@limit_gated("page-of-3")
 def test_a_full_exclusive_page_continues_with_its_cursor(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -386,7 +391,9 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
             third = _select(tx, command.with_cursor(second.cursor))
             assert third.items == () and third.cursor is None, "a cursor after the last row leads to nothing"
         if not started:
-            started.append(compete(_selector(other_driver, leases.query(limit=6, direction=direction))))
+            # Every row is held, so the competitor's page finds none of them however large it may be.
+            rival = leases.query(limit=min(6, leases.page_limit), direction=direction)
+            started.append(compete(_selector(other_driver, rival)))
         return pages
 
     pages = driver.transaction(callback)
@@ -521,20 +528,26 @@ def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
 
 
 @DISJOINT
+@limit_gated("page-of-2")
 def test_a_record_held_through_one_index_is_not_handed_out_through_another(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
     """Holds belong to records, not to index entries: runs are listed by RunsByStatus and RunsByCreatedAt."""
     env = fresh_environment("exclusive")
-    runs = [run_record(env, f"run-{n}", created=n) for n in range(4)]
+    # Four runs, two held; with a smaller page allowed, as many runs as one page holds, one left free.
+    count = min(4, driver.profile.limits.max_query_results)
+    runs = [run_record(env, f"run-{n}", created=n) for n in range(count)]
     write_records(driver, runs, batch=_batch(driver))
     keys = [run.key.encoded for run in runs]
+    held = min(2, len(runs) - 1)
     by_status = QueryRecordsCommand(
-        StorageIndexName.RUNS_BY_STATUS, env, 2, StorageQueryRange.prefix((RunStatus.RUNNING.value,))
+        StorageIndexName.RUNS_BY_STATUS, env, held, StorageQueryRange.prefix((RunStatus.RUNNING.value,))
     )
-    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, 4)
+    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, len(runs))
     first_rows, competitor = _while_open(driver, by_status, _selector(other_driver, by_created))
-    assert first_rows == keys[:2], "RunsByStatus must hand the first selector the two oldest running runs"
+    assert first_rows == keys[:held], (
+        f"RunsByStatus must hand the first selector the {held} oldest running runs"
+    )
     finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:
@@ -543,7 +556,7 @@ def test_a_record_held_through_one_index_is_not_handed_out_through_another(
             f"runs {sorted(overlap)} held through RunsByStatus were handed out through RunsByCreatedAt while "
             "their holder was still open"
         )
-        assert second_rows == keys[2:], (
+        assert second_rows == keys[held:], (
             "the RunsByCreatedAt selector must get the runs nobody holds, in order"
         )
 
@@ -596,26 +609,26 @@ def test_exclusive_pages_select_what_advisory_pages_select(
         leases.record(name, at=at, environment=f"{leases.environment}x") for name, at in PLACEMENT[:3]
     ]
     write_records(driver, neighbour, batch=_batch(driver))
-    command = leases.query(limit=2, range=_ranges(leases)[bounds], direction=direction)
+    page = min(2, leases.page_limit)
+    command = leases.query(limit=page, range=_ranges(leases)[bounds], direction=direction)
     advisory = _scan_in_pages(driver, command, StorageCandidateMode.ADVISORY)
     exclusive = _scan_in_pages(driver, command, EXCLUSIVE)
     assert exclusive == advisory, (
-        f"paging {bounds} {direction.value} in pages of 2, exclusive selection returned {exclusive} where "
-        f"advisory selection returned {advisory} (no row was held by anyone else)"
+        f"paging {bounds} {direction.value} in pages of {command.limit}, exclusive selection returned "
+        f"{exclusive} where advisory selection returned {advisory} (no row was held by anyone else)"
     )
-    whole = _keys(
-        read_page(
-            driver,
-            leases.query(limit=len(PLACEMENT), range=command.range, direction=direction),
-            Via.CANDIDATES,
-            mode=EXCLUSIVE,
-        )
-    )
-    assert whole == advisory, f"one exclusive page of the whole {bounds} range returned {whole}"
+    wide = leases.query(limit=len(PLACEMENT), range=command.range, direction=direction)
+    if leases.page_limit >= len(PLACEMENT):
+        whole = _keys(read_page(driver, wide, Via.CANDIDATES, mode=EXCLUSIVE))
+        shape = "one exclusive page"
+    else:  # the widest page allowed, followed to the end
+        whole = _scan_in_pages(driver, dataclasses.replace(wide, limit=leases.page_limit), EXCLUSIVE)
+        shape = f"exclusive pages of {leases.page_limit}"
+    assert whole == advisory, f"{shape} of the whole {bounds} range returned {whole}"
 
 
 @SAME_SCAN
-@pytest.mark.parametrize("again", ["same-page", "next-page"])
+@pytest.mark.parametrize("again", ["same-page", pytest.param("next-page", marks=limit_gated("page-of-4"))])
 def test_an_attempt_is_not_kept_from_rows_it_holds_itself(
     driver: StorageDriver, leases: Leases, again: str
 ) -> None:

@@ -111,14 +111,17 @@ def _page_at_least(count: int) -> Gate:
 #: The records the faults checks' mixed attempt touches: two creates, a replace, a delete, and an
 #: append of two values with its stream head.
 FAULT_BATCH_RECORDS = 7
+#: Its compact form, for drivers allowing fewer: one create, a replace, a delete, one appended value
+#: and the head. Below that the mix would lose a kind of write.
+FAULT_BATCH_COMPACT_RECORDS = 5
 
 
 def _fault_batch(limits: StorageLimits) -> str | None:
-    if limits.max_transaction_records < FAULT_BATCH_RECORDS:
+    if limits.max_transaction_records < FAULT_BATCH_COMPACT_RECORDS:
         return (
             f"profile: max_transaction_records = {limits.max_transaction_records} is below the "
-            f"{FAULT_BATCH_RECORDS} records of the faults checks' mixed attempt (two creates, a replace, "
-            "a delete and an append of two values with its stream head)"
+            f"{FAULT_BATCH_COMPACT_RECORDS} records of the faults checks' smallest mixed attempt (a create, "
+            "a replace, a delete and an append of one value with its stream head)"
         )
     return None
 
@@ -243,7 +246,31 @@ def _dependencies(limits: StorageLimits) -> str | None:
 
 
 def _append_records(limits: StorageLimits) -> str | None:
-    return _reach(limits.max_transaction_records, "max_transaction_records", APPEND_RECORDS)
+    reason = _reach(limits.max_transaction_records, "max_transaction_records", APPEND_RECORDS)
+    if reason is not None:
+        return reason
+    from ..contract.streams import StorageAppendMeasurement, measure_storage_append
+    from ._append_support import batch
+
+    # The check appends one value past what fits beside the head (and beside one create): those
+    # values must stay within the byte limits, or the refusal would name a byte limit instead.
+    past = max(1, limits.max_transaction_records - 1)
+    roomy = StorageLimits(
+        max_transaction_records=past + 1,
+        max_record_bytes=PRACTICAL_BYTES,
+        max_transaction_bytes=PRACTICAL_BYTES,
+    )
+    measured: StorageAppendMeasurement = measure_storage_append(
+        batch("env-00000000", f"n{past}", past), roomy
+    )
+    needed = measured.bytes + _CHECK_LEASES.unique(f"w{past}").document.size
+    if needed > limits.max_transaction_bytes or max(measured.sizes) > limits.max_record_bytes:
+        return (
+            f"profile: the {past} appended values that reach past max_transaction_records = "
+            f"{limits.max_transaction_records} take {needed} bytes, more than max_transaction_bytes = "
+            f"{limits.max_transaction_bytes} allows"
+        )
+    return None
 
 
 def _append_record_bytes(limits: StorageLimits) -> str | None:

@@ -96,6 +96,16 @@ def core_floor_reason(limits: StorageLimits) -> str | None:
     )
 
 
+def _at_least(count: int, name: str, what: str) -> Gate:
+    def gate(limits: StorageLimits) -> str | None:
+        value: int = getattr(limits, name)
+        if value < count:
+            return f"profile: {name} = {value} is below the {count} {what} this check's attempt needs"
+        return None
+
+    return gate
+
+
 def _page_at_least(count: int) -> Gate:
     def gate(limits: StorageLimits) -> str | None:
         if limits.max_query_results < count:
@@ -335,6 +345,10 @@ GATES: dict[str, Gate] = {
     "append-widest-batches": _widest_batches,
     "pruning-passes": _pruning_passes,
     "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
+    "point-reads-of-4": _at_least(4, "max_point_reads", "point reads"),
+    "point-reads-of-5": _at_least(5, "max_point_reads", "point reads"),
+    "records-of-4": _at_least(4, "max_transaction_records", "records"),
+    "records-of-5": _at_least(5, "max_transaction_records", "records"),
     "page-of-2": _page_at_least(2),
     "page-of-3": _page_at_least(3),
     "page-of-4": _page_at_least(4),

@@ -807,6 +807,7 @@ def test_an_empty_candidate_page_is_a_dependency(
 
 
 @INDEX_PHANTOM
+@limit_gated("page-of-2")
 def test_a_partial_candidate_page_protects_the_rest_of_the_range(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -1168,7 +1169,15 @@ def _scan_window(leases: Leases, spec: str) -> StorageQueryRange:
 
 
 @ATTEMPT_WIDE
-@pytest.mark.parametrize("shape", [shape for shape in READ_SHAPES if shape.startswith("get-")])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # get-then-two-gets reads three keys and writes a fourth
+        pytest.param(shape, marks=limit_gated("records-of-4")) if shape == "get-then-two-gets" else shape
+        for shape in READ_SHAPES
+        if shape.startswith("get-")
+    ],
+)
 def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, shape: str
 ) -> None:
@@ -1242,7 +1251,10 @@ def _earlier_call_protected(
 
 @REPEATABLE_READS
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "then-writes"])
-@pytest.mark.parametrize("reread", ["same-key", "in-a-batch", "duplicate-in-one-call"])
+@pytest.mark.parametrize(
+    "reread",
+    ["same-key", "in-a-batch", pytest.param("duplicate-in-one-call", marks=limit_gated("point-reads-of-4"))],
+)
 def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool, reread: str
 ) -> None:

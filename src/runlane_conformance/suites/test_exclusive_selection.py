@@ -187,6 +187,7 @@ def _while_open(
 @DISJOINT
 @DIRECTIONS
 @pytest.mark.parametrize("phase", ["open", "after-get", "after-now", "after-write"])
+@limit_gated("page-of-3")
 def test_two_open_attempts_get_disjoint_rows(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -226,6 +227,7 @@ def _selected_after(driver: StorageDriver, command: QueryRecordsCommand) -> list
 
 @RELEASED_AT_COMMIT
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "writing"])
+@limit_gated("page-of-2")
 def test_rows_are_released_at_commit(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool
 ) -> None:
@@ -257,6 +259,7 @@ class _Halted(BaseException):
 
 @RELEASED_AT_ROLLBACK
 @pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
+@limit_gated("page-of-2")
 def test_rows_are_released_when_the_callback_raises(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, raised: type[BaseException]
 ) -> None:
@@ -280,6 +283,7 @@ def test_rows_are_released_when_the_callback_raises(
 
 
 @RELEASED_AT_ROLLBACK
+@limit_gated("page-of-2")
 def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -347,6 +351,7 @@ def test_advisory_reads_ignore_exclusive_holds(
 
 @ADVISORY
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
+@limit_gated("page-of-2")
 def test_advisory_selection_holds_nothing(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -405,7 +410,7 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
-@pytest.mark.parametrize("page", [1, 3])
+@pytest.mark.parametrize("page", [1, pytest.param(3, marks=limit_gated("page-of-3"))])
 def test_no_row_beyond_the_page_is_held(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -628,7 +633,13 @@ def test_exclusive_pages_select_what_advisory_pages_select(
 
 
 @SAME_SCAN
-@pytest.mark.parametrize("again", ["same-page", pytest.param("next-page", marks=limit_gated("page-of-4"))])
+@pytest.mark.parametrize(
+    "again",
+    [
+        pytest.param("same-page", marks=limit_gated("page-of-2")),
+        pytest.param("next-page", marks=limit_gated("page-of-4")),
+    ],
+)
 def test_an_attempt_is_not_kept_from_rows_it_holds_itself(
     driver: StorageDriver, leases: Leases, again: str
 ) -> None:
@@ -683,6 +694,7 @@ def test_an_exclusive_cursor_is_refused_under_a_changed_scope(
 
 @FULL_PAGE
 @DIRECTIONS
+@limit_gated("page-of-3")
 def test_a_full_middle_page_continues_too(
     driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -710,6 +722,7 @@ def test_a_full_middle_page_continues_too(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
+@limit_gated("page-of-2")
 def test_no_row_beyond_a_continued_page_is_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:

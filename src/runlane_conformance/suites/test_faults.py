@@ -327,6 +327,7 @@ def under_hold_faults(runlane_requirement: Requirement, runlane_harness: DriverH
 
 
 @HOLDS_RELEASED
+@limit_gated("page-of-2")
 def test_rows_a_faulted_attempt_held_are_free_again(under_hold_faults: list[HoldTrial]) -> None:
     fired = _fired(under_hold_faults)
     problems = [

@@ -32,6 +32,7 @@ from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
@@ -82,6 +83,7 @@ def _read(driver: StorageDriver, keys: list[object]) -> list[StoredRecord | None
 
 
 @POSITIONS
+@limit_gated("point-reads-of-5")
 def test_get_returns_one_result_per_position_in_order(driver: StorageDriver, leases: Leases) -> None:
     _write(driver, leases.unique("a"), leases.unique("b"))
     a, b, missing = leases.key("a"), leases.key("b"), leases.key("missing")

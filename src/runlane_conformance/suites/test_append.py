@@ -254,6 +254,7 @@ def test_an_aborted_append_consumes_no_positions(
 
 
 @NOTHING_ON_ROLLBACK
+@limit_gated("records-of-4")  # a batch of two values, the head and the fence it read
 def test_a_replayed_append_is_applied_once(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str
 ) -> None:
@@ -429,6 +430,7 @@ def test_native_and_point_appends_share_one_stream(driver: StorageDriver, partit
 @MIXED
 @pytest.mark.parametrize("head", ["absent", "present"])
 @pytest.mark.parametrize("open_side", ["point-writer", "native"])
+@limit_gated("records-of-4")  # a point append of three values beside the head
 def test_racing_native_and_point_appends_stay_contiguous(
     driver: StorageDriver, other_driver: StorageDriver, partition: str, head: str, open_side: str
 ) -> None:

@@ -4,7 +4,7 @@ The reference driver is run at limits well below the contract's defaults. The
 checks size their own work to what one attempt may hold; where a rule's check
 cannot be built at those limits at all the plan gates that one check, and the
 set it gates is exactly what ``suites._limit_gates`` predicts from the collected
-checks' gates (and, spelled out here, the checks a reader would expect). Below
+checks' gates (and, where the list is short, the checks spelled out here). Below
 core's floor of three point reads and three records the profile is refused by
 ``profile.limits-leave-core-room`` alone, every other check gated with its reason.
 """
@@ -153,6 +153,24 @@ def test_small_record_and_transaction_byte_limits_certify(planned: list[Plan]) -
         "test_appended_records_count_toward_the_record_limit[append-alone]",
         "test_appended_records_count_toward_the_record_limit[with-a-create]",
     }
+
+
+def test_the_floor_itself_with_pages_of_one_certifies(planned: list[Plan]) -> None:
+    """Three point reads, three records and pages of one: the smallest profile core can work with.
+    The checks built on pages of two or more or on four keys are gated (the plan names each, and a few
+    rules go unexercised whole); no check refuses the driver."""
+    result, gated = _certify_small(
+        {
+            "max_point_reads": "3",
+            "max_query_results": "1",
+            "max_transaction_records": "3",
+            "max_transaction_bytes": str(3 * 409600),
+        },
+        planned,
+    )
+    assert _phantoms("full", "partial", "after-cursor") <= gated
+    assert "test_get_returns_one_result_per_position_in_order" in gated
+    assert result.requirement(CORE_FLOOR_REQUIREMENT).outcome is RequirementOutcome.PASSED
 
 
 def test_limits_below_cores_floor_are_refused_by_the_floor_alone() -> None:

@@ -300,6 +300,12 @@ MUTANTS = [
         "advertises max_transaction_bytes below max_record_bytes",
     ),
     Mutant(
+        "two-point-reads",
+        "tests.mutants.m_profile:two_point_reads",
+        "profile.limits-leave-core-room",
+        "enforces and advertises two point reads per attempt, too few for core's smallest atomic steps",
+    ),
+    Mutant(
         "unknown-durability",
         "tests.mutants.m_profile:unknown_durability",
         "profile.advertised-profile-coherent",
@@ -353,6 +359,8 @@ schedule_index_lags = mutant_harness(ScheduleIndexLags)
 loads_profile_lazily = mutant_harness(LoadsProfileLazily)
 incoherent_limits = mutant_harness(IncoherentLimits)
 unknown_durability = mutant_harness(UnknownDurability)
+# Honest about its limits (the reference driver configured so), but they are below core's floor.
+two_point_reads = mutant_harness(base_options={"max_point_reads": "2"})
 differs_per_instance = mutant_harness(DiffersPerInstance)
 hides_other_instances_commits = mutant_harness(HidesOtherInstancesCommits)
 caches_first_clock_reading = mutant_harness(transaction_class=CachesFirstClockReading)

@@ -65,9 +65,9 @@ def requirement_of(item: pytest.Item) -> str | None:
 
 
 def limit_gates_of(item: pytest.Item) -> list[str]:
-    """The limit gates a collected check names (its ``runlane_limit_gate`` marker), if any."""
-    marker = item.get_closest_marker("runlane_limit_gate")
-    return [] if marker is None else [str(name) for name in marker.args]
+    """The limit gates a collected check names (its ``runlane_limit_gate`` markers, on the function and
+    on its parameters), if any."""
+    return [str(name) for marker in item.iter_markers("runlane_limit_gate") for name in marker.args]
 
 
 def _declared_timeout(item: pytest.Item) -> float | None:

@@ -151,10 +151,16 @@ def build_plan(
                 gated[rid] = reason
     checks = tuple(collected)
     gated_checks = {}
-    for check in checks:
-        if check.limit_gates and check.requirement_id not in gated:
-            from ..suites._limit_gates import limit_gates_reason
+    from ..suites._limit_gates import CORE_FLOOR_REQUIREMENT, core_floor_reason, limit_gates_reason
 
+    floor = core_floor_reason(facts.profile.limits)
+    for check in checks:
+        if check.requirement_id in gated:
+            continue
+        if floor is not None and check.requirement_id != CORE_FLOOR_REQUIREMENT:
+            # Below core's floor nothing but the floor's own check can mean anything (suites._limit_gates).
+            gated_checks[check.nodeid] = floor
+        elif check.limit_gates:
             reason = limit_gates_reason(check.limit_gates, facts.profile.limits)
             if reason is not None:
                 gated_checks[check.nodeid] = reason

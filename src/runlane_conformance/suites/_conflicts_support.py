@@ -81,13 +81,17 @@ def view(record: StoredRecord | None) -> LeaseView:
 
 
 def write_leases(driver: StorageDriver, *records: NewStorageRecord) -> None:
-    """Create ``records`` in one committed transaction."""
+    """Create ``records`` in one committed transaction, or in as few as the driver's limits allow when
+    they are more than one transaction may hold (a check's setup, before its attempts begin)."""
+    from ._mutations_support import batches
 
-    def create(tx: StorageTransaction) -> None:
-        for record in records:
-            tx.create(record)
+    for group in batches(records, driver.profile.limits):
 
-    driver.transaction(create)
+        def create(tx: StorageTransaction, group: list[NewStorageRecord] = group) -> None:
+            for record in group:
+                tx.create(record)
+
+        driver.transaction(create)
 
 
 def lease_views(driver: StorageDriver, leases: Leases, names: Sequence[str]) -> dict[str, LeaseView]:

@@ -156,20 +156,32 @@ def expected_scan(
 
 
 def write_records(driver: StorageDriver, records: Sequence[NewStorageRecord], *, batch: int) -> None:
-    """Create ``records`` in transactions of at most ``batch`` records each, then let the indexes settle.
+    """Create ``records`` in transactions of at most ``batch`` records (and no more bytes than the driver
+    allows) each, then let the indexes settle.
 
     The checks that follow compare index scans with exactly these records, so
     on a driver with eventual indexes they must first have caught up (see
     ``settle_indexes``; a no-op on strong drivers).
     """
+    budget = driver.profile.limits.max_transaction_bytes
     for start in range(0, len(records), batch):
         chunk = records[start : start + batch]
+        # Split further only where the chunk's documents are more bytes than one transaction may hold.
+        parts: list[list[NewStorageRecord]] = [[]]
+        size = 0
+        for record in chunk:
+            if parts[-1] and size + record.document.size > budget:
+                parts.append([])
+                size = 0
+            parts[-1].append(record)
+            size += record.document.size
+        for part in parts:
 
-        def create(tx: StorageTransaction, chunk: Sequence[NewStorageRecord] = chunk) -> None:
-            for record in chunk:
-                tx.create(record)
+            def create(tx: StorageTransaction, part: Sequence[NewStorageRecord] = part) -> None:
+                for record in part:
+                    tx.create(record)
 
-        driver.transaction(create)
+            driver.transaction(create)
     settle_indexes(driver)
 
 

@@ -304,6 +304,50 @@ def plan_round(
     return kind, [_random_plan(rng, window, serials, append=append) for _ in range(clients)]
 
 
+def fit_plan(plan: Plan, records: int) -> Plan:
+    """``plan`` within ``records`` transaction records: its append, then its fresh keys, left out until
+    the keys it reads and writes (an append counts its head and its one value) fit.
+
+    A drawn plan touches at most six records (three reads, one fresh key, an append), so at any limit
+    of six or more every plan runs as drawn. Reads are never dropped: no plan reads more than three
+    keys, and a driver's limits allow that much (``_limit_gates.CORE_FLOOR``).
+    """
+    phases = list(plan.phases)
+
+    def touched() -> int:
+        keys: set[str] = set()
+        appends = 0
+        for phase in phases:
+            if isinstance(phase, ReadKeys):
+                keys.update(phase.names)
+            elif isinstance(phase, WriteKeys):
+                keys.update(write.name for write in phase.writes)
+            elif isinstance(phase, Claim):
+                keys.add("claimed")
+            elif isinstance(phase, AppendOne):
+                appends += 2
+        return len(keys) + appends
+
+    if touched() <= records:
+        return plan
+    phases = [phase for phase in phases if not isinstance(phase, AppendOne)]
+    if touched() > records:
+        read = {name for phase in phases if isinstance(phase, ReadKeys) for name in phase.names}
+        fitted: list[Phase] = []
+        for phase in phases:
+            if isinstance(phase, WriteKeys):
+                kept = tuple(write for write in phase.writes if write.name in read)
+                if not kept:
+                    continue
+                phase = WriteKeys(kept)
+            fitted.append(phase)
+        phases = fitted
+    writer = any(isinstance(phase, WriteKeys | Claim) for phase in phases)
+    if not writer:
+        phases = [phase for phase in phases if not isinstance(phase, Fail)]
+    return Plan(tuple(phases), writer=writer)
+
+
 @dataclass
 class _Sync:
     """A round's meeting point and its writers' finish line, both with bounded waits."""
@@ -528,6 +572,7 @@ class Workload:
     append: bool = False
     exact_index: bool = True
     process: int = 0
+    records: int = 100
     round_kinds: dict[str, int] = field(default_factory=dict)
     sync_timeouts: int = 0
 
@@ -544,9 +589,10 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
     planner = _Client(workload, CLIENTS, drivers[0])  # serials for fresh names, its own space
     wait = SYNC_WAIT
     for number in range(workload.rounds):
-        kind, plans = plan_round(
+        kind, drawn = plan_round(
             rng, number, len(clients), planner.serial, exclusive=workload.exclusive, append=workload.append
         )
+        plans = [fit_plan(plan, workload.records) for plan in drawn]
         workload.round_kinds[kind] = workload.round_kinds.get(kind, 0) + 1
         sync = _Sync(threading.Barrier(len(clients)), sum(p.writer for p in plans), wait)
         errors: list[BaseException] = []
@@ -592,6 +638,7 @@ def _workload_for(drivers: Sequence[StorageDriver], rounds: int, seed: int, proc
         append=facts.append,
         exact_index=facts.index_consistency is StorageIndexConsistency.STRONG,
         process=process,
+        records=facts.limits.max_transaction_records,
     )
 
 

@@ -11,6 +11,10 @@ probe before anything runs and by the check's fixture before its body starts.
 The two always agree, because both call the same function, and the planners in
 ``_limits_support`` make the same arithmetic that the check bodies then use.
 
+Below ``CORE_FLOOR`` point reads or transaction records no check means anything: core itself could
+not take its smallest atomic steps on such a driver. There the plan gates every check but the one of
+``CORE_FLOOR_REQUIREMENT``, which refuses the profile and says why.
+
 A check names its gate with ``@limit_gated("name")``. A gated check's outcome
 is ``gated``, with a reason that starts ``profile:`` and names the limit, so the
 report says which rules went unexercised at which limit values.
@@ -34,8 +38,11 @@ from ._limits_support import (
 )
 
 __all__ = [
+    "CORE_FLOOR",
+    "CORE_FLOOR_REQUIREMENT",
     "GATES",
     "LIMIT_GATE_MARKER",
+    "core_floor_reason",
     "limit_gate_reason",
     "limit_gated",
     "limit_gates_reason",
@@ -57,6 +64,77 @@ APPEND_RECORDS = 2000
 OPERATOR_PAGE = 500
 
 Gate = Callable[[StorageLimits], "str | None"]
+
+#: The fewest point reads and transaction records one attempt must allow for core to work at all.
+#: Core's smallest indivisible steps read and touch three records: a run-pruning pass reads the
+#: tombstone (to lower its counters), a run link and the wait token it points to (to delete the link
+#: and lower the token's link count together); a run that starts waiting on another is read together
+#: with its source run and the completion-wait marker, and the marker is created in the same commit.
+#: None of these may be split across commits, so a driver allowing fewer can never let core prune a
+#: linked run or put a run to wait. See docs/writing-a-driver.md ("Small limits").
+CORE_FLOOR = 3
+#: The requirement that judges the floor; at limits below it every other check is gated.
+CORE_FLOOR_REQUIREMENT = "profile.limits-leave-core-room"
+
+
+def core_floor_reason(limits: StorageLimits) -> str | None:
+    """Why no check can mean anything at ``limits`` (below ``CORE_FLOOR``), or ``None`` when they can."""
+    low = [
+        f"{name} = {value}"
+        for name, value in (
+            ("max_point_reads", limits.max_point_reads),
+            ("max_transaction_records", limits.max_transaction_records),
+        )
+        if value < CORE_FLOOR
+    ]
+    if not low:
+        return None
+    return (
+        f"profile: {' and '.join(low)} {'are' if len(low) > 1 else 'is'} below the floor of {CORE_FLOOR} "
+        "that core's smallest atomic steps need (a pruning pass reads a tombstone, a link and its token; "
+        "a run put to wait is read with its source run and its marker), so no check can certify this "
+        "profile"
+    )
+
+
+def _at_least(count: int, name: str, what: str) -> Gate:
+    def gate(limits: StorageLimits) -> str | None:
+        value: int = getattr(limits, name)
+        if value < count:
+            return f"profile: {name} = {value} is below the {count} {what} this check's attempt needs"
+        return None
+
+    return gate
+
+
+def _page_at_least(count: int) -> Gate:
+    def gate(limits: StorageLimits) -> str | None:
+        if limits.max_query_results < count:
+            return (
+                f"profile: max_query_results = {limits.max_query_results} is below the {count} results "
+                "one page of this check must hold"
+            )
+        return None
+
+    return gate
+
+
+#: The records the faults checks' mixed attempt touches: two creates, a replace, a delete, and an
+#: append of two values with its stream head.
+FAULT_BATCH_RECORDS = 7
+#: Its compact form, for drivers allowing fewer: one create, a replace, a delete, one appended value
+#: and the head. Below that the mix would lose a kind of write.
+FAULT_BATCH_COMPACT_RECORDS = 5
+
+
+def _fault_batch(limits: StorageLimits) -> str | None:
+    if limits.max_transaction_records < FAULT_BATCH_COMPACT_RECORDS:
+        return (
+            f"profile: max_transaction_records = {limits.max_transaction_records} is below the "
+            f"{FAULT_BATCH_COMPACT_RECORDS} records of the faults checks' smallest mixed attempt (a create, "
+            "a replace, a delete and an append of one value with its stream head)"
+        )
+    return None
 
 
 def _reach(value: int, what: str, bound: int) -> str | None:
@@ -179,7 +257,34 @@ def _dependencies(limits: StorageLimits) -> str | None:
 
 
 def _append_records(limits: StorageLimits) -> str | None:
-    return _reach(limits.max_transaction_records, "max_transaction_records", APPEND_RECORDS)
+    reason = _reach(limits.max_transaction_records, "max_transaction_records", APPEND_RECORDS)
+    if reason is not None:
+        return reason
+    from ..contract.streams import StorageAppendMeasurement, measure_storage_append
+    from ._append_support import batch
+
+    # The check appends one value past what fits beside the head (and beside one create): those
+    # values must stay within the byte limits, or the refusal would name a byte limit instead.
+    past = max(1, limits.max_transaction_records - 1)
+    roomy = StorageLimits(
+        max_transaction_records=past + 1,
+        max_record_bytes=PRACTICAL_BYTES,
+        max_transaction_bytes=PRACTICAL_BYTES,
+    )
+    measured: StorageAppendMeasurement = measure_storage_append(
+        batch("env-00000000", f"n{past}", past), roomy
+    )
+    # The create beside them, with a holder as long as any the process's counter gives (fixed, so the
+    # plan and the check's fixture compute the same reason).
+    create = _CHECK_LEASES.record(f"w{past}", holder="holder-999999999").document.size
+    needed = measured.bytes + create
+    if needed > limits.max_transaction_bytes or max(measured.sizes) > limits.max_record_bytes:
+        return (
+            f"profile: the {past} appended values that reach past max_transaction_records = "
+            f"{limits.max_transaction_records} take {needed} bytes, more than max_transaction_bytes = "
+            f"{limits.max_transaction_bytes} allows"
+        )
+    return None
 
 
 def _append_record_bytes(limits: StorageLimits) -> str | None:
@@ -235,9 +340,12 @@ PRUNING_CHILDREN = 20_000
 
 
 def _pruning_passes(limits: StorageLimits) -> str | None:
-    from ..core.pruning import PassBudget
+    from ..core.pruning import PassBudget, PruningLimitsError
 
-    budget = PassBudget.from_limits(limits)
+    try:
+        budget = PassBudget.from_limits(limits)
+    except PruningLimitsError:
+        return core_floor_reason(limits)
     per_pass = min(budget.page, budget.point_reads - 1, budget.records - 1)
     children = 4 * per_pass + 1
     if children > PRUNING_CHILDREN:
@@ -271,6 +379,15 @@ GATES: dict[str, Gate] = {
     "append-transaction-bytes": _append_transaction_bytes,
     "pruning-passes": _pruning_passes,
     "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
+    "point-reads-of-4": _at_least(4, "max_point_reads", "point reads"),
+    "point-reads-of-5": _at_least(5, "max_point_reads", "point reads"),
+    "records-of-4": _at_least(4, "max_transaction_records", "records"),
+    "records-of-5": _at_least(5, "max_transaction_records", "records"),
+    "page-of-2": _page_at_least(2),
+    "page-of-3": _page_at_least(3),
+    "page-of-4": _page_at_least(4),
+    "page-of-6": _page_at_least(6),
+    "fault-batch": _fault_batch,
 }
 
 

@@ -125,13 +125,17 @@ def tombstoned(run: Mapping[str, Any], *, after: int = 60) -> tuple[NewStorageRe
 
 
 def write(driver: StorageDriver, *records: NewStorageRecord) -> None:
-    """Create ``records`` in one committed transaction."""
+    """Create ``records`` in one committed transaction, or in as few as the driver's limits allow when
+    they are more records or bytes than one transaction may hold (a check's setup, read only after)."""
+    from ._mutations_support import batches
 
-    def callback(tx: StorageTransaction) -> None:
-        for record in records:
-            tx.create(record)
+    for group in batches(records, driver.profile.limits):
 
-    driver.transaction(callback)
+        def callback(tx: StorageTransaction, group: list[NewStorageRecord] = group) -> None:
+            for record in group:
+                tx.create(record)
+
+        driver.transaction(callback)
 
 
 def read_keys(driver: StorageDriver, keys: list[StorageRecordKey]) -> list[StoredRecord | None]:

@@ -193,6 +193,7 @@ def _expect_untouched(driver: StorageDriver, partition: str) -> None:
 
 
 @CONTIGUOUS
+@limit_gated("records-of-4")  # a batch of three values and the head
 def test_positions_start_at_one_and_follow_earlier_batches(driver: StorageDriver, partition: str) -> None:
     elsewhere = f"{partition}-b"
     first, second, third = batch(partition, "a", 3), batch(partition, "b", 2), batch(elsewhere, "c", 2)
@@ -206,6 +207,7 @@ def test_positions_start_at_one_and_follow_earlier_batches(driver: StorageDriver
 
 
 @LAYOUT_REQ
+@limit_gated("records-of-4")  # a batch of three values and the head
 def test_appended_records_and_head_use_the_canonical_layout(driver: StorageDriver, partition: str) -> None:
     first, second = batch(partition, "a", 2), batch(partition, "b", 3)
     _append(driver, first)
@@ -236,6 +238,7 @@ class _Halted(BaseException):
 
 
 @NOTHING_ON_ROLLBACK
+@limit_gated("records-of-4")  # a batch of three values and the head
 @pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
 def test_an_aborted_append_consumes_no_positions(
     driver: StorageDriver, partition: str, raised: type[BaseException]
@@ -257,6 +260,7 @@ def test_an_aborted_append_consumes_no_positions(
 
 
 @NOTHING_ON_ROLLBACK
+@limit_gated("records-of-4")  # a batch of two values, the head and the fence it read
 def test_a_replayed_append_is_applied_once(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str
 ) -> None:
@@ -389,6 +393,7 @@ def test_an_appending_attempt_leaves_its_own_stream_alone(
 
 
 @OWN_STREAM
+@limit_gated("records-of-5")  # two reads of another stream, two values and the head
 def test_reading_another_partitions_stream_is_allowed(driver: StorageDriver, partition: str) -> None:
     elsewhere = f"{partition}-b"
 
@@ -405,6 +410,7 @@ def _point(driver: StorageDriver, command: AppendRecordsCommand) -> None:
 
 
 @MIXED
+@limit_gated("records-of-4")  # a batch of three values and the head
 def test_native_and_point_appends_share_one_stream(driver: StorageDriver, partition: str) -> None:
     steps = [
         ("native", batch(partition, "n1", 2)),
@@ -430,6 +436,7 @@ def test_native_and_point_appends_share_one_stream(driver: StorageDriver, partit
 @MIXED
 @pytest.mark.parametrize("head", ["absent", "present"])
 @pytest.mark.parametrize("open_side", ["point-writer", "native"])
+@limit_gated("records-of-4")  # a point append of three values beside the head
 def test_racing_native_and_point_appends_stay_contiguous(
     driver: StorageDriver, other_driver: StorageDriver, partition: str, head: str, open_side: str
 ) -> None:
@@ -518,6 +525,7 @@ def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
 
 
 @BOUNDS
+@limit_gated("records-of-4")  # a batch of three values and the head
 @pytest.mark.parametrize("start", [2**53 + 1, 2**63 - 1], ids=["past-2**53", "across-2**63"])
 def test_positions_keep_every_digit_up_to_the_unsigned_range(
     driver: StorageDriver, partition: str, start: int
@@ -570,6 +578,7 @@ def test_an_append_onto_an_occupied_position_fails_and_changes_nothing(
 
 
 @CONCURRENT
+@limit_gated("records-of-4")  # a batch of three values and the head
 @pytest.mark.parametrize("reads_first", [False, True], ids=["append-only", "after-a-read"])
 def test_concurrent_appends_get_disjoint_contiguous_ranges(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str, reads_first: bool

@@ -110,17 +110,18 @@ def _marker_present(driver: StorageDriver, presence: RunCompletionWaitPresence) 
 
 
 def _scan(
-    presence: RunCompletionWaitPresence, cursor: str | None
+    presence: RunCompletionWaitPresence, cursor: str | None, limit: int
 ) -> Callable[[StorageTransaction], QueryRecordsResult | None]:
-    return lambda tx: find_completion_waiters(tx, presence, limit=10, cursor=cursor)
+    return lambda tx: find_completion_waiters(tx, presence, limit=limit, cursor=cursor)
 
 
 def _waiters(driver: StorageDriver, presence: RunCompletionWaitPresence) -> list[str] | None:
     """Waiting run ids found by core's terminal-transition scan, or None when the absent marker skipped it."""
     found: list[str] = []
     cursor: str | None = None
+    limit = min(10, driver.profile.limits.max_query_results)  # pages of ten, or as many as one may hold
     for _ in range(100):
-        page = driver.transaction(_scan(presence, cursor))
+        page = driver.transaction(_scan(presence, cursor, limit))
         if page is None:
             assert not found, "the marker vanished between two pages of one scan"
             return None

@@ -52,6 +52,7 @@ from runlane_conformance.suites._conflicts_support import (
     write_leases,
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._processes_support import GRACE, committed, w_create_if_absent, w_increment
 
@@ -806,6 +807,7 @@ def test_an_empty_candidate_page_is_a_dependency(
 
 
 @INDEX_PHANTOM
+@limit_gated("page-of-2")
 def test_a_partial_candidate_page_protects_the_rest_of_the_range(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -1167,7 +1169,15 @@ def _scan_window(leases: Leases, spec: str) -> StorageQueryRange:
 
 
 @ATTEMPT_WIDE
-@pytest.mark.parametrize("shape", [shape for shape in READ_SHAPES if shape.startswith("get-")])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # get-then-two-gets reads three keys and writes a fourth
+        pytest.param(shape, marks=limit_gated("records-of-4")) if shape == "get-then-two-gets" else shape
+        for shape in READ_SHAPES
+        if shape.startswith("get-")
+    ],
+)
 def test_a_read_made_by_an_earlier_call_is_still_protected_at_commit(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, shape: str
 ) -> None:
@@ -1241,7 +1251,10 @@ def _earlier_call_protected(
 
 @REPEATABLE_READS
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "then-writes"])
-@pytest.mark.parametrize("reread", ["same-key", "in-a-batch", "duplicate-in-one-call"])
+@pytest.mark.parametrize(
+    "reread",
+    ["same-key", "in-a-batch", pytest.param("duplicate-in-one-call", marks=limit_gated("point-reads-of-4"))],
+)
 def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool, reread: str
 ) -> None:
@@ -1397,8 +1410,19 @@ def _phantom_spot(case: PhantomCase) -> tuple[str, int]:
     return ("p-edge", high_edge if ascending else low_edge)
 
 
+#: The page a phantom case's scan needs: three for a full page, all five scanned entries and one more
+#: for a partial page, and a first page of two and the remaining three plus one after the cursor.
+_PHANTOM_PAGE_GATES = {"full": "page-of-3", "partial": "page-of-6", "after-cursor": "page-of-4"}
+
+
 @INDEX_PHANTOM
-@pytest.mark.parametrize("case", PHANTOM_CASES, ids=[case.id for case in PHANTOM_CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=case.id, marks=limit_gated(_PHANTOM_PAGE_GATES[case.page]))
+        for case in PHANTOM_CASES
+    ],
+)
 def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, case: PhantomCase
 ) -> None:

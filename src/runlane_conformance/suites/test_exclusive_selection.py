@@ -11,6 +11,7 @@ attempt ended and the holds are gone, which is also correct.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, cast
 
 import pytest
@@ -38,6 +39,7 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (
@@ -184,7 +186,12 @@ def _while_open(
 
 @DISJOINT
 @DIRECTIONS
-@pytest.mark.parametrize("phase", ["open", "after-get", "after-now", "after-write"])
+@pytest.mark.parametrize(
+    "phase",
+    # after-write also writes a record beside the page of three it holds
+    ["open", "after-get", "after-now", pytest.param("after-write", marks=limit_gated("records-of-4"))],
+)
+@limit_gated("page-of-3")
 def test_two_open_attempts_get_disjoint_rows(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -224,6 +231,7 @@ def _selected_after(driver: StorageDriver, command: QueryRecordsCommand) -> list
 
 @RELEASED_AT_COMMIT
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "writing"])
+@limit_gated("page-of-2")
 def test_rows_are_released_at_commit(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool
 ) -> None:
@@ -255,6 +263,7 @@ class _Halted(BaseException):
 
 @RELEASED_AT_ROLLBACK
 @pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
+@limit_gated("page-of-2")
 def test_rows_are_released_when_the_callback_raises(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, raised: type[BaseException]
 ) -> None:
@@ -278,6 +287,7 @@ def test_rows_are_released_when_the_callback_raises(
 
 
 @RELEASED_AT_ROLLBACK
+@limit_gated("page-of-2")
 def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -324,8 +334,10 @@ def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
 def test_advisory_reads_ignore_exclusive_holds(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, how: str
 ) -> None:
-    rows = _rows(driver, leases, 4)
+    # Four rows, two of them held; with a smaller page allowed, as many rows as one page holds.
+    rows = _rows(driver, leases, min(4, driver.profile.limits.max_query_results))
     everything = leases.query(limit=len(rows))
+    holds = min(2, len(rows))
 
     def advisory() -> list[str]:
         if how == "driver-query":
@@ -336,13 +348,14 @@ def test_advisory_reads_ignore_exclusive_holds(
             )
         return _selector(other_driver, everything, StorageCandidateMode.ADVISORY)()  # type: ignore[no-any-return]
 
-    held, competitor = _while_open(driver, leases.query(limit=2), advisory)
-    assert held == rows[:2], "an advisory read must return the first two rows in index order"
+    held, competitor = _while_open(driver, leases.query(limit=holds), advisory)
+    assert held == rows[:holds], f"the exclusive page must hold the first {holds} rows in index order"
     assert competitor.settle() == rows, "an advisory read must return rows another attempt holds"
 
 
 @ADVISORY
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
+@limit_gated("page-of-2")
 def test_advisory_selection_holds_nothing(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -403,6 +416,7 @@ def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
 
 @FULL_PAGE
 @DIRECTIONS
+@limit_gated("page-of-3")
 def test_a_full_exclusive_page_continues_with_its_cursor(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -419,7 +433,9 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
             third = _select(tx, command.with_cursor(second.cursor))
             assert third.items == () and third.cursor is None, "a cursor after the last row leads to nothing"
         if not started:
-            started.append(compete(_selector(other_driver, leases.query(limit=6, direction=direction))))
+            # Every row is held, so the competitor's page finds none of them however large it may be.
+            rival = leases.query(limit=min(6, leases.page_limit), direction=direction)
+            started.append(compete(_selector(other_driver, rival)))
         return pages
 
     pages = driver.transaction(callback)
@@ -431,7 +447,7 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
-@pytest.mark.parametrize("page", [1, 3])
+@pytest.mark.parametrize("page", [1, pytest.param(3, marks=limit_gated("page-of-3"))])
 def test_no_row_beyond_the_page_is_held(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -554,20 +570,26 @@ def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
 
 
 @DISJOINT
+@limit_gated("page-of-2")
 def test_a_record_held_through_one_index_is_not_handed_out_through_another(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
     """Holds belong to records, not to index entries: runs are listed by RunsByStatus and RunsByCreatedAt."""
     env = fresh_environment("exclusive")
-    runs = [run_record(env, f"run-{n}", created=n) for n in range(4)]
+    # Four runs, two held; with a smaller page allowed, as many runs as one page holds, one left free.
+    count = min(4, driver.profile.limits.max_query_results)
+    runs = [run_record(env, f"run-{n}", created=n) for n in range(count)]
     write_records(driver, runs, batch=_batch(driver))
     keys = [run.key.encoded for run in runs]
+    held = min(2, len(runs) - 1)
     by_status = QueryRecordsCommand(
-        StorageIndexName.RUNS_BY_STATUS, env, 2, StorageQueryRange.prefix((RunStatus.RUNNING.value,))
+        StorageIndexName.RUNS_BY_STATUS, env, held, StorageQueryRange.prefix((RunStatus.RUNNING.value,))
     )
-    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, 4)
+    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, len(runs))
     first_rows, competitor = _while_open(driver, by_status, _selector(other_driver, by_created))
-    assert first_rows == keys[:2], "RunsByStatus must hand the first selector the two oldest running runs"
+    assert first_rows == keys[:held], (
+        f"RunsByStatus must hand the first selector the {held} oldest running runs"
+    )
     finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:
@@ -576,7 +598,7 @@ def test_a_record_held_through_one_index_is_not_handed_out_through_another(
             f"runs {sorted(overlap)} held through RunsByStatus were handed out through RunsByCreatedAt while "
             "their holder was still open"
         )
-        assert second_rows == keys[2:], (
+        assert second_rows == keys[held:], (
             "the RunsByCreatedAt selector must get the runs nobody holds, in order"
         )
 
@@ -629,26 +651,32 @@ def test_exclusive_pages_select_what_advisory_pages_select(
         leases.record(name, at=at, environment=f"{leases.environment}x") for name, at in PLACEMENT[:3]
     ]
     write_records(driver, neighbour, batch=_batch(driver))
-    command = leases.query(limit=2, range=_ranges(leases)[bounds], direction=direction)
+    page = min(2, leases.page_limit)
+    command = leases.query(limit=page, range=_ranges(leases)[bounds], direction=direction)
     advisory = _scan_in_pages(driver, command, StorageCandidateMode.ADVISORY)
     exclusive = _scan_in_pages(driver, command, EXCLUSIVE)
     assert exclusive == advisory, (
-        f"paging {bounds} {direction.value} in pages of 2, exclusive selection returned {exclusive} where "
-        f"advisory selection returned {advisory} (no row was held by anyone else)"
+        f"paging {bounds} {direction.value} in pages of {command.limit}, exclusive selection returned "
+        f"{exclusive} where advisory selection returned {advisory} (no row was held by anyone else)"
     )
-    whole = _keys(
-        read_page(
-            driver,
-            leases.query(limit=len(PLACEMENT), range=command.range, direction=direction),
-            Via.CANDIDATES,
-            mode=EXCLUSIVE,
-        )
-    )
-    assert whole == advisory, f"one exclusive page of the whole {bounds} range returned {whole}"
+    wide = leases.query(limit=len(PLACEMENT), range=command.range, direction=direction)
+    if leases.page_limit >= len(PLACEMENT):
+        whole = _keys(read_page(driver, wide, Via.CANDIDATES, mode=EXCLUSIVE))
+        shape = "one exclusive page"
+    else:  # the widest page allowed, followed to the end
+        whole = _scan_in_pages(driver, dataclasses.replace(wide, limit=leases.page_limit), EXCLUSIVE)
+        shape = f"exclusive pages of {leases.page_limit}"
+    assert whole == advisory, f"{shape} of the whole {bounds} range returned {whole}"
 
 
 @SAME_SCAN
-@pytest.mark.parametrize("again", ["same-page", "next-page"])
+@pytest.mark.parametrize(
+    "again",
+    [
+        pytest.param("same-page", marks=limit_gated("page-of-2")),
+        pytest.param("next-page", marks=limit_gated("page-of-4")),
+    ],
+)
 def test_an_attempt_is_not_kept_from_rows_it_holds_itself(
     driver: StorageDriver, leases: Leases, again: str
 ) -> None:
@@ -703,6 +731,7 @@ def test_an_exclusive_cursor_is_refused_under_a_changed_scope(
 
 @FULL_PAGE
 @DIRECTIONS
+@limit_gated("page-of-3")
 def test_a_full_middle_page_continues_too(
     driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -730,6 +759,7 @@ def test_a_full_middle_page_continues_too(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
+@limit_gated("page-of-2")
 def test_no_row_beyond_a_continued_page_is_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:

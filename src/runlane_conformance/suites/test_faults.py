@@ -47,6 +47,7 @@ from runlane_conformance.suites._faults_support import (
     hold_trials,
     report,
 )
+from runlane_conformance.suites._limit_gates import limit_gated
 
 T = TypeVar("T", CounterTrial, BatchTrial, HoldTrial)
 
@@ -168,6 +169,7 @@ def _fired(trials: Sequence[T]) -> list[T]:
 
 
 @NO_PARTIAL_WRITES
+@limit_gated("fault-batch")
 def test_a_fault_at_any_point_leaves_all_of_the_attempt_or_none_of_it(
     under_batch_faults: list[BatchTrial],
 ) -> None:
@@ -207,6 +209,7 @@ def _derived_state_problems(trials: list[BatchTrial], kind: str) -> list[str]:
 
 
 @INDEXES_MATCH_RECORDS
+@limit_gated("fault-batch")
 def test_after_a_fault_the_index_shows_exactly_the_records_the_store_holds(
     under_batch_faults: list[BatchTrial],
 ) -> None:
@@ -216,6 +219,7 @@ def test_after_a_fault_the_index_shows_exactly_the_records_the_store_holds(
 
 
 @STREAM_HEAD_FOLLOWS_RECORDS
+@limit_gated("fault-batch")
 def test_after_a_fault_the_stream_head_follows_the_committed_records(
     under_batch_faults: list[BatchTrial],
 ) -> None:
@@ -323,6 +327,7 @@ def under_hold_faults(runlane_requirement: Requirement, runlane_harness: DriverH
 
 
 @HOLDS_RELEASED
+@limit_gated("page-of-2")
 def test_rows_a_faulted_attempt_held_are_free_again(under_hold_faults: list[HoldTrial]) -> None:
     fired = _fired(under_hold_faults)
     problems = [

@@ -22,7 +22,7 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +40,7 @@ from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
+    StorageLimits,
     StorageRecordKey,
     StoredRecord,
 )
@@ -293,6 +294,32 @@ def _draw_plan(draw: st.DrawFn, *, main: bool, near: tuple[Slot, ...] = ()) -> P
     return Plan(draw(_INSTANCE), reads, query, writes, raises, competitor)
 
 
+def fit_plan(plan: Plan, limits: StorageLimits) -> Plan:
+    """``plan`` cut down to what one attempt may do under ``limits``: reads dropped from the end, then
+    writes, until its point reads and distinct keys fit, and its page no larger than a page may be.
+
+    The drawn plans touch at most six keys and ask for pages of at most four, so at the contract's
+    defaults (and any limits at least that large) every plan runs exactly as drawn.
+    """
+    reads, writes = list(plan.reads), list(plan.writes)
+
+    def fits() -> bool:
+        slots = [*reads, *(w.slot for w in writes if w.kind != "blind")]
+        keys = {*reads, *(w.slot for w in writes)}
+        return len(slots) <= limits.max_point_reads and len(keys) <= limits.max_transaction_records
+
+    while not fits():
+        if reads:
+            reads.pop()
+        else:
+            writes.pop()
+    query = plan.query
+    if query is not None and query[2] > limits.max_query_results:
+        query = (query[0], query[1], limits.max_query_results)
+    competitor = None if plan.competitor is None else fit_plan(plan.competitor, limits)
+    return replace(plan, reads=tuple(reads), writes=tuple(writes), query=query, competitor=competitor)
+
+
 @st.composite
 def plans(draw: st.DrawFn) -> Plan:
     """A main plan, with a competitor half of the time (shrinking drops the competitor first)."""
@@ -359,6 +386,7 @@ class StoreMachine(RuleBasedStateMachine):
         if not self.active:
             return
         self.budget.step()
+        plan = fit_plan(plan, self.drivers[0].profile.limits)
         self.steps.append(plan)
         try:
             self._run_plan(plan)
@@ -478,7 +506,9 @@ class StoreMachine(RuleBasedStateMachine):
         """Every slot's record, read in as few attempts as the driver's max_point_reads allows (one at
         the contract's defaults); nothing else runs between them, so together they are one state."""
         driver = self.drivers[0]
-        chunk = max(1, driver.profile.limits.max_point_reads)
+        limits = driver.profile.limits
+        # Every key read is one of the attempt's records as well as one of its point reads.
+        chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records))
         found: dict[Slot, StoredRecord] = {}
         for start in range(0, len(UNIVERSE), chunk):
             part = UNIVERSE[start : start + chunk]

@@ -34,6 +34,7 @@ from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder
 from runlane_conformance.suites._cursors_support import catalog_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
     batches,
@@ -712,6 +713,7 @@ def test_delete_removes_the_entries_of_every_index_a_record_has(driver: StorageD
 
 
 @ROLLBACK
+@limit_gated("records-of-4")
 def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver, leases: Leases) -> None:
     create_all(driver, [leases.unique("replaced", at=1), leases.unique("deleted", at=2)])
     before = read(driver, [leases.key("replaced"), leases.key("deleted")])
@@ -752,6 +754,9 @@ def test_a_raising_callback_leaves_no_staged_write_visible(driver: StorageDriver
 def test_no_subset_of_staged_writes_survives_a_raising_callback(
     driver: StorageDriver, plan: list[str]
 ) -> None:
+    # The attempt reads every key it writes: no more keys than one attempt may read and touch.
+    limits = driver.profile.limits
+    plan = plan[: min(limits.max_point_reads, limits.max_transaction_records)]
     leases = leases_for(driver, "env", 12)
     names = [f"r{i}" for i in range(len(plan))]
     create_all(
@@ -806,6 +811,7 @@ NO_PARTIAL_BATCH = requirement(
 
 
 @NO_PARTIAL_BATCH
+@limit_gated("records-of-4")
 def test_a_create_that_loses_its_race_takes_the_whole_batch_with_it(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:

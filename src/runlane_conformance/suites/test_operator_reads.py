@@ -450,33 +450,35 @@ def _refused_or_restarted(
 def test_a_run_list_cursor_is_bound_to_its_environment(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
+    two = min(2, driver.profile.limits.max_query_results)  # pages of two where allowed
     env_a, env_b = fresh_environment(), fresh_environment()
     for env in (env_a, env_b):
         write(driver, *[run_record(env, f"run-{i}", created=i, note=env) for i in range(5)])
-    _items, cursor = page_of(_ops(other_driver).list_runs(env_a, limit=2))
+    _items, cursor = page_of(_ops(other_driver).list_runs(env_a, limit=two))
     assert cursor is not None, "a full page of list_runs with more runs after it returned no cursor"
 
-    _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env_b, limit=2, cursor=c), cursor, 2)
+    _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env_b, limit=two, cursor=c), cursor, two)
 
 
 @CURSOR_SCOPE
 def test_a_history_cursor_is_bound_to_its_run_and_list(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
+    two = min(2, driver.profile.limits.max_query_results)  # pages of two where allowed
     env = fresh_environment()
     for run_id in ("run-x", "run-y"):
         write(driver, run_record(env, run_id, events=5), *[event_record(env, run_id, s) for s in range(1, 6)])
-    _items, cursor = page_of(_ops(other_driver).list_run_events(env, "run-x", limit=2))
+    _items, cursor = page_of(_ops(other_driver).list_run_events(env, "run-x", limit=two))
     assert cursor is not None, "a full page of list_run_events with more events after it returned no cursor"
 
     _refused_or_restarted(
-        lambda c: _ops(other_driver).list_run_events(env, "run-y", limit=2, cursor=c), cursor, 2
+        lambda c: _ops(other_driver).list_run_events(env, "run-y", limit=two, cursor=c), cursor, two
     )
-    _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env, limit=2, cursor=c), cursor, 2)
+    _refused_or_restarted(lambda c: _ops(other_driver).list_runs(env, limit=two, cursor=c), cursor, two)
     _runs_items, runs_cursor = page_of(_ops(other_driver).list_runs(env, limit=1))
     assert runs_cursor is not None, "a full page of list_runs with more runs after it must return a cursor"
     _refused_or_restarted(
-        lambda c: _ops(other_driver).list_run_events(env, "run-x", limit=2, cursor=c), runs_cursor, 2
+        lambda c: _ops(other_driver).list_run_events(env, "run-x", limit=two, cursor=c), runs_cursor, two
     )
 
 
@@ -501,10 +503,11 @@ def test_changing_returned_runs_events_and_pages_changes_nothing(
 
     scribble(ops.get_run(env, "run-1"))
     assert _get(other_driver, env, "run-1") == run, "changing a returned run changed the next get_run"
-    scribble(ops.list_runs(env, limit=10))
+    page = min(10, driver.profile.limits.max_query_results)
+    scribble(ops.list_runs(env, limit=page))
     assert _runs(other_driver, env) == runs, "changing a returned page changed the next list_runs"
     assert _get(other_driver, env, "run-1") == run, "changing a listed run changed get_run"
-    scribble(ops.list_run_events(env, "run-1", limit=10))
+    scribble(ops.list_run_events(env, "run-1", limit=page))
     assert _events(other_driver, env, "run-1") == events, "changing returned events changed the history"
     assert _get(driver, env, "run-1") == run, "changing returned values leaked into another instance"
 
@@ -536,6 +539,7 @@ def _page_cursors(fetch: Callable[[str | None], object], limit: int) -> list[str
 def test_every_page_cursor_is_bound_to_every_filter(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
+    two = min(2, driver.profile.limits.max_query_results)  # pages of two where allowed
     # Two environments with the same run ids, each run with the same event sequences: a cursor that
     # forgot any filter (environment, run, which list) would continue the wrong listing plausibly.
     env_a, env_b = fresh_environment(), fresh_environment()
@@ -544,26 +548,26 @@ def test_every_page_cursor_is_bound_to_every_filter(
         for run_id in ("run-1", "run-2"):
             write(driver, *[event_record(env, run_id, s) for s in range(1, 6)])
     ops = _ops(other_driver)
-    run_cursors = _page_cursors(lambda c: ops.list_runs(env_a, limit=2, cursor=c), 2)
-    event_cursors = _page_cursors(lambda c: ops.list_run_events(env_a, "run-1", limit=2, cursor=c), 2)
+    run_cursors = _page_cursors(lambda c: ops.list_runs(env_a, limit=two, cursor=c), two)
+    event_cursors = _page_cursors(lambda c: ops.list_run_events(env_a, "run-1", limit=two, cursor=c), two)
     assert len(run_cursors) >= 2 and len(event_cursors) >= 2, (
         "listings of five runs and five events in pages of two must hand out a cursor on every full page"
     )
     for page, cursor in enumerate(run_cursors, 1):
         where = f"the list_runs cursor of page {page}"
-        _refused_or_restarted(lambda c: ops.list_runs(env_b, limit=2, cursor=c), cursor, 2, where)
+        _refused_or_restarted(lambda c: ops.list_runs(env_b, limit=two, cursor=c), cursor, two, where)
         _refused_or_restarted(
-            lambda c: ops.list_run_events(env_a, "run-1", limit=2, cursor=c), cursor, 2, where
+            lambda c: ops.list_run_events(env_a, "run-1", limit=two, cursor=c), cursor, two, where
         )
     for page, cursor in enumerate(event_cursors, 1):
         where = f"the list_run_events cursor of page {page}"
         _refused_or_restarted(
-            lambda c: ops.list_run_events(env_a, "run-2", limit=2, cursor=c), cursor, 2, where
+            lambda c: ops.list_run_events(env_a, "run-2", limit=two, cursor=c), cursor, two, where
         )
         _refused_or_restarted(
-            lambda c: ops.list_run_events(env_b, "run-1", limit=2, cursor=c), cursor, 2, where
+            lambda c: ops.list_run_events(env_b, "run-1", limit=two, cursor=c), cursor, two, where
         )
-        _refused_or_restarted(lambda c: ops.list_runs(env_a, limit=2, cursor=c), cursor, 2, where)
+        _refused_or_restarted(lambda c: ops.list_runs(env_a, limit=two, cursor=c), cursor, two, where)
 
 
 @TOMBSTONE_HIDES
@@ -571,6 +575,7 @@ def test_every_page_cursor_is_bound_to_every_filter(
 def test_a_cursor_taken_before_the_tombstone_shows_nothing_of_the_run_after_it(
     driver: StorageDriver, other_driver: StorageDriver, page: int
 ) -> None:
+    two = min(2, driver.profile.limits.max_query_results)  # pages of two where allowed
     env = fresh_environment()
     run = run_value(env, "gone", status=RunStatus.SUCCEEDED, events=6, created=0)
     write(
@@ -582,7 +587,7 @@ def test_a_cursor_taken_before_the_tombstone_shows_nothing_of_the_run_after_it(
     ops = _ops(other_driver)
     history_cursor: str | None = None
     for _ in range(page):
-        _items, history_cursor = page_of(ops.list_run_events(env, "gone", limit=2, cursor=history_cursor))
+        _items, history_cursor = page_of(ops.list_run_events(env, "gone", limit=two, cursor=history_cursor))
     runs_cursor: str | None = None
     for _ in range(page):  # runs are listed newest first, so "gone" (created first) comes last
         _items, runs_cursor = page_of(ops.list_runs(env, limit=1, cursor=runs_cursor))
@@ -592,8 +597,8 @@ def test_a_cursor_taken_before_the_tombstone_shows_nothing_of_the_run_after_it(
 
     try:
         rest = collect_pages(
-            lambda c: ops.list_run_events(env, "gone", limit=2, cursor=history_cursor if c is None else c),
-            limit=2,
+            lambda c: ops.list_run_events(env, "gone", limit=two, cursor=history_cursor if c is None else c),
+            limit=two,
         )
     except StorageCursorError:
         rest = []

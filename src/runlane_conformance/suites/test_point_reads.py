@@ -32,6 +32,7 @@ from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
+from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
@@ -82,6 +83,7 @@ def _read(driver: StorageDriver, keys: list[object]) -> list[StoredRecord | None
 
 
 @POSITIONS
+@limit_gated("point-reads-of-5")
 def test_get_returns_one_result_per_position_in_order(driver: StorageDriver, leases: Leases) -> None:
     _write(driver, leases.unique("a"), leases.unique("b"))
     a, b, missing = leases.key("a"), leases.key("b"), leases.key("missing")
@@ -203,7 +205,9 @@ def test_records_of_every_table_keep_whatever_times_they_carry(driver: StorageDr
     such records a time to live (for example at their expiry) loses them behind core's back."""
     records = _records_dated(year)
     write_records(driver, records, batch=max(1, min(20, driver.profile.limits.max_transaction_records)))
-    chunk = max(1, min(driver.profile.limits.max_point_reads, 50))
+    limits = driver.profile.limits
+    # Each key read is one of the attempt's records as well as one of its point reads.
+    chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records, 50))
     for start in range(0, len(records), chunk):
         part = records[start : start + chunk]
         found = _read(driver, [record.key for record in part])
@@ -588,7 +592,8 @@ def test_keys_that_cheap_encodings_confuse_stay_distinct(driver: StorageDriver, 
                 f"creating lease {record.key.id!r} failed with {error!r}, although no record has that key "
                 f"(the keys written before it differ from it): {KEY_SHAPES.id}: {KEY_SHAPES.summary}"
             ) from error
-    budget = max(1, driver.profile.limits.max_point_reads)
+    limits = driver.profile.limits
+    budget = max(1, min(limits.max_point_reads, limits.max_transaction_records))
     got: list[StoredRecord | None] = []
     for start in range(0, len(records), budget):
         got.extend(_read(driver, [record.key for record in records[start : start + budget]]))

@@ -42,6 +42,7 @@ from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._append_support import batch, point_append
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._lifecycle_support import index_scan, read_all
+from runlane_conformance.suites._limit_gates import CORE_FLOOR, CORE_FLOOR_REQUIREMENT, core_floor_reason
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -59,6 +60,16 @@ COHERENT = requirement(
     "The profile names a valid durability, clock authority and index consistency, and its limits are "
     "positive integers that work together (a maximal record fits a transaction; the transaction byte "
     "limit is reachable within the record limits).",
+)
+CORE_ROOM = requirement(
+    CORE_FLOOR_REQUIREMENT,
+    RequirementLevel.MUST,
+    f"{CLAUSE} (the limit values must work together); Preserve pruning invariants; "
+    "Preserve completion-wait presence",
+    f"The limits allow at least {CORE_FLOOR} point reads and {CORE_FLOOR} records in one transaction: "
+    "core's smallest steps that cannot be split (a pruning pass over a tombstone, a link and its token; a "
+    "run put to wait with its source run and marker) need that much. Below it every other check is "
+    "gated and the profile is refused.",
 )
 STABLE = requirement(
     "profile.same-profile-on-every-instance",
@@ -162,6 +173,13 @@ def test_the_advertised_limits_are_valid_storage_limits(driver: StorageDriver) -
     values = {item.name: getattr(limits, item.name) for item in fields(StorageLimits)}
     rebuilt = StorageLimits(**values)  # raises StorageProfileError when the values contradict each other
     assert rebuilt == limits, "the advertised limits rebuilt from their own values must equal themselves"
+
+
+@CORE_ROOM
+def test_the_advertised_limits_leave_room_for_cores_smallest_atomic_steps(driver: StorageDriver) -> None:
+    reason = core_floor_reason(driver.profile.limits)
+    why = str(reason).removeprefix("profile: ")
+    assert reason is None, f"the advertised limits are too small for core to work: {why}"
 
 
 @STABLE

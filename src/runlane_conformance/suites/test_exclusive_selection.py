@@ -382,6 +382,7 @@ def test_advisory_selection_holds_nothing(
 
 
 @ADVISORY
+@limit_gated("page-of-4")
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
 def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
     driver: StorageDriver,

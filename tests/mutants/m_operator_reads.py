@@ -647,3 +647,31 @@ MUTANTS += [
         "list_runs also lists wait tokens, whose documents carry a runId, a status and a createdAt",
     ),
 ]
+
+
+class SharesMutableHistoryItems(OperatorDriver):
+    """list_run_events pages are tuples, but each event in them is one cached mutable dict shared by every
+    call (a page cache that copies the page, not its items)."""
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        cache: dict[str, Any] = self.__dict__.setdefault("_events", {})
+        page = self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+        items = []
+        for record in page.items:
+            shared = cache.setdefault(
+                record.key.encoded, {"document": {"value": thaw_json(record.document.value)}}
+            )
+            items.append(shared)
+        return OperatorPage(tuple(items), page.cursor)
+
+
+shares_mutable_history_items = mutant_harness(SharesMutableHistoryItems)
+
+MUTANTS += [
+    Mutant(
+        "shares-mutable-history-items",
+        "tests.mutants.m_operator_reads:shares_mutable_history_items",
+        "operator_reads.returns-defensive-copies",
+        "list_run_events returns a tuple page whose events are mutable dicts shared by every call",
+    ),
+]

@@ -21,6 +21,7 @@ from runlane_conformance import (
     QueryRecordsResult,
     StorageCandidateMode,
     StorageCursorError,
+    StorageIndexName,
     StorageIndexReference,
     StorageQueryDirection,
     StorageQueryRange,
@@ -651,5 +652,46 @@ MUTANTS += [
         "tests.mutants.m_cursors:cursor_finds_its_last_entry",
         "cursors.pages-join-to-one-scan",
         "a cursor continues after the entry it names, and ends the scan once that entry was deleted",
+    ),
+]
+
+
+def _to_milliseconds(sort: str) -> str:
+    """The sort value as a millisecond timestamp column stores it (the fraction cut after 3 digits)."""
+    parts = storage_tuple_codec.decode(sort)
+    return storage_tuple_codec.encode(
+        tuple(
+            part[:23] + "000" + part[26:] if len(part) == 27 and part[19] == "." else part for part in parts
+        )
+    )
+
+
+class MillisecondPruneAfter(RescanDriver):
+    """TombstonesByPruneAfter is a DATETIME(3)-style column: its entries and bounds compare to the ms."""
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        if command.index is StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER:
+            return StorageQueryRange()
+        return command.range
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        if command.index is StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER:
+            lower, upper = command.range.lower, command.range.upper
+            coarse = StorageQueryRange(
+                None if lower is None else StorageRangeBound(_to_milliseconds(lower.value), lower.inclusive),
+                None if upper is None else StorageRangeBound(_to_milliseconds(upper.value), upper.inclusive),
+            )
+            ascending = [item for item in ascending if coarse.contains(_to_milliseconds(item.sort))]
+        return super().arrange(command, ascending)
+
+
+millisecond_prune_after = _harness(MillisecondPruneAfter)
+
+MUTANTS += [
+    Mutant(
+        "millisecond-prune-after",
+        "tests.mutants.m_cursors:millisecond_prune_after",
+        "cursors.range-bounds",
+        "TombstonesByPruneAfter compares instants to the millisecond, so a bound splits no millisecond",
     ),
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -27,11 +28,13 @@ from runlane_conformance.contract.catalog import (
 )
 from runlane_conformance.contract.encodings import (
     encode_storage_tuple_prefix_upper_bound,
+    iso_date_codec,
     storage_tuple_codec,
 )
 from runlane_conformance.contract.errors import StorageCursorError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.table_definitions import RunStatus, tombstone_for_run
 from runlane_conformance.contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -54,6 +57,7 @@ from runlane_conformance.suites._cursors_support import (
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import refused
+from runlane_conformance.suites._operator_support import run_value
 
 CATALOG = "Use the closed index catalog; Verification checklist: order, range bounds, tie-breaking"
 ENCODINGS = "Use the canonical encodings (tuple-prefix ranges)"
@@ -347,6 +351,42 @@ PREFIXES = {
     "supplementary": ("\U00010000",),
     "r1-fffe": ("r1", "\uffff"),
 }
+
+
+#: Microseconds inside one millisecond: an index kept at millisecond precision cannot tell them apart.
+_MICROS = (100, 500, 900)
+
+
+def _due_tombstone(environment: str, run_id: str, prune_after: datetime) -> NewStorageRecord:
+    run = run_value(environment, run_id, status=RunStatus.SUCCEEDED)
+    value = tombstone_for_run(run, tombstoned_at=prune_after, prune_after=prune_after)
+    return build_storage_record(StorageTableName.TOMBSTONES, value)
+
+
+@RANGE_BOUNDS
+@VIAS
+@pytest.mark.parametrize("inclusive", [True, False], ids=["incl", "excl"])
+def test_time_sorted_ranges_keep_microseconds(driver: StorageDriver, via: Via, inclusive: bool) -> None:
+    """A bound between two instants of one millisecond splits them: the index keeps its sort values whole."""
+    environment = f"micros-{uuid.uuid4().hex[:12]}"
+    base = datetime(2031, 3, 4, 5, 6, 7, 123000, tzinfo=UTC)
+    moments = {micros: base + timedelta(microseconds=micros) for micros in _MICROS}
+    records = [_due_tombstone(environment, f"run-{micros}", at) for micros, at in moments.items()]
+    write_records(driver, records, batch=_batch(driver))
+    middle = StorageRangeBound(storage_tuple_codec.encode((iso_date_codec.encode(moments[500]),)), inclusive)
+    entries = index_entries(records, StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER, environment)
+    for scope in (StorageQueryRange(None, middle), StorageQueryRange(middle, None)):
+        command = QueryRecordsCommand(
+            StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER, environment, _max_page(driver), scope
+        )
+        expected = expected_scan(entries, query_range=scope)
+        got = _scan(driver, via, command, expected_len=len(records))
+        assert got == expected, (
+            f"TombstonesByPruneAfter with {'lower' if scope.lower else 'upper'} bound "
+            f"{iso_date_codec.encode(moments[500])} ({'inclusive' if inclusive else 'exclusive'}) returned "
+            f"{_names(got, records)} instead of {_names(expected, records)}: instants 100, 500 and 900 "
+            "microseconds into one millisecond are three different sort values"
+        )
 
 
 @TUPLE_PREFIX

@@ -21,12 +21,14 @@ from runlane_conformance import (
     StorageTableName,
     encode_storage_query_cursor,
     iso_date_codec,
+    storage_tuple_codec,
 )
 from runlane_conformance.contract.table_definitions import OwnerScope, owner_record_key
 from runlane_conformance.contract.values import QueryRecordsResult
 from runlane_conformance.local.store import CommitPlan, LocalStore
 from tests.mutants.catalog import Mutant
 from tests.mutants.m_conflicts import store_mutant
+from tests.mutants.m_cursors import RescanDriver, RescanTransaction
 from tests.mutants.m_pruning import _table_prefix
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
 
@@ -497,5 +499,32 @@ MUTANTS += [
         "tests.mutants.m_wait_tokens:owner_delete_ignores_scope",
         "wait_tokens.pruned-with-owner-when-unlinked",
         "pruning a token's owner also deletes the run owner of the same idempotency key (scope ignored)",
+    ),
+]
+
+
+# -- issue 20: a native WaitTokensByRun plan ordered by run and token, not by creation time ----------------
+
+
+class TokensByRunInKeyOrder(RescanDriver):
+    """WaitTokensByRun is served by ``ORDER BY run_id, token_id``: a run's tokens come in key order, not
+    in the order of their createdAt (the second sort component is forgotten)."""
+
+    def arrange(self, command: Any, ascending: list[StorageIndexReference]) -> list[Any]:
+        if command.index is StorageIndexName.WAIT_TOKENS_BY_RUN:
+            ascending = sorted(
+                ascending, key=lambda item: (storage_tuple_codec.decode(item.sort)[0], item.key.encoded)
+            )
+        return super().arrange(command, ascending)
+
+
+tokens_by_run_in_key_order = mutant_harness(TokensByRunInKeyOrder, transaction_class=RescanTransaction)
+
+MUTANTS += [
+    Mutant(
+        "tokens-by-run-in-key-order",
+        "tests.mutants.m_wait_tokens:tokens_by_run_in_key_order",
+        "wait_tokens.index-mappings-exact",
+        "WaitTokensByRun lists a run's tokens by token key instead of by their createdAt",
     ),
 ]

@@ -487,6 +487,7 @@ def test_every_token_index_mapping_follows_each_transition(
     env = fresh_environment("tokens")
     _runs(driver, env, "c", "w1", "w2")
     keys = [
+        wait_token_record_key(env, "t0"),
         wait_token_record_key(env, "t1"),
         wait_token_record_key(env, "t2"),
         wait_token_link_record_key(env, "t1", "w1"),
@@ -502,7 +503,10 @@ def test_every_token_index_mapping_follows_each_transition(
     driver.transaction(lambda tx: link_run(tx, neighbour, "t1", "w1"))
     make_token(driver, token_spec(env, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
     make_token(driver, token_spec(env, "t2", "w1"))
-    _assert_mappings(other_driver, env, keys, "creating two tokens")
+    # c's second token sorts before t1 by key but after it by creation time: WaitTokensByRun orders a
+    # run's tokens by createdAt, so a plan ordering them by run and key shows.
+    make_token(driver, token_spec(env, "t0", "c"))
+    _assert_mappings(other_driver, env, keys, "creating three tokens")
     for token, run in (("t1", "w1"), ("t1", "w2"), ("t2", "w1")):
         driver.transaction(lambda tx, t=token, r=run: link_run(tx, env, t, r))  # type: ignore[misc]
     _assert_mappings(other_driver, env, keys, "linking three runs")

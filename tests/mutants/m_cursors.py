@@ -21,6 +21,7 @@ from runlane_conformance import (
     QueryRecordsResult,
     StorageCandidateMode,
     StorageCursorError,
+    StorageIndexName,
     StorageIndexReference,
     StorageQueryDirection,
     StorageQueryRange,
@@ -30,7 +31,9 @@ from runlane_conformance import (
     parse_new_storage_record,
     storage_tuple_codec,
 )
+from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.cursors import StorageCursorPosition, is_after_cursor
+from runlane_conformance.contract.tables import get_storage_table
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -536,5 +539,159 @@ MUTANTS += [
         "tests.mutants.m_cursors:exclusive_ignores_lower_bound",
         "cursors.exclusive-pages-keep-contract-order",
         "the exclusive selection query forgets the range's lower bound",
+    ),
+]
+
+
+# -- issue 20: cursor scope keyed by too few fields, and a cursor read as an entry's identity --------
+
+
+def _intact_payload(cursor: str | None) -> dict[str, Any] | None:
+    """The JSON body of an intact public cursor (checksum verified), or None."""
+    if cursor is None or not _intact(cursor):
+        return None
+    token = cursor[5:].partition(".")[0]
+    payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    return payload if isinstance(payload, dict) else None
+
+
+def _table_of(index: str) -> str | None:
+    for table in StorageTableName:
+        if index in {name.value for name in getattr(get_storage_table(table), "indexes", ())}:
+            return table.value
+    return None
+
+
+class LooseScopeDriver(RescanDriver):
+    """Decodes a cursor against a scope that leaves some components out (``loose`` says which match)."""
+
+    def loose(self, issued: dict[str, Any], command: QueryRecordsCommand) -> bool:
+        raise NotImplementedError
+
+    def position(self, command: QueryRecordsCommand) -> StorageCursorPosition | None:
+        try:
+            return decode_storage_query_cursor(command)
+        except StorageCursorError:
+            issued = _intact_payload(command.cursor)
+            if issued is None or not self.loose(issued, command):
+                raise
+            return StorageCursorPosition(str(issued["s"]), str(issued["k"]))
+
+
+def _range_values(command: QueryRecordsCommand) -> list[str | None]:
+    return [None if bound is None else bound.value for bound in (command.range.lower, command.range.upper)]
+
+
+class CursorScopeIgnoresInclusivity(LooseScopeDriver):
+    """Binds the range's bound values into the cursor scope but not whether each end is inclusive."""
+
+    def loose(self, issued: dict[str, Any], command: QueryRecordsCommand) -> bool:
+        bounds = issued.get("r") or [None, None]
+        values = [None if bound is None else bound[0] for bound in bounds]
+        return (
+            values == _range_values(command)
+            and issued.get("i") == command.index.value
+            and issued.get("p") == command.partition
+            and issued.get("d") == command.direction.value
+        )
+
+
+class CursorScopeNamesTheTable(LooseScopeDriver):
+    """Binds the table of the index into the cursor scope, not the index: sibling indexes share cursors."""
+
+    def loose(self, issued: dict[str, Any], command: QueryRecordsCommand) -> bool:
+        table = _table_of(str(issued.get("i")))
+        return (
+            table is not None
+            and table == _table_of(command.index.value)
+            and issued.get("p") == command.partition
+            and issued.get("r") == [_bound_json(command.range.lower), _bound_json(command.range.upper)]
+            and issued.get("d") == command.direction.value
+        )
+
+
+def _bound_json(bound: StorageRangeBound | None) -> list[Any] | None:
+    return None if bound is None else [bound.value, bound.inclusive]
+
+
+class CursorFindsItsLastEntry(RescanDriver):
+    """Continues after the entry the cursor names; once that entry is gone, the listing is over."""
+
+    _last: StorageCursorPosition | None = None
+
+    def rescan(self, scan: Scan, command: QueryRecordsCommand) -> QueryRecordsResult:
+        self._last = decode_storage_query_cursor(command)
+        return super().rescan(scan, command)
+
+    def resume(self, emitted: list[StorageIndexReference], start: int) -> int:
+        last = self._last
+        if last is None or any((item.sort, item.key.encoded) == (last.sort, last.key) for item in emitted):
+            return start
+        return len(emitted)
+
+
+cursor_scope_ignores_inclusivity = _harness(CursorScopeIgnoresInclusivity)
+cursor_scope_names_the_table = _harness(CursorScopeNamesTheTable)
+cursor_finds_its_last_entry = _harness(CursorFindsItsLastEntry)
+
+MUTANTS += [
+    Mutant(
+        "cursor-scope-ignores-inclusivity",
+        "tests.mutants.m_cursors:cursor_scope_ignores_inclusivity",
+        "cursors.scope-bound",
+        "a cursor is accepted under the same bound values with either end's inclusivity flipped",
+    ),
+    Mutant(
+        "cursor-scope-names-the-table",
+        "tests.mutants.m_cursors:cursor_scope_names_the_table",
+        "cursors.scope-bound",
+        "a cursor binds the table, not the index: WaitTokenLinksByToken cursors continue WaitTokenLinksByRun",
+    ),
+    Mutant(
+        "cursor-finds-its-last-entry",
+        "tests.mutants.m_cursors:cursor_finds_its_last_entry",
+        "cursors.pages-join-to-one-scan",
+        "a cursor continues after the entry it names, and ends the scan once that entry was deleted",
+    ),
+]
+
+
+def _to_milliseconds(sort: str) -> str:
+    """The sort value as a millisecond timestamp column stores it (the fraction cut after 3 digits)."""
+    parts = storage_tuple_codec.decode(sort)
+    return storage_tuple_codec.encode(
+        tuple(
+            part[:23] + "000" + part[26:] if len(part) == 27 and part[19] == "." else part for part in parts
+        )
+    )
+
+
+class MillisecondPruneAfter(RescanDriver):
+    """TombstonesByPruneAfter is a DATETIME(3)-style column: its entries and bounds compare to the ms."""
+
+    def inner_range(self, command: QueryRecordsCommand) -> StorageQueryRange:
+        if command.index is StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER:
+            return StorageQueryRange()
+        return command.range
+
+    def arrange(self, command: QueryRecordsCommand, ascending: list[StorageIndexReference]) -> list[Any]:
+        if command.index is StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER:
+            lower, upper = command.range.lower, command.range.upper
+            coarse = StorageQueryRange(
+                None if lower is None else StorageRangeBound(_to_milliseconds(lower.value), lower.inclusive),
+                None if upper is None else StorageRangeBound(_to_milliseconds(upper.value), upper.inclusive),
+            )
+            ascending = [item for item in ascending if coarse.contains(_to_milliseconds(item.sort))]
+        return super().arrange(command, ascending)
+
+
+millisecond_prune_after = _harness(MillisecondPruneAfter)
+
+MUTANTS += [
+    Mutant(
+        "millisecond-prune-after",
+        "tests.mutants.m_cursors:millisecond_prune_after",
+        "cursors.range-bounds",
+        "TombstonesByPruneAfter compares instants to the millisecond, so a bound splits no millisecond",
     ),
 ]

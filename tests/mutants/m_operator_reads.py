@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from runlane_conformance import (
     QueryRecordsCommand,
+    StorageCursorError,
     StorageIndexName,
     StorageQueryDirection,
     StorageQueryRange,
@@ -571,5 +572,106 @@ MUTANTS += [
         "tests.mutants.m_operator_reads:history_by_run_id_alone",
         "operator_reads.history-in-sequence-order",
         "list_run_events lists the history of a run with the asked id from another environment",
+    ),
+]
+
+
+# -- issue 20: a cursor that names a run, and a projection that guesses which documents are runs -----------
+
+
+class RunCursorNamesItsLastRun(OperatorDriver):
+    """list_runs cursors carry the last run's id; a listing continues after that run, and ends without it."""
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        everything: list[Any] = []
+        inner: str | None = None
+        while True:
+            page = self.inner.list_runs(environment, limit=limit, cursor=inner)
+            everything.extend(page.items)
+            inner = page.cursor
+            if inner is None:
+                break
+        if cursor is not None:
+            name, _, last = cursor.partition(":")
+            if name != environment:
+                raise StorageCursorError("this cursor belongs to another listing")
+            ids = [item.key.id[1] for item in everything]
+            everything = everything[ids.index(last) + 1 :] if last in ids else []
+        items = everything[:limit]
+        follow = f"{environment}:{items[-1].key.id[1]}" if len(items) == limit else None
+        return OperatorPage(tuple(items), follow)
+
+
+class GuessesRunsByFields(OperatorDriver):
+    """The projection takes any document with a runId, a status and a createdAt for a run: wait tokens too."""
+
+    def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
+        page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
+        if page.cursor is not None:
+            return page
+        command = QueryRecordsCommand(
+            StorageIndexName.WAIT_TOKENS_BY_STATUS,
+            environment,
+            max(1, min(50, self.profile.limits.max_query_results)),
+        )
+        keys = []
+        while True:
+            found = self.inner.query(command)
+            keys.extend(item.key for item in found.items)
+            if found.cursor is None:
+                break
+            command = command.with_cursor(found.cursor)
+        budget = max(1, self.profile.limits.max_point_reads)
+        tokens: list[Any] = []
+        for start in range(0, len(keys), budget):
+            part = keys[start : start + budget]
+            found_tokens = self.inner.transaction(lambda tx, part=part: tx.get(part))
+            tokens.extend(record for record in found_tokens if record is not None)
+        return OperatorPage((*page.items, *tokens), None)
+
+
+run_cursor_names_its_last_run = mutant_harness(RunCursorNamesItsLastRun)
+guesses_runs_by_fields = mutant_harness(GuessesRunsByFields)
+
+MUTANTS += [
+    Mutant(
+        "run-cursor-names-its-last-run",
+        "tests.mutants.m_operator_reads:run_cursor_names_its_last_run",
+        "operator_reads.list-shows-each-visible-run-once",
+        "a list_runs cursor continues after the run it names, so tombstoning that run ends the listing",
+    ),
+    Mutant(
+        "guesses-runs-by-fields",
+        "tests.mutants.m_operator_reads:guesses_runs_by_fields",
+        "operator_reads.list-shows-each-visible-run-once",
+        "list_runs also lists wait tokens, whose documents carry a runId, a status and a createdAt",
+    ),
+]
+
+
+class SharesMutableHistoryItems(OperatorDriver):
+    """list_run_events pages are tuples, but each event in them is one cached mutable dict shared by every
+    call (a page cache that copies the page, not its items)."""
+
+    def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
+        cache: dict[str, Any] = self.__dict__.setdefault("_events", {})
+        page = self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
+        items = []
+        for record in page.items:
+            shared = cache.setdefault(
+                record.key.encoded, {"document": {"value": thaw_json(record.document.value)}}
+            )
+            items.append(shared)
+        return OperatorPage(tuple(items), page.cursor)
+
+
+shares_mutable_history_items = mutant_harness(SharesMutableHistoryItems)
+
+MUTANTS += [
+    Mutant(
+        "shares-mutable-history-items",
+        "tests.mutants.m_operator_reads:shares_mutable_history_items",
+        "operator_reads.returns-defensive-copies",
+        "list_run_events returns a tuple page whose events are mutable dicts shared by every call",
     ),
 ]

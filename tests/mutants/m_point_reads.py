@@ -331,3 +331,116 @@ MUTANTS += [
         "a lease is stored with a time to live at its expiresAt, so an expired lease vanishes",
     ),
 ]
+
+
+# -- issue 20: a miss answered by a neighbour key; strings and instants changed by the store --------------
+
+
+def _other_splits(key: Any) -> list[Any]:
+    """Every other key of the same table whose components joined by '/' give the same text."""
+    from runlane_conformance import StorageRecordKey
+
+    parts = "/".join(key.id).split("/")
+
+    def splits(rest: list[str], count: int) -> list[list[str]]:
+        if count == 1:
+            return [["/".join(rest)]]
+        return [
+            ["/".join(rest[:cut]), *tail]
+            for cut in range(1, len(rest) - count + 2)
+            for tail in splits(rest[cut:], count - 1)
+        ]
+
+    found = []
+    for shape in splits(parts, len(key.id)) if len(parts) >= len(key.id) else []:
+        other = StorageRecordKey(key.table, tuple(shape))
+        if other.encoded != key.encoded:
+            found.append(other)
+    return found
+
+
+class _NeighbourFallback(WrappedTransaction):
+    """A miss on a multi-component key is retried under the other '/'-splits of its joined text."""
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        found = self.inner.get(keys)
+        answers = []
+        for key, record in zip(keys, found, strict=True):
+            if record is None and len(key.id) > 1:
+                for other in _other_splits(key):
+                    [record] = self.inner.get([other])
+                    if record is not None:
+                        break
+            answers.append(record)
+        return answers
+
+
+def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {change(key): _map_strings(inner, change) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(inner, change) for inner in value]
+    return value
+
+
+def _nfc(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFC", text)
+
+
+def _milliseconds(text: str) -> str:
+    """An ISO instant with a fraction cut to milliseconds (a JavaScript Date, a DATETIME(3) column)."""
+    import re
+
+    return re.sub(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\d+(Z|[+-]\d\d:\d\d)$", r"\g<1>000\g<2>", text)
+
+
+class _StringsChangedByTheStore(WrappedTransaction):
+    """Every string of a document read back has gone through ``change`` on its way into the store."""
+
+    change: Callable[[str], str] = staticmethod(_nfc)
+
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        from runlane_conformance.contract.json_boundary import thaw_json
+
+        return [
+            None
+            if record is None
+            else _rebuilt(
+                record, document=StorageDocument(_map_strings(thaw_json(record.document.value), self.change))
+            )
+            for record in self.inner.get(keys)
+        ]
+
+
+class _MillisecondInstants(_StringsChangedByTheStore):
+    change = staticmethod(_milliseconds)
+
+
+neighbour_fallback = mutant_harness(transaction_class=_NeighbourFallback)
+normalises_strings = mutant_harness(transaction_class=_StringsChangedByTheStore)
+millisecond_instants = mutant_harness(transaction_class=_MillisecondInstants)
+
+MUTANTS += [
+    Mutant(
+        "neighbour-key-fallback",
+        "tests.mutants.m_point_reads:neighbour_fallback",
+        "point_reads.keys-of-any-shape",
+        "a miss on ('a', 'b/c') is retried as ('a/b', 'c'), so a key never written reads as its neighbour",
+    ),
+    Mutant(
+        "normalises-strings",
+        "tests.mutants.m_point_reads:normalises_strings",
+        "point_reads.returns-committed-content",
+        "document strings come back NFC-normalised ('e' + U+0301 reads as U+00E9)",
+    ),
+    Mutant(
+        "millisecond-instants",
+        "tests.mutants.m_point_reads:millisecond_instants",
+        "point_reads.returns-committed-content",
+        "instants in documents come back cut to the millisecond",
+    ),
+]

@@ -403,3 +403,38 @@ class KeepsLookaheadRow(WrappedTransaction):
 
 
 keeps_lookahead_row = mutant_harness(transaction_class=KeepsLookaheadRow)
+
+
+# -- issue 20: a deleted tombstone stays listed as due ---------------------------------------------------
+
+
+class DeletedTombstoneEntries(WrappedTransaction):
+    """Deleting a tombstone leaves its TombstonesByPruneAfter entry behind (a trigger that forgot deletes)."""
+
+    def delete(self, current: Any) -> None:
+        super().delete(current)
+        if current.key.table is StorageTableName.TOMBSTONES:
+            ghosts = self.driver.store.shared.setdefault("ghosts", [])
+            for entry in current.indexes:
+                if entry.index is StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER:
+                    ghosts.append((entry.partition, StorageIndexReference(current.key, entry.sort)))
+
+    def query_candidates(self, command: Any, **kwargs: Any) -> Any:
+        return _with_ghosts(self.driver, command, self.inner.query_candidates(command, **kwargs))
+
+
+class DeletedTombstoneDriver(GhostDriver):
+    transaction_class = DeletedTombstoneEntries
+    ghost_index = StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER
+
+
+deleted_tombstone_entries = mutant_harness(DeletedTombstoneDriver)
+
+MUTANTS += [
+    Mutant(
+        "deleted-tombstone-stays-due",
+        "tests.mutants.m_pruning:deleted_tombstone_entries",
+        "pruning.counters-exact",
+        "deleting a tombstone leaves its TombstonesByPruneAfter entry: a pruned run stays listed as due",
+    ),
+]

@@ -21,11 +21,14 @@ from runlane_conformance import (
     StorageTableName,
     encode_storage_query_cursor,
     iso_date_codec,
+    storage_tuple_codec,
 )
+from runlane_conformance.contract.table_definitions import OwnerScope, owner_record_key
 from runlane_conformance.contract.values import QueryRecordsResult
 from runlane_conformance.local.store import CommitPlan, LocalStore
 from tests.mutants.catalog import Mutant
 from tests.mutants.m_conflicts import store_mutant
+from tests.mutants.m_cursors import RescanDriver, RescanTransaction
 from tests.mutants.m_pruning import _table_prefix
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
 
@@ -448,3 +451,80 @@ stale_status_entries = mutant_harness(StaleStatusDriver)
 keeps_owners = mutant_harness(transaction_class=KeepsOwners)
 repairs_orphans = mutant_harness(RepairsOrphans)
 millisecond_clock = mutant_harness(transaction_class=MillisecondClock)
+
+
+# -- issue 20: an owner deleted by environment and idempotency key alone ---------------------------------
+
+
+class OwnerDeleteIgnoresScope(WrappedDriver):
+    """Deleting an owner also deletes every owner of its environment and idempotency key, whatever its
+    scope (a ``DELETE ... WHERE environment = ? AND idempotency_key = ?`` run after the commit)."""
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        deleted: list[Any] = []
+
+        class Recording(WrappedTransaction):
+            def delete(self, current: Any) -> None:
+                super().delete(current)
+                if current.key.table is StorageTableName.OWNERS:
+                    deleted.append(current.key)
+
+        def attempt(tx: Any) -> T:
+            deleted.clear()
+            return callback(Recording(tx, self))
+
+        result = self.inner.transaction(attempt)
+        for key in list(deleted):
+            environment, scope, idempotency_key = key.id
+            others = [
+                owner_record_key(environment, other, idempotency_key)
+                for other in OwnerScope
+                if other.value != scope
+            ]
+
+            def sweep(tx: Any, others: list[Any] = others) -> None:
+                for record in tx.get(others):
+                    if record is not None:
+                        tx.delete(record)
+
+            self.inner.transaction(sweep)
+        return result
+
+
+owner_delete_ignores_scope = mutant_harness(OwnerDeleteIgnoresScope)
+
+MUTANTS += [
+    Mutant(
+        "owner-delete-ignores-scope",
+        "tests.mutants.m_wait_tokens:owner_delete_ignores_scope",
+        "wait_tokens.pruned-with-owner-when-unlinked",
+        "pruning a token's owner also deletes the run owner of the same idempotency key (scope ignored)",
+    ),
+]
+
+
+# -- issue 20: a native WaitTokensByRun plan ordered by run and token, not by creation time ----------------
+
+
+class TokensByRunInKeyOrder(RescanDriver):
+    """WaitTokensByRun is served by ``ORDER BY run_id, token_id``: a run's tokens come in key order, not
+    in the order of their createdAt (the second sort component is forgotten)."""
+
+    def arrange(self, command: Any, ascending: list[StorageIndexReference]) -> list[Any]:
+        if command.index is StorageIndexName.WAIT_TOKENS_BY_RUN:
+            ascending = sorted(
+                ascending, key=lambda item: (storage_tuple_codec.decode(item.sort)[0], item.key.encoded)
+            )
+        return super().arrange(command, ascending)
+
+
+tokens_by_run_in_key_order = mutant_harness(TokensByRunInKeyOrder, transaction_class=RescanTransaction)
+
+MUTANTS += [
+    Mutant(
+        "tokens-by-run-in-key-order",
+        "tests.mutants.m_wait_tokens:tokens_by_run_in_key_order",
+        "wait_tokens.index-mappings-exact",
+        "WaitTokensByRun lists a run's tokens by token key instead of by their createdAt",
+    ),
+]

@@ -13,7 +13,7 @@ def test_suites_run_against_a_driver_named_on_the_command_line(pytester: pytest.
     result = pytester.runpytest_subprocess(
         *SUITES, "--runlane-driver", "tiny", "--runlane-area", "point_reads", "-v"
     )
-    result.assert_outcomes(passed=19)
+    result.assert_outcomes(passed=21)
     result.stdout.fnmatch_lines(
         ["*test_get_returns_one_result_per_position_in_order[[]point_reads.exact-positions[]] PASSED*"]
     )
@@ -42,7 +42,7 @@ def test_a_forced_seed_is_the_one_printed(pytester: pytest.Pytester) -> None:
 def test_driver_can_be_chosen_in_the_ini_file(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nrunlane_driver = tiny\nrunlane_areas = point_reads\n")
     result = pytester.runpytest_subprocess(*SUITES)
-    result.assert_outcomes(passed=19)
+    result.assert_outcomes(passed=21)
 
 
 def test_missing_driver_is_one_usage_error(pytester: pytest.Pytester) -> None:
@@ -93,7 +93,7 @@ def test_suites_can_be_collected_from_a_third_party_test_tree(pytester: pytest.P
     )
     pytester.makeconftest("from runlane_conformance.suites.conftest import *  # noqa\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=19)
+    result.assert_outcomes(passed=21)
 
 
 def test_requirement_filter_runs_only_that_requirement(pytester: pytest.Pytester) -> None:

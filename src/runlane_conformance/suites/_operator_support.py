@@ -15,7 +15,7 @@ attributes or as mapping keys.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, MutableMapping, MutableSequence
+from collections.abc import Callable, Mapping, MutableMapping, MutableSequence, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -225,6 +225,10 @@ def scribble(item: object) -> None:
             for child in list(candidate):
                 scribble(child)
             candidate.clear()
+        elif isinstance(candidate, Sequence) and not isinstance(candidate, (str, bytes)):
+            # An immutable page (a tuple) may still hold mutable runs or events: change each of them.
+            for child in candidate:
+                scribble(child)
         for name in ("document", "key", "version", "items", "cursor"):
             try:
                 setattr(candidate, name, None)

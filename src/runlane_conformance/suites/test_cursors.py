@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -27,11 +28,13 @@ from runlane_conformance.contract.catalog import (
 )
 from runlane_conformance.contract.encodings import (
     encode_storage_tuple_prefix_upper_bound,
+    iso_date_codec,
     storage_tuple_codec,
 )
 from runlane_conformance.contract.errors import StorageCursorError
-from runlane_conformance.contract.protocols import StorageDriver
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.table_definitions import RunStatus, tombstone_for_run
 from runlane_conformance.contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -39,6 +42,7 @@ from runlane_conformance.contract.values import (
     StorageQueryRange,
     StorageRangeBound,
 )
+from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.records import Leases, expiry, leases_for
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import (
@@ -53,6 +57,7 @@ from runlane_conformance.suites._cursors_support import (
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import refused
+from runlane_conformance.suites._operator_support import run_value
 
 CATALOG = "Use the closed index catalog; Verification checklist: order, range bounds, tie-breaking"
 ENCODINGS = "Use the canonical encodings (tuple-prefix ranges)"
@@ -348,6 +353,42 @@ PREFIXES = {
 }
 
 
+#: Microseconds inside one millisecond: an index kept at millisecond precision cannot tell them apart.
+_MICROS = (100, 500, 900)
+
+
+def _due_tombstone(environment: str, run_id: str, prune_after: datetime) -> NewStorageRecord:
+    run = run_value(environment, run_id, status=RunStatus.SUCCEEDED)
+    value = tombstone_for_run(run, tombstoned_at=prune_after, prune_after=prune_after)
+    return build_storage_record(StorageTableName.TOMBSTONES, value)
+
+
+@RANGE_BOUNDS
+@VIAS
+@pytest.mark.parametrize("inclusive", [True, False], ids=["incl", "excl"])
+def test_time_sorted_ranges_keep_microseconds(driver: StorageDriver, via: Via, inclusive: bool) -> None:
+    """A bound between two instants of one millisecond splits them: the index keeps its sort values whole."""
+    environment = f"micros-{uuid.uuid4().hex[:12]}"
+    base = datetime(2031, 3, 4, 5, 6, 7, 123000, tzinfo=UTC)
+    moments = {micros: base + timedelta(microseconds=micros) for micros in _MICROS}
+    records = [_due_tombstone(environment, f"run-{micros}", at) for micros, at in moments.items()]
+    write_records(driver, records, batch=_batch(driver))
+    middle = StorageRangeBound(storage_tuple_codec.encode((iso_date_codec.encode(moments[500]),)), inclusive)
+    entries = index_entries(records, StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER, environment)
+    for scope in (StorageQueryRange(None, middle), StorageQueryRange(middle, None)):
+        command = QueryRecordsCommand(
+            StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER, environment, _max_page(driver), scope
+        )
+        expected = expected_scan(entries, query_range=scope)
+        got = _scan(driver, via, command, expected_len=len(records))
+        assert got == expected, (
+            f"TombstonesByPruneAfter with {'lower' if scope.lower else 'upper'} bound "
+            f"{iso_date_codec.encode(moments[500])} ({'inclusive' if inclusive else 'exclusive'}) returned "
+            f"{_names(got, records)} instead of {_names(expected, records)}: instants 100, 500 and 900 "
+            "microseconds into one millisecond are three different sort values"
+        )
+
+
 @TUPLE_PREFIX
 @VIAS
 @pytest.mark.parametrize("prefix", list(PREFIXES.values()), ids=list(PREFIXES))
@@ -422,6 +463,39 @@ def test_cursor_pages_join_to_one_unpaged_scan(driver: StorageDriver, via: Via, 
     )
 
 
+@PAGES
+@VIAS
+@pytest.mark.parametrize("direction", DIRECTIONS, ids=[d.value for d in DIRECTIONS])
+def test_a_cursor_continues_from_its_position_after_its_last_entry_is_deleted(
+    driver: StorageDriver, leases: Leases, via: Via, direction: StorageQueryDirection
+) -> None:
+    records = _layout(leases, [("a", 10), ("b", 20), ("c", 30), ("d", 40), ("e", 50)])
+    write_records(driver, records, batch=_batch(driver))
+    limit = min(2, _max_page(driver))
+    command = leases.query(limit=limit, direction=direction)
+    first = read_page(driver, command, via)
+    assert first.cursor is not None, "a full first page with more entries after it must return a cursor"
+    last = first.items[-1].key
+
+    def delete_last(tx: StorageTransaction) -> None:
+        [current] = tx.get([last])
+        assert current is not None, f"the check could not read back {last}, which the first page listed"
+        tx.delete(current)
+
+    driver.transaction(delete_last)
+    settle_indexes(driver)
+    entries = index_entries(records, StorageIndexName.LEASES_BY_EXPIRY, leases.environment)
+    expected = expected_scan(entries, direction=direction)[limit:]
+    rest, _pages = scan_all(
+        _reader(driver, via), command.with_cursor(first.cursor), max_pages=len(records) + 2
+    )
+    assert rest == expected, (
+        f"after the entry a {direction.value} cursor ended on ({last.id[-1]}) was deleted, continuing "
+        f"from it returned {_names(rest, records)} instead of {_names(expected, records)}: a cursor is a "
+        "position (last sort and record key), not a reference to an entry that must still exist"
+    )
+
+
 def _first_cursor(driver: StorageDriver, via: Via, command: QueryRecordsCommand) -> str:
     page = read_page(driver, command, via)
     assert page.cursor is not None, "a full first page with more entries after it must return a cursor"
@@ -435,40 +509,78 @@ def _unvalidated_read(driver: StorageDriver, command: QueryRecordsCommand, via: 
     return driver.transaction(lambda tx: tx.query_candidates(command))
 
 
-def _scope_changes(leases: Leases) -> dict[str, QueryRecordsCommand]:
+def _links(environment: str) -> list[NewStorageRecord]:
+    """Three links of one token: entries in both sibling indexes of the links table."""
+    return [
+        build_storage_record(
+            StorageTableName.WAIT_TOKEN_LINKS,
+            {"environment": environment, "tokenId": "token", "runId": run, "createdAt": expiry(0)},
+        )
+        for run in ("run-a", "run-b", "run-c")
+    ]
+
+
+def _scope_changes(leases: Leases) -> dict[str, tuple[QueryRecordsCommand, QueryRecordsCommand]]:
+    """Per scope component: (a command that issues a cursor, that command with the component changed)."""
     base = leases.query(limit=1)
-    other_range = StorageQueryRange(_bound(0, True), None)
+    environment = leases.environment
+
+    def bounded(lower_inclusive: bool, upper_inclusive: bool) -> QueryRecordsCommand:
+        return leases.query(
+            limit=1, range=StorageQueryRange(_bound(0, lower_inclusive), _bound(100, upper_inclusive))
+        )
+
+    by_token = QueryRecordsCommand(StorageIndexName.WAIT_TOKEN_LINKS_BY_TOKEN, environment, 1)
     return {
-        "index": QueryRecordsCommand(StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, leases.environment, 1),
-        "partition": leases.query(limit=1, environment=f"{leases.environment}-other"),
-        "range-lower": leases.query(limit=1, range=other_range),
-        "range-upper": leases.query(limit=1, range=StorageQueryRange(None, _bound(100, True))),
-        "range-inclusivity": leases.query(limit=1, range=StorageQueryRange(_bound(0, False), None)),
-        "direction": leases.query(limit=1, direction=DESC),
-        "unchanged": base,
+        "index": (base, QueryRecordsCommand(StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, environment, 1)),
+        # Two indexes of one table: a cursor naming only the table (or the record kind) is not enough.
+        "sibling-index": (
+            by_token,
+            QueryRecordsCommand(StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, environment, 1),
+        ),
+        "partition": (base, leases.query(limit=1, environment=f"{environment}-other")),
+        "range-lower": (base, leases.query(limit=1, range=StorageQueryRange(_bound(0, True), None))),
+        "range-upper": (base, leases.query(limit=1, range=StorageQueryRange(None, _bound(100, True)))),
+        "range-inclusivity": (base, leases.query(limit=1, range=StorageQueryRange(_bound(0, False), None))),
+        # The same bound values, only one end's inclusivity flipped: the flags are part of the scope too.
+        "lower-inclusivity": (bounded(True, True), bounded(False, True)),
+        "upper-inclusivity": (bounded(True, True), bounded(True, False)),
+        "direction": (base, leases.query(limit=1, direction=DESC)),
     }
+
+
+SCOPE_CHANGES = [
+    "index",
+    "sibling-index",
+    "partition",
+    "range-lower",
+    "range-upper",
+    "range-inclusivity",
+    "lower-inclusivity",
+    "upper-inclusivity",
+    "direction",
+]
 
 
 @SCOPE
 @VIAS
-@pytest.mark.parametrize(
-    "change", ["index", "partition", "range-lower", "range-upper", "range-inclusivity", "direction"]
-)
+@pytest.mark.parametrize("change", SCOPE_CHANGES)
 def test_cursor_is_refused_under_a_changed_scope(
     driver: StorageDriver, leases: Leases, via: Via, change: str
 ) -> None:
-    write_records(driver, _layout(leases, [("a", 10), ("b", 20), ("c", 30)]), batch=_batch(driver))
-    commands = _scope_changes(leases)
-    cursor = _first_cursor(driver, via, commands["unchanged"])
+    records = _layout(leases, [("a", 10), ("b", 20), ("c", 30)]) + _links(leases.environment)
+    write_records(driver, records, batch=_batch(driver))
+    issuer, changed = _scope_changes(leases)[change]
+    cursor = _first_cursor(driver, via, issuer)
     # The same cursor continues its own scope: the refusal below is about the changed component only.
-    read_page(driver, commands["unchanged"].with_cursor(cursor), via)
+    read_page(driver, issuer.with_cursor(cursor), via)
     with refused(
         StorageCursorError,
         what=f"the check reused a cursor through {via}() with a changed {change} (the same cursor had just "
         "continued its own scope)",
         rule=SCOPE,
     ):
-        _unvalidated_read(driver, commands[change].with_cursor(cursor), via)
+        _unvalidated_read(driver, changed.with_cursor(cursor), via)
 
 
 def _garblings(cursor: str) -> dict[str, str]:

@@ -23,7 +23,12 @@ from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import StorageCursorError, StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
-from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
+from runlane_conformance.contract.table_definitions import (
+    OwnerScope,
+    RunStatus,
+    owner_record_key,
+    run_record_key,
+)
 from runlane_conformance.contract.values import NewStorageRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.requirements import RequirementLevel, requirement
@@ -329,6 +334,67 @@ def test_listing_runs_pages_through_every_visible_run_once(
         f"list_runs({limit=}) yielded {ids}, expected each of {sorted(expected)} once"
     )
     assert _by_id(listed) == expected, "a listed run does not carry its committed summary"
+
+
+@LISTED_ONCE
+def test_documents_that_only_look_like_runs_are_never_listed(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """A wait token carries a runId, a status and a createdAt, yet it is not a run: the read model lists
+    canonical runs only, never records it guessed from their fields."""
+    env = fresh_environment()
+    run = run_value(env, "run-1")
+    owner = owner_record_key(env, OwnerScope.WAIT_TOKEN, "lookalike")
+    token = {
+        "environment": env,
+        "tokenId": "token-1",
+        "runId": "run-1",
+        "status": "pending",
+        "createdAt": run["createdAt"],
+        "timeoutAt": None,
+        "resolution": None,
+        "resolvedAt": None,
+        "idempotencyKey": "lookalike",
+        "idempotencyOwner": {"table": owner.table.value, "id": list(owner.id)},
+        "linkCount": "0",
+    }
+    write(
+        driver,
+        build_storage_record(StorageTableName.RUNS, run),
+        build_storage_record(StorageTableName.WAIT_TOKENS, token),
+    )
+    listed = _runs(other_driver, env)
+    assert listed == [run], (
+        f"list_runs yielded {[item.get('tokenId', item.get('runId')) for item in listed]} for an environment "
+        "holding one run and one wait token of that run: only canonical run records are listed"
+    )
+
+
+@LISTED_ONCE
+def test_a_run_list_continues_past_a_run_tombstoned_under_its_cursor(
+    driver: StorageDriver, other_driver: StorageDriver
+) -> None:
+    """A cursor is a position in the listing: the run it ended on may vanish, the runs after it may not."""
+    env = fresh_environment()
+    runs = {f"run-{i}": run_value(env, f"run-{i}", status=RunStatus.SUCCEEDED, created=i) for i in range(5)}
+    write(driver, *[build_storage_record(StorageTableName.RUNS, value) for value in runs.values()])
+    limit = min(2, other_driver.profile.limits.max_query_results)
+    ops = _ops(other_driver)
+    first, cursor = page_of(ops.list_runs(env, limit=limit))
+    assert cursor is not None, "a full page of list_runs with more runs after it returned no cursor"
+    shown = [str(document_of(item)["runId"]) for item in first]
+    hidden, stone = tombstoned(runs[shown[-1]])
+    _replace(driver, hidden, stone)
+    rest = collect_pages(
+        lambda c: ops.list_runs(env, limit=limit, cursor=cursor if c is None else c), limit=limit
+    )
+    ids = [str(document_of(item)["runId"]) for item in rest]
+    expected = sorted(set(runs) - set(shown))
+    assert sorted(ids) == expected, (
+        f"after {shown[-1]}, the last run of the first page, was tombstoned, continuing list_runs from that "
+        f"page's cursor yielded {ids} instead of {expected}: a cursor is a position, not a run that must "
+        "still be listed"
+    )
 
 
 @HISTORY_ORDER

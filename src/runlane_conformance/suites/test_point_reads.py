@@ -9,6 +9,7 @@ is stored.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -162,6 +163,66 @@ def test_read_returns_exactly_what_was_committed(driver: StorageDriver, leases: 
     assert set(stored.indexes) == set(written.indexes), "index entries must round-trip exactly"
     assert stored.version.value.isdigit() and int(stored.version.value) > 0, (
         f"a stored record's version must be a positive decimal number, got {stored.version.value!r}"
+    )
+
+
+#: Strings a lossy store changes: combining sequences (Unicode normalisation), the code points either side
+#: of the surrogate block, the highest code point, astral characters (a 3-byte 'utf8' column).
+EXACT_TEXTS = [
+    "e\u0301",
+    "\u00e9",
+    "\u212b",
+    "\ufb01",
+    "\ud7ff",
+    "\ue000",
+    "\uffff",
+    "\U00010000",
+    "\U0001f600",
+    "\U0010ffff",
+    " padded ",
+]
+#: Instants to the microsecond, which a millisecond timestamp column or a JavaScript Date would round.
+EXACT_INSTANTS = ["2031-03-04T05:06:07.123456Z", "2031-03-04T05:06:07.999999Z", "2031-03-04T05:06:08.000001Z"]
+
+
+@RETURNED_CONTENT
+def test_every_character_and_microsecond_reads_back_exactly(driver: StorageDriver) -> None:
+    """Strings keep every code point as written (no normalisation, no replacement) and instants keep
+    their microseconds, both in free JSON and in the document's own timestamp fields."""
+    environment = f"exact-{uuid.uuid4().hex[:12]}"
+    created, updated, extra = EXACT_INSTANTS
+    value = {
+        "environment": environment,
+        "runId": "exact",
+        "workflow": "exact-\U0010ffff-e\u0301",
+        "status": "running",
+        "input": {
+            "texts": list(EXACT_TEXTS),
+            "instants": list(EXACT_INSTANTS),
+            "e\u0301": "key",
+            "at": extra,
+        },
+        "output": None,
+        "error": None,
+        "parentRunId": None,
+        "waitingForRunId": None,
+        "createdAt": created,
+        "updatedAt": updated,
+        "completedAt": None,
+        "tombstonedAt": None,
+        "counts": {"events": "0", "outboxMessages": "0", "steps": "0", "waitTokenLinks": "0"},
+    }
+    written = build_storage_record(StorageTableName.RUNS, value)
+    _write(driver, written)
+    (stored,) = _read(driver, [written.key])
+    assert stored is not None, missing("the run just written", written="the check committed it just before")
+    assert stored.document == written.document and stored.document.to_json() == written.document.to_json(), (
+        f"the document was written as {written.document.text!a} and read back as {stored.document.text!a}: "
+        "every code point (combining sequences unnormalised, U+D7FF, U+E000, U+FFFF, astral characters up "
+        "to U+10FFFF) and every microsecond of an instant must come back exactly"
+    )
+    assert set(stored.indexes) == set(written.indexes), (
+        "the index entries (sorted by instants to the microsecond) must round-trip exactly"
     )
 
 
@@ -604,4 +665,39 @@ def test_keys_that_cheap_encodings_confuse_stay_distinct(driver: StorageDriver, 
             f"{stored.document.text}; each of these keys is its own record ({KEY_SHAPES.id}). Encode keys "
             "with storage_record_key_codec (hex UTF-8 per component) rather than comparing raw strings "
             "under a collation"
+        )
+
+
+#: (written, asked): the asked key's record was never written, only its neighbour under a cheap encoding.
+NEIGHBOUR_MISSES: list[tuple[tuple[str | None, str], tuple[str | None, str]]] = [
+    ((None, "a/b"), ("{env}/a", "b")),
+    (("{env}/a", "b"), (None, "a/b")),
+    ((None, "Name"), (None, "name")),
+    ((None, "\u00e9"), (None, "e\u0301")),
+    ((None, "pad"), (None, "pad ")),
+    ((None, "x"), (None, "x\U0001f600")),
+]
+
+
+def _neighbour_lease(environment: str, shape: tuple[str | None, str], holder: str) -> NewStorageRecord:
+    env, name = shape
+    return _shaped_lease(environment if env is None else env.format(env=environment), name, holder)
+
+
+@KEY_SHAPES
+def test_a_key_whose_neighbour_alone_exists_reads_as_absent(driver: StorageDriver, leases: Leases) -> None:
+    """A miss is a miss: a driver that falls back to another split, case or normalisation of the key finds
+    a record that is not the one asked for."""
+    for number, (written_shape, asked_shape) in enumerate(NEIGHBOUR_MISSES):
+        environment = f"{leases.environment}-n{number}"
+
+        written = _neighbour_lease(environment, written_shape, "written")
+        asked = _neighbour_lease(environment, asked_shape, "asked")
+        _write(driver, written)
+        found = _read(driver, [asked.key, written.key])
+        assert found[1] is not None, missing(f"lease {written.key.id!r}")
+        assert found[0] is None, (
+            f"reading key {asked.key.id!r}, which was never written, returned the record "
+            f"{found[0].key.id!r}; "
+            f"only {written.key.id!r} exists ({KEY_SHAPES.id}: {KEY_SHAPES.summary})"
         )

@@ -40,7 +40,12 @@ from runlane_conformance.contract.table_definitions import (
     wait_token_link_record_key,
     wait_token_record_key,
 )
-from runlane_conformance.contract.values import StorageLimits, StorageRecordKey
+from runlane_conformance.contract.values import (
+    QueryRecordsCommand,
+    StorageLimits,
+    StorageQueryRange,
+    StorageRecordKey,
+)
 from runlane_conformance.core.pruning import (
     CleanupPass,
     PassBudget,
@@ -202,6 +207,44 @@ def _assert_gone(reader: StorageDriver, built: BuiltRun) -> None:
     _assert_token_links(reader, built, "after cleanup")
 
 
+#: Each index a pruned run, its tombstone or its children could still be listed under, with the sort prefix
+#: that selects the run (``None``: the whole partition, scanned for the tombstone's key).
+_RUN_INDEXES: tuple[tuple[StorageIndexName, bool], ...] = (
+    (StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER, False),
+    (StorageIndexName.EVENTS_BY_RUN, True),
+    (StorageIndexName.STEPS_BY_RUN, True),
+    (StorageIndexName.OUTBOX_BY_RUN, True),
+    (StorageIndexName.WAIT_TOKEN_LINKS_BY_RUN, True),
+)
+
+
+def _assert_unindexed(reader: StorageDriver, built: BuiltRun) -> None:
+    """No index still lists the pruned run's tombstone or children: deletes took their entries along."""
+    gone = {built.tombstone_key.encoded, *(key.encoded for key in built.all_children)}
+
+    def check() -> None:
+        for index, by_run in _RUN_INDEXES:
+            scope = StorageQueryRange.prefix((built.run_id,)) if by_run else StorageQueryRange()
+            command = QueryRecordsCommand(
+                index, built.environment, max(1, min(50, reader.profile.limits.max_query_results)), scope
+            )
+            listed: list[str] = []
+            for _ in range(200):
+                page = reader.query(command)
+                listed.extend(item.key.encoded for item in page.items)
+                if page.cursor is None:
+                    break
+                command = command.with_cursor(page.cursor)
+            stale = sorted(key for key in listed if key in gone)
+            assert not stale, (
+                f"after cleanup deleted run {built.run_id} and its tombstone and children, {index.value} "
+                f"still lists {len(stale)} of those deleted records: deleting a record removes its index "
+                "entries in the same commit"
+            )
+
+    until_indexed(reader, check)
+
+
 def _plain(counts: dict[ChildKind, int]) -> dict[str, int]:
     return {kind.value: count for kind, count in counts.items()}
 
@@ -240,6 +283,7 @@ def test_counts_are_copied_to_the_tombstone_and_lowered_exactly_by_each_pass(
             prune_fully(driver, env, built.run_id)
             break
     _assert_gone(other_driver, built)
+    _assert_unindexed(other_driver, built)
     _assert_counters_match(driver, sibling, "the sibling run after pruning r1")
     assert counted_children(driver, sibling)[ChildKind.EVENTS] == 2, "pruning r1 deleted children of r10"
     _assert_counters_match(driver, neighbour, "r1 of the neighbour environment after pruning r1")

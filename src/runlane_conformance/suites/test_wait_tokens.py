@@ -27,12 +27,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from runlane_conformance.contract.catalog import StorageIndexName
+from runlane_conformance.contract.catalog import StorageIndexName, StorageTableName
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.json_boundary import thaw_json
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.table_definitions import (
+    OwnerScope,
     WaitTokenStatus,
     check_reciprocal_idempotency,
     owner_record_key,
@@ -486,6 +487,7 @@ def test_every_token_index_mapping_follows_each_transition(
     env = fresh_environment("tokens")
     _runs(driver, env, "c", "w1", "w2")
     keys = [
+        wait_token_record_key(env, "t0"),
         wait_token_record_key(env, "t1"),
         wait_token_record_key(env, "t2"),
         wait_token_link_record_key(env, "t1", "w1"),
@@ -501,7 +503,10 @@ def test_every_token_index_mapping_follows_each_transition(
     driver.transaction(lambda tx: link_run(tx, neighbour, "t1", "w1"))
     make_token(driver, token_spec(env, "t1", "c", timeout_at=_now(driver) + timedelta(hours=1)))
     make_token(driver, token_spec(env, "t2", "w1"))
-    _assert_mappings(other_driver, env, keys, "creating two tokens")
+    # c's second token sorts before t1 by key but after it by creation time: WaitTokensByRun orders a
+    # run's tokens by createdAt, so a plan ordering them by run and key shows.
+    make_token(driver, token_spec(env, "t0", "c"))
+    _assert_mappings(other_driver, env, keys, "creating three tokens")
     for token, run in (("t1", "w1"), ("t1", "w2"), ("t2", "w1")):
         driver.transaction(lambda tx, t=token, r=run: link_run(tx, env, t, r))  # type: ignore[misc]
     _assert_mappings(other_driver, env, keys, "linking three runs")
@@ -538,6 +543,20 @@ def test_a_token_is_kept_while_pending_or_linked_and_then_goes_with_its_owner(
     _runs(driver, env, "c", "w")
     spec = token_spec(env, "t", "c")
     make_token(driver, spec)
+    # The same idempotency key claimed for a run: a different owner (another scope), which pruning the
+    # token must leave alone; only the token's exact owner goes with it.
+    run_owner = build_storage_record(
+        StorageTableName.OWNERS,
+        {
+            "environment": env,
+            "scope": OwnerScope.RUN.value,
+            "idempotencyKey": spec.idempotency_key,
+            "targetId": "c",
+            "target": {"table": StorageTableName.RUNS.value, "id": [env, "c"]},
+            "createdAt": "2030-01-01T00:00:00.000000Z",
+        },
+    )
+    driver.transaction(lambda tx: tx.create(run_owner))
     driver.transaction(lambda tx: link_run(tx, env, "t", "w"))
     assert (
         other_driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.KEPT_PENDING
@@ -559,6 +578,11 @@ def test_a_token_is_kept_while_pending_or_linked_and_then_goes_with_its_owner(
     )
     assert read_all(driver, [spec.key, spec.owner_key]) == [None, None], (
         "the token or its owner survived pruning"
+    )
+    [kept] = read_all(other_driver, [run_owner.key])
+    assert kept is not None and kept.document == run_owner.document, (
+        f"pruning token t deleted {run_owner.key}, the run owner of the same idempotency key: only the "
+        "token's exact owner (its scope, environment and key) may go with it"
     )
     assert driver.transaction(lambda tx: prune_wait_token(tx, env, "t")) is TokenPruneOutcome.GONE, (
         "pruning a token that is already gone must report GONE"

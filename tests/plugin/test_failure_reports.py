@@ -16,7 +16,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestAssertRewriteWarni
 REPO = Path(__file__).resolve().parents[2]
 SUITES = ["-p", "no:cacheprovider", "-p", "no:randomly", "--pyargs", "runlane_conformance.suites"]
 CURSOR_MUTANT = ["--runlane-driver", "tests.mutants.m_cursors:cursor_skips_one"]
-CURSOR_CHECK = ["--runlane-requirement", "cursors.pages-join-to-one-scan"]
+#: The requirement's property check (two checks, one per way of reading): its deleted-last-entry check
+#: fails this mutant as well, four times, and each failure shrinks, which these tests need no more of.
+CURSOR_CHECK = [
+    "--runlane-requirement",
+    "cursors.pages-join-to-one-scan",
+    "-k",
+    "not after_its_last_entry_is_deleted",
+]
 
 TYPO_DRIVER = '''
 """A driver with a typo: get() adds a string to a number."""

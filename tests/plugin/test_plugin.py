@@ -178,7 +178,7 @@ def harness(options):
         "no:randomly",
     )
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed") == 18 and outcomes.get("failed") == 1, outcomes
+    assert outcomes.get("passed") == 20 and outcomes.get("failed") == 1, outcomes
     result.stdout.fnmatch_lines(["*Timeout*"])
 
 

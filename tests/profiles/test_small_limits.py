@@ -134,8 +134,9 @@ def test_five_point_reads_five_results_and_five_records_certify(planned: list[Pl
 
 
 def test_eight_point_reads_three_results_and_five_records_certify(planned: list[Plan]) -> None:
-    """With pages of three, the phantom cases needing a page of four or six and the next-page selection
-    are gated as well; every other check pages with what it may."""
+    """With pages of three, the phantom cases needing a page of four or six, the next-page selection and
+    the advisory read of four rows after an exclusive one are gated as well; every other check pages
+    with what it may."""
     _, gated = _certify_small(
         {
             "max_point_reads": "8",
@@ -149,7 +150,11 @@ def test_eight_point_reads_three_results_and_five_records_certify(planned: list[
         _phantoms("partial", "after-cursor")
         | BYTES_ONE_PAST
         | APPEND_BYTES
-        | {"test_an_attempt_is_not_kept_from_rows_it_holds_itself[next-page]"}
+        | {
+            "test_an_attempt_is_not_kept_from_rows_it_holds_itself[next-page]",
+            "test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more[default]",
+            "test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more[advisory]",
+        }
     )
 
 

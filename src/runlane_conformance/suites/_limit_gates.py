@@ -339,7 +339,8 @@ def _widest_batches(limits: StorageLimits) -> str | None:
 PRUNING_CHILDREN = 20_000
 
 
-def _pruning_passes(limits: StorageLimits) -> str | None:
+def _pruning_gate(passes: int, limits: StorageLimits) -> str | None:
+    """Gate a pruning check that must make cleanup take ``passes`` passes, the last one partial."""
     from ..core.pruning import PassBudget, PruningLimitsError
 
     try:
@@ -347,13 +348,21 @@ def _pruning_passes(limits: StorageLimits) -> str | None:
     except PruningLimitsError:
         return core_floor_reason(limits)
     per_pass = min(budget.page, budget.point_reads - 1, budget.records - 1)
-    children = 4 * per_pass + 1
+    children = (passes - 1) * per_pass + (1 if passes > 2 else 2)
     if children > PRUNING_CHILDREN:
         return (
-            f"profile: a cleanup pass of these limits takes {per_pass} children; five full passes need "
+            f"profile: a cleanup pass of these limits takes {per_pass} children; {passes} passes need "
             f"{children}, beyond what a check builds (at most {PRUNING_CHILDREN})"
         )
     return None
+
+
+def _pruning_passes(limits: StorageLimits) -> str | None:
+    return _pruning_gate(5, limits)
+
+
+def _pruning_two_passes(limits: StorageLimits) -> str | None:
+    return _pruning_gate(2, limits)
 
 
 #: Every gate a check may name, by name.
@@ -378,6 +387,7 @@ GATES: dict[str, Gate] = {
     "append-widest-batches": _widest_batches,
     "append-transaction-bytes": _append_transaction_bytes,
     "pruning-passes": _pruning_passes,
+    "pruning-two-passes": _pruning_two_passes,
     "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
     "point-reads-of-4": _at_least(4, "max_point_reads", "point reads"),
     "point-reads-of-5": _at_least(5, "max_point_reads", "point reads"),

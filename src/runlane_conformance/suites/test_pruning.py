@@ -482,6 +482,7 @@ def _staging_tripwire(tx: StorageTransaction, after: int, action: Callable[[], N
 
 
 @LIMITS
+@limit_gated("pruning-two-passes")
 def test_a_run_larger_than_one_pass_is_pruned_in_passes_the_driver_accepts(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:

@@ -259,6 +259,19 @@ def test_an_aborted_append_consumes_no_positions(
     _expect_placed(view, kept, 1)
 
 
+def _bump_fence(other_driver: StorageDriver, leases: Leases) -> None:
+    """Replace the fence record from another instance: the competing commit that makes an attempt replay."""
+
+    def replace(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key("fence")])
+        assert current is not None, missing(
+            "the fence record", written="the check created it before this attempt"
+        )
+        tx.replace(current, leases.unique("fence"))
+
+    other_driver.transaction(replace)
+
+
 @NOTHING_ON_ROLLBACK
 @limit_gated("records-of-4")  # a batch of two values, the head and the fence it read
 def test_a_replayed_append_is_applied_once(
@@ -268,16 +281,6 @@ def test_a_replayed_append_is_applied_once(
     attempts: list[int] = []
     competitor: list[Competitor[Any]] = []
 
-    def bump() -> None:
-        def replace(tx: StorageTransaction) -> None:
-            (current,) = tx.get([leases.key("fence")])
-            assert current is not None, missing(
-                "the fence record", written="the check created it before this attempt"
-            )
-            tx.replace(current, leases.unique("fence"))
-
-        other_driver.transaction(replace)
-
     def callback(tx: StorageTransaction) -> None:
         attempts.append(1)
         (fence,) = tx.get([leases.key("fence")])
@@ -285,7 +288,7 @@ def test_a_replayed_append_is_applied_once(
             "the fence record", written="the check created it before this attempt"
         )
         if not competitor:
-            competitor.append(compete(bump))
+            competitor.append(compete(lambda: _bump_fence(other_driver, leases)))
         tx.replace(fence, leases.unique("fence"))
         tx.append(batch(partition, f"attempt{len(attempts)}", 2))
 
@@ -787,16 +790,6 @@ def test_append_on_a_replayed_attempt_is_refused(
     competitor: list[Competitor[Any]] = []
     late: list[BaseException | None] = []
 
-    def bump() -> None:
-        def replace(tx: StorageTransaction) -> None:
-            (current,) = tx.get([leases.key("fence")])
-            assert current is not None, missing(
-                "the fence record", written="the check created it before this attempt"
-            )
-            tx.replace(current, leases.unique("fence"))
-
-        other_driver.transaction(replace)
-
     def callback(tx: StorageTransaction) -> None:
         attempts.append(tx)
         if len(attempts) > 1 and not late:
@@ -810,7 +803,7 @@ def test_append_on_a_replayed_attempt_is_refused(
             "the fence record", written="the check created it before this attempt"
         )
         if not competitor:
-            competitor.append(compete(bump))
+            competitor.append(compete(lambda: _bump_fence(other_driver, leases)))
         tx.replace(fence, leases.unique("fence"))
 
     driver.transaction(callback)

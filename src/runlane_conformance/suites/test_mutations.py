@@ -447,68 +447,14 @@ def test_a_second_mutation_of_one_key_is_refused(driver: StorageDriver, leases: 
     assert read_one(driver, leases.key("new-twice")) is None, f"{shape}: the refused attempt created a record"
 
 
-@NO_KEY_CHANGE
-def test_a_replacement_cannot_change_the_key(driver: StorageDriver, leases: Leases) -> None:
-    create_all(driver, [leases.unique("home", at=1)])
-    before = read_one(driver, leases.key("home"))
-
-    def move(tx: StorageTransaction) -> None:
-        (current,) = tx.get([leases.key("home")])
-        assert current is not None, missing(
-            ("the record home"), written="the check created it before this attempt"
-        )
-        tx.replace(current, leases.unique("elsewhere", at=1))
-
-    with refused(
-        StorageKeyChangeError,
-        what="the check replaced the record home with a record whose key is elsewhere",
-        rule=NO_KEY_CHANGE,
-    ):
-        driver.transaction(move)
-    assert read_one(driver, leases.key("home")) == before, "the original record changed"
-    assert read_one(driver, leases.key("elsewhere")) is None, "a replacement created a record at another key"
-
-
-@NO_KEY_CHANGE
-def test_a_replacement_cannot_move_a_record_to_another_partition(
-    driver: StorageDriver, leases: Leases
-) -> None:
-    create_all(driver, [leases.unique("home", at=1)])
-    before = read_one(driver, leases.key("home"))
-    elsewhere = f"{leases.environment}-other"
-
-    def move(tx: StorageTransaction) -> None:
-        (current,) = tx.get([leases.key("home")])
-        assert current is not None, missing(
-            ("the record home"), written="the check created it before this attempt"
-        )
-        tx.replace(current, leases.record("home", at=1, environment=elsewhere))
-
-    with refused(
-        StorageKeyChangeError,
-        what="the check replaced the record home with the same name in another environment (another key)",
-        rule=NO_KEY_CHANGE,
-    ):
-        driver.transaction(move)
-    assert read_one(driver, leases.key("home")) == before, differs(
-        "the record home after a replace that tried to change its key was refused",
-        before,
-        read_one(driver, leases.key("home")),
-        "a refused replace must leave the record unchanged",
-    )
-    assert read_one(driver, leases.key("home", environment=elsewhere)) is None, (
-        "a replace that tried to move home to another environment was refused, yet a record exists at "
-        "the new key: a refused attempt must commit nothing"
-    )
-
-
-@NO_KEY_CHANGE
-def test_a_replacement_cannot_move_a_record_to_another_table(driver: StorageDriver, leases: Leases) -> None:
-    """The lease home and a completion-wait marker for a run named home have the same id components
-    and differ only in their table: a driver that matches the row to update by id alone (or keeps one
-    id column for every table) accepts this replacement."""
-    create_all(driver, [leases.unique("home", at=1)])
-    before = read_one(driver, leases.key("home"))
+def _elsewhere(leases: Leases, change: str) -> NewStorageRecord:
+    """A record whose key differs from the lease home's only in ``change``: its name, its environment (the
+    partition), or its table. The last is a completion-wait marker for a run named home, which has the
+    same id components as the lease: a driver matching the row to update by id alone accepts it."""
+    if change == "name":
+        return leases.unique("elsewhere", at=1)
+    if change == "partition":
+        return leases.record("home", at=1, environment=f"{leases.environment}-other")
     other = build_storage_record(
         StorageTableName.RUN_COMPLETION_WAIT_PRESENCE,
         {"environment": leases.environment, "sourceRunId": "home", "createdAt": expiry(0)},
@@ -516,6 +462,15 @@ def test_a_replacement_cannot_move_a_record_to_another_table(driver: StorageDriv
     assert other.key.id == leases.key("home").id and other.key.table is not StorageTableName.LEASES, (
         "the check built its other-table record under another id (a fault in the check, not the driver)"
     )
+    return other
+
+
+@NO_KEY_CHANGE
+@pytest.mark.parametrize("change", ["name", "partition", "table"])
+def test_a_replacement_cannot_change_the_key(driver: StorageDriver, leases: Leases, change: str) -> None:
+    create_all(driver, [leases.unique("home", at=1)])
+    before = read_one(driver, leases.key("home"))
+    other = _elsewhere(leases, change)
 
     def move(tx: StorageTransaction) -> None:
         (current,) = tx.get([leases.key("home")])
@@ -526,19 +481,19 @@ def test_a_replacement_cannot_move_a_record_to_another_table(driver: StorageDriv
 
     with refused(
         StorageKeyChangeError,
-        what="the check replaced the lease home with a record of another table under the same id",
+        what=f"the check replaced the record home with a record of another {change} (another key)",
         rule=NO_KEY_CHANGE,
     ):
         driver.transaction(move)
     assert read_one(driver, leases.key("home")) == before, differs(
-        "the lease home after a replace that tried to change its table was refused",
+        f"the record home after a replace that tried to change its {change} was refused",
         before,
         read_one(driver, leases.key("home")),
         "a refused replace must leave the record unchanged",
     )
     assert read_one(driver, other.key) is None, (
-        "a replace that tried to move home to another table was refused, yet a record exists at the new "
-        "key: a refused attempt must commit nothing"
+        f"a replace that tried to move home to another {change} was refused, yet a record exists at the "
+        "new key: a refused attempt must commit nothing"
     )
 
 

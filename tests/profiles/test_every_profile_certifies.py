@@ -16,6 +16,7 @@ from runlane_conformance import StorageClockAuthority, StorageDurability, Storag
 from runlane_conformance.fixtures.gating import gating_reason
 from runlane_conformance.run.model import RequirementOutcome, RunResult
 from runlane_conformance.runner import run_suites
+from tests.profiles.certified import assert_certified
 from tests.profiles.drivers import COMBINATIONS
 
 DRIVER = "tests.profiles.drivers:"
@@ -23,13 +24,7 @@ DRIVER = "tests.profiles.drivers:"
 
 def _certify(driver: str, options: dict[str, str] | None = None) -> RunResult:
     result = run_suites(driver, options or {}, seed=0)
-    failed = {
-        req.id: "\n".join(f"{test.nodeid}: {test.message}" for test in req.failures)
-        for req in result.requirements
-        if not req.outcome.acceptable
-    }
-    assert not failed, f"{driver} is correct but was refused: {failed}"
-    assert result.certified, f"{driver} passed every requirement but was not certified: {result.problems}"
+    assert_certified(result, driver)
     for req in result.requirements:
         capability = req.requirement.capability
         reason = None if capability is None else gating_reason(capability, result.facts)

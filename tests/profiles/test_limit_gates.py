@@ -21,6 +21,7 @@ from runlane_conformance.run.model import Outcome, RequirementOutcome
 from runlane_conformance.runner import run_suites
 from runlane_conformance.suites._limit_gates import GATES, limit_gate_reason
 from runlane_conformance.suites._limits_support import lease_floor, plan_distinct_keys, split_sizes
+from tests.profiles.certified import assert_certified
 
 HUGE = {
     "max_point_reads": "200000",
@@ -33,13 +34,7 @@ HUGE = {
 
 def test_a_driver_advertising_limits_beyond_a_checks_reach_certifies() -> None:
     result = run_suites("local", HUGE, seed=0)
-    refused = {
-        req.id: [f"{test.nodeid}: {test.message}" for test in req.failures]
-        for req in result.requirements
-        if not req.outcome.acceptable
-    }
-    assert not refused, f"a correct driver with huge limits was refused: {refused}"
-    assert result.certified, result.problems
+    assert_certified(result, "local with huge limits")
     gated = [
         test
         for req in result.requirements
@@ -111,10 +106,4 @@ def test_a_driver_advertising_modest_limits_certifies() -> None:
     """The suites' own scans and batches stay inside what the driver advertises: a correct driver with
     a 25-result page is not refused for the checks' page size of 100."""
     result = run_suites("local", MODEST, seed=0)
-    refused = {
-        req.id: [f"{test.nodeid}: {test.message}" for test in req.failures]
-        for req in result.requirements
-        if not req.outcome.acceptable
-    }
-    assert not refused, f"a correct driver with modest limits was refused: {refused}"
-    assert result.certified, result.problems
+    assert_certified(result, "local with modest limits")

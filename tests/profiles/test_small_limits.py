@@ -26,6 +26,7 @@ from runlane_conformance.suites._limit_gates import (
     core_floor_reason,
     limit_gates_reason,
 )
+from tests.profiles.certified import assert_certified
 
 PHANTOM = "test_a_phantom_where_a_scan_looked_is_detected_in_both_directions"
 BYTES_ONE_PAST = {
@@ -96,13 +97,7 @@ def _limit_gated(result: RunResult) -> set[str]:
 
 def _certify_small(options: dict[str, str], plans: list[Plan]) -> tuple[RunResult, set[str]]:
     result = run_suites("local", options, seed=0)
-    refused = {
-        req.id: [f"{test.nodeid}: {test.message}" for test in req.failures]
-        for req in result.requirements
-        if not req.outcome.acceptable
-    }
-    assert not refused, f"a correct driver with small limits {options} was refused: {refused}"
-    assert result.certified, result.problems
+    assert_certified(result, f"local with small limits {options}")
     limits: StorageLimits = result.profile.limits
     predicted = {
         check.nodeid

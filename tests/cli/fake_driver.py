@@ -25,7 +25,17 @@ DRIVER_FRAME = "fake_driver.py:42 in transaction"
 SHRINK_NOTE = "shrinking stopped after its 5 s budget: the example shown may not be the smallest"
 REPRODUCE = "pytest --pyargs fake_suite.test_conflicts --runlane-driver fake -k lost_update_scenario"
 
-KNOWN_OPTIONS = {"break", "append", "exclusive", "explode", "point_reads", "history", "shrink", "typo"}
+KNOWN_OPTIONS = {
+    "break",
+    "append",
+    "exclusive",
+    "explode",
+    "point_reads",
+    "history",
+    "shrink",
+    "typo",
+    "wait",
+}
 
 
 @dataclass

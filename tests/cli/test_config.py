@@ -79,6 +79,7 @@ def test_without_a_section_the_usual_defaults_apply(tmp_path: Path) -> None:
         ('workers = "2"', "'workers' must be a positive integer"),
         ("workers = 0", "'workers' must be a positive integer"),
         ("workers = true", "'workers' must be a positive integer"),
+        ('workers = "many"', "'workers' must be a positive integer or \"auto\""),
         ("driver = 3", "'driver' must be a non-empty string"),
         ("profile = 1", "'profile' must be a string"),
         ('options = "dsn=x"', "'options' must be a table"),
@@ -143,3 +144,10 @@ def test_a_file_driver_and_profile_drive_a_real_run_and_a_flag_overrides_the_pro
     )
     assert "Hypothesis profile quick" in overridden.stdout
     assert overridden.exit_code == 0, overridden.output
+
+
+def test_workers_may_be_auto_in_the_file(tmp_path: Path) -> None:
+    write(tmp_path, '[tool.runlane]\ndriver = "mine"\nworkers = "auto"\n')
+    config = load_run_config(None, tmp_path)
+    settings = resolve_run(config, driver=None, options=(), profile=None, workers=None, expect_fail=())
+    assert settings.workers == "auto"

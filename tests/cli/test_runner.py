@@ -220,7 +220,8 @@ def test_the_callers_hypothesis_profile_is_restored_after_a_run(fake_suite: str)
     ("kwargs", "message"),
     [
         ({"areas": ["nope"]}, "unknown area 'nope'"),
-        ({"workers": 0}, "workers must be a positive integer"),
+        ({"workers": 0}, "workers must be a positive integer or 'auto'"),
+        ({"workers": "many"}, "workers must be a positive integer or 'auto'"),
         ({"hypothesis_profile": "forever"}, "unknown Hypothesis profile 'forever'"),
         ({"seed": -1}, "seed must be a non-negative integer"),
     ],
@@ -260,3 +261,33 @@ def test_the_reference_driver_passes_its_point_reads_area() -> None:
     assert not result.failed_requirements, [(r.id, r.reason) for r in result.failed_requirements]
     assert result.status is RunStatus.PARTIAL
     assert all(t.nodeid.startswith("runlane_conformance/suites/test_point_reads.py::") for t in result.tests)
+
+
+def _machine_idle(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
+    """One processor, whose idle share ``auto`` reads as ``share``; a decision every 50 ms."""
+    from runlane_conformance.run import scaling, supervise
+
+    monkeypatch.setattr(scaling.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(scaling.IdleMeter, "available", staticmethod(lambda: True))
+    monkeypatch.setattr(scaling.IdleMeter, "idle_share", lambda self: share)
+    monkeypatch.setattr(supervise, "WINDOW_SECONDS", 0.05)
+
+
+def test_workers_auto_adds_workers_while_the_machine_sits_idle(
+    fake_suite: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {"break": "limits.query-results-boundary", "wait": "0.4"}
+    serial = run_suites(fake_suite, options, seed=9)
+    _machine_idle(monkeypatch, 0.9)
+    grown = run_suites(fake_suite, options, seed=9, workers="auto")
+    assert 1 < grown.workers <= 4
+    assert {r.id: r.outcome for r in grown.requirements} == {r.id: r.outcome for r in serial.requirements}
+
+
+def test_workers_auto_adds_none_while_the_machine_is_busy(
+    fake_suite: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _machine_idle(monkeypatch, 0.1)
+    result = run_suites(fake_suite, {"wait": "0.2"}, seed=9, workers="auto")
+    assert result.workers == 1
+    assert result.certified

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -49,6 +49,7 @@ from rich.text import Text
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..requirements import AREAS
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
+from ..run.scaling import AUTO, WorkerCount, parse_workers
 from ..safe_text import (
     MESSAGE_LIMIT,
     describe_exception,
@@ -227,7 +228,7 @@ class _RunOutputs:
     profile: str
     areas: tuple[str, ...]
     requirements: tuple[str, ...]
-    workers: int
+    workers: int | Literal["auto"]
     started_at: datetime
     options: Mapping[str, str] = field(default_factory=dict)
     done: bool = False
@@ -243,7 +244,7 @@ class _RunOutputs:
             hypothesis_profile=self.profile,
             areas=self.areas,
             requirements=self.requirements,
-            workers=self.workers,
+            workers=WorkerCount.of(self.workers).start,
             started_at=self.started_at,
             problems=problems,
             exit_code=code,
@@ -825,7 +826,7 @@ def _execute(
     areas: Sequence[str],
     profile: str,
     seed: int | None,
-    workers: int,
+    workers: int | Literal["auto"],
     listener: Callable[[RunEvent], None] | None,
     *,
     requirements: Sequence[str] = (),
@@ -881,12 +882,27 @@ def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
         _stop(ExitCode.BROKEN, f"internal error: the report would not match its schema: {error}")
 
 
+def _workers_flag(value: str | None) -> int | Literal["auto"] | None:
+    """``--workers`` as given: a positive count or ``auto`` (checked by ``_check_workers`` already)."""
+    return None if value is None else parse_workers(value)
+
+
+def _check_workers(value: str | None) -> str | None:
+    """Refuse a ``--workers`` value that is neither a positive count nor ``auto`` as a usage error."""
+    if value is not None:
+        try:
+            parse_workers(value)
+        except ValueError:
+            raise typer.BadParameter(f"{value!r} is neither a positive integer nor auto") from None
+    return value
+
+
 def _run_settings(
     config: Path | None,
     driver: str | None,
     option: Sequence[str] | None,
     profile: str | None,
-    workers: int | None,
+    workers: int | Literal["auto"] | None,
     expect_fail: Sequence[str] | None,
 ) -> RunSettings:
     """``run``'s flags combined with ``[tool.runlane]`` (flags win); a bad file or no driver exits 2."""
@@ -963,12 +979,13 @@ def run(
         ),
     ] = None,
     workers: Annotated[
-        int | None,
+        str | None,
         typer.Option(
-            min=1,
-            metavar="N",
-            help="Run checks in N supervised processes at once (default 1). Pays off from the default "
-            "profile up; with quick, startup dominates.",
+            metavar="N|auto",
+            callback=_check_workers,
+            help="Run checks in N supervised processes at once (default 1). auto starts one per "
+            "processor and adds more while the processors sit idle, as they do while a driver waits "
+            "on its database or on locks (up to 4 per processor).",
             show_default=False,
         ),
     ] = None,
@@ -1055,9 +1072,9 @@ def run(
     """
     _begin()
     started_at = datetime.now(UTC)
-    settings = _run_settings(config, driver, option, profile, workers, expect_fail)
+    settings = _run_settings(config, driver, option, profile, _workers_flag(workers), expect_fail)
     driver, option, profile = settings.driver, list(settings.options), settings.profile
-    workers, expect_fail = settings.workers, list(settings.expect_fail)
+    worker_count, expect_fail = settings.workers, list(settings.expect_fail)
     report_target = _output_target(report, "report")
     junit_target = _output_target(junit, "JUnit file")
     if report_target is not None and junit_target is not None:
@@ -1076,7 +1093,7 @@ def run(
         profile=profile,
         areas=tuple(area or ()),
         requirements=tuple(requirement or ()),
-        workers=workers,
+        workers=worker_count,
         started_at=started_at,
     )
     _adopt_orphans()
@@ -1164,10 +1181,13 @@ def _run_and_judge(
         )
 
     usable = os.cpu_count() or 1
-    if workers > usable:
-        # More children than processors only adds start-up cost and contention: it cannot pay off.
-        console.print(Text(f"note: {workers} workers asked for, {usable} processor(s) here: using {usable}"))
-        workers = usable
+    if workers != AUTO and workers > usable:
+        console.print(
+            Text(
+                f"note: {workers} workers on {usable} processor(s): more workers than processors pays "
+                "off only while checks wait (on a database, on locks); --workers auto decides by load"
+            )
+        )
     live = _LiveProgress(header, verbose=verbose, options=options, expected=[e.requirement for e in expected])
     max_failures = 1 if exitfirst else maxfail
     # A progress display off a terminal is disabled; not entering it at all keeps rich releases before

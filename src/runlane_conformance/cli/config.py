@@ -6,7 +6,7 @@ targets, its declared known failures), so those live in the project's own ``pypr
     [tool.runlane]
     driver = "mydriver"
     profile = "default"
-    workers = 2
+    workers = "auto"
 
     [tool.runlane.options]
     dsn = "postgresql://127.0.0.1/test"
@@ -28,8 +28,10 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ..contract.errors import RunlaneError
+from ..run.scaling import AUTO, parse_workers
 from ..suggest import did_you_mean
 
 __all__ = ["CONFIG_KEYS", "ConfigError", "RunConfig", "RunSettings", "load_run_config", "resolve_run"]
@@ -57,7 +59,7 @@ class RunConfig:
     driver: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
     profile: str | None = None
-    workers: int | None = None
+    workers: int | Literal["auto"] | None = None
     expect_fail: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -72,7 +74,7 @@ class RunSettings:
     driver: str
     options: tuple[str, ...]
     profile: str
-    workers: int
+    workers: int | Literal["auto"]
     expect_fail: tuple[str, ...]
     source: str | None
 
@@ -115,8 +117,15 @@ def parse_run_config(section: object, source: str) -> RunConfig:
     if profile is not None and not isinstance(profile, str):
         raise ConfigError(f"{where}: 'profile' must be a string (quick, default or thorough)")
     workers = section.get("workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"{where}: 'workers' must be a positive integer, got {workers!r}")
+    if workers is not None:
+        try:
+            if isinstance(workers, str) and workers.strip().lower() != AUTO:
+                raise ValueError(workers)  # a count is a TOML integer, not a string
+            workers = parse_workers(workers)
+        except ValueError:
+            raise ConfigError(
+                f"{where}: 'workers' must be a positive integer or \"auto\", got {workers!r}"
+            ) from None
     options = {
         key: _option_value(where, key, value)
         for key, value in _table(where, "options", section.get("options", {})).items()
@@ -166,7 +175,7 @@ def resolve_run(
     driver: str | None,
     options: Sequence[str],
     profile: str | None,
-    workers: int | None,
+    workers: int | Literal["auto"] | None,
     expect_fail: Sequence[str],
 ) -> RunSettings:
     """Combine flags and file: a flag wins, per key for options and per requirement for known failures.

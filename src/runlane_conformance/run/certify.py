@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from .. import __version__
 from ..expected_failures import ExpectedFailure
@@ -61,6 +62,7 @@ from .model import (
 from .plan import Plan, PlannedCheck, build_plan, longest_first, planned_from_event, scope_catalog
 from .probe import probe_driver, probe_facts
 from .raw import RawCheck
+from .scaling import WorkerCount, parse_workers
 from .supervise import ChildSpec, Supervisor
 from .verdict import fold_requirements, judge_check, limit_problems, unfinished_check
 
@@ -150,7 +152,7 @@ class _Request:
     requirements: tuple[str, ...]
     hypothesis_profile: str
     seed: int
-    workers: int
+    workers: WorkerCount
     check_timeout: float
     scope: dict[str, Requirement]
     max_failures: int | None = None
@@ -165,7 +167,7 @@ def _validate(
     requirements: Sequence[str],
     hypothesis_profile: str,
     seed: int | None,
-    workers: int,
+    workers: int | Literal["auto"],
     check_timeout: float | None,
     catalog: Mapping[str, Requirement] | None,
     max_failures: int | None = None,
@@ -180,8 +182,10 @@ def _validate(
                 otherwise=f"profiles: {', '.join(HYPOTHESIS_PROFILES)}",
             )
         )
-    if isinstance(workers, bool) or workers < 1:
-        raise RunUsageError(f"workers must be a positive integer, got {workers!r}")
+    try:
+        count = WorkerCount.of(parse_workers(workers))
+    except ValueError as error:
+        raise RunUsageError(str(error)) from None
     if seed is None:
         seed = secrets.randbelow(2**32)
     elif isinstance(seed, bool) or seed < 0:
@@ -213,7 +217,7 @@ def _validate(
         requirements,
         hypothesis_profile,
         seed,
-        workers,
+        count,
         float(check_timeout),
         scope,
         max_failures,
@@ -290,6 +294,7 @@ def _result(
     environment: RunEnvironment,
     problems: Sequence[str],
     output: str,
+    peak_workers: int = 1,
 ) -> RunResult:
     missing_reason = {
         RunStatus.INTERRUPTED: "interrupted before it ran",
@@ -320,7 +325,7 @@ def _result(
         hypothesis_profile=request.hypothesis_profile,
         areas=request.areas,
         requirement_filter=request.requirements,
-        workers=request.workers,
+        workers=peak_workers,
         started_at=started_at,
         duration=duration,
         tests=tuple(judged),
@@ -390,7 +395,7 @@ def certify_driver(
     requirements: Sequence[str] = (),
     hypothesis_profile: str = "quick",
     seed: int | None = None,
-    workers: int = 1,
+    workers: int | Literal["auto"] = 1,
     check_timeout: float | None = None,
     listener: RunListener | None = None,
     catalog: Mapping[str, Requirement] | None = None,
@@ -458,7 +463,7 @@ def certify_driver(
             listener(CollectionFinished(plan.totals()))
         # Serial runs go area by area (their live timers then mean something); parallel runs start
         # the long checks first, so no worker is left alone with one at the end.
-        return longest_first(plan.checks) if request.workers > 1 else list(plan.checks)
+        return longest_first(plan.checks) if request.workers.ceiling > 1 else list(plan.checks)
 
     def on_start(check: PlannedCheck) -> None:
         if listener is not None:
@@ -480,7 +485,8 @@ def certify_driver(
     started = time.perf_counter()
     supervisor = Supervisor(
         spec,
-        workers=request.workers,
+        workers=request.workers.start,
+        grow_to=request.workers.ceiling,
         check_timeout=request.check_timeout,
         explicit_timeout=check_timeout is not None,
         max_failures=request.max_failures,
@@ -501,6 +507,7 @@ def certify_driver(
         environment=_environment(source, outcome.plugins, supervised=True, isolation=isolation),
         problems=outcome.problems,
         output=outcome.output,
+        peak_workers=outcome.peak_workers,
     )
 
 
@@ -515,7 +522,7 @@ def run_suites(
     requirements: Sequence[str] = (),
     hypothesis_profile: str = "quick",
     seed: int | None = None,
-    workers: int = 1,
+    workers: int | Literal["auto"] = 1,
     extra_pytest_args: Sequence[str] = (),
     listener: RunListener | None = None,
     catalog: Mapping[str, Requirement] | None = None,

@@ -53,6 +53,7 @@ from .environment import closed_process_environment
 from .model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunBrokenError
 from .plan import PlannedCheck, deadline_for, planned_from_event
 from .raw import RawCheck
+from .scaling import IDLE_SHARE_TO_GROW, WINDOW_SECONDS, IdleMeter
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
 
@@ -102,6 +103,8 @@ class SupervisorOutcome:
     interrupted: bool
     output: str
     stopped: bool = False
+    #: The most children that ran at once (``--workers auto`` may add some on the way).
+    peak_workers: int = 1
 
 
 @dataclass
@@ -175,9 +178,15 @@ class Supervisor:
         on_start: Callable[[PlannedCheck], None],
         on_end: Callable[[RawCheck | CheckResult], CheckResult],
         on_shrinking: Callable[[PlannedCheck], None] = lambda check: None,
+        grow_to: int | None = None,
     ) -> None:
         self._spec = spec
         self._workers_wanted = workers
+        # --workers auto: more children while the machine's processors sit idle (run.scaling).
+        self._grow_to = grow_to if grow_to is not None and grow_to > workers else None
+        self._idle = IdleMeter() if self._grow_to is not None else None
+        self._next_growth = 0.0
+        self._peak = workers
         self._timeout = check_timeout
         self._explicit_timeout = explicit_timeout
         self._on_plan = on_plan
@@ -359,7 +368,11 @@ class Supervisor:
         # other worker idles (a check's length is unknown until it ends).
         # With --maxfail, one ahead as well: a child then waits for our answer to each check's end
         # before it starts the next, so it never starts a check after the one that stopped the run.
-        depth = MAX_HANDED_OUT if self._workers_wanted == 1 and self._max_failures is None else 2
+        depth = (
+            MAX_HANDED_OUT
+            if self._workers_wanted == 1 and self._grow_to is None and self._max_failures is None
+            else 2
+        )
         while len(worker.assigned) < depth and self._queue:
             nodeid = self._queue.popleft()
             worker.assigned.append(nodeid)
@@ -557,6 +570,31 @@ class Supervisor:
             self._respawns += 1
             alive.append(self._spawn(probe=False))
 
+    def _maybe_grow(self, now: float) -> None:
+        """Add a child when, over the last window, half the machine's processor time went unused.
+
+        Only while checks are queued beyond what the children already hold, never while a child
+        is still starting (its imports would hide the idle time it is about to use), and never
+        past the ceiling ``auto`` set. See ``run.scaling``.
+        """
+        if self._grow_to is None or self._idle is None or self._stopping or now < self._next_growth:
+            return
+        self._next_growth = now + WINDOW_SECONDS
+        idle = self._idle.idle_share()
+        alive = [w for w in self._workers if not w.dead]
+        if (
+            idle is None
+            or idle < IDLE_SHARE_TO_GROW
+            or len(alive) != self._workers_wanted
+            or len(alive) >= self._grow_to
+            or len(self._queue) <= len(alive)
+            or any(not w.ready for w in alive)
+        ):
+            return
+        self._workers_wanted += 1
+        self._spawn(probe=False)
+        self._peak = max(self._peak, self._workers_wanted)
+
     def _give_up(self, message: str) -> None:
         from .verdict import unfinished_check
 
@@ -643,6 +681,7 @@ class Supervisor:
             interrupted=interrupted,
             output=self._output(),
             stopped=self._stopping,
+            peak_workers=self._peak,
         )
 
     def _fail_interrupted(self, worker: _Worker) -> None:
@@ -697,6 +736,7 @@ class Supervisor:
                     worker.cleanup_since = None
                     self._close(worker)
             if planned:
+                self._maybe_grow(now)
                 self._replace_workers()
                 alive = [w for w in self._workers if not w.dead]
                 if not alive and not self._queue:

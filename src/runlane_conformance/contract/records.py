@@ -30,7 +30,7 @@ def encode_storage_document(table: StorageTable | StorageTableName | str, value:
     definition = table if isinstance(table, StorageTable) else get_storage_table(table)
     document = StorageDocument(value)
     try:
-        definition.check_value(document.value)
+        definition.check_document(document)
     except StorageCorruptionError as error:
         raise StorageValidationError(str(error)) from error
     return document

@@ -20,6 +20,7 @@ failures of that check naming what was raised, instead of ending the session.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import re
 import unittest
@@ -295,6 +296,11 @@ class EventPlugin:
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
             raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
         items = {item.nodeid: item for item in session.items}
+        # What exists now (pytest, Hypothesis, the driver, the collected suites) lives as long as this
+        # child: moving it out of the collector's reach spares every full collection during the checks
+        # a walk over it. Measured on a quick run of the reference driver: the collector's time fell
+        # from 1.0 s to 0.6 s, about 8% of the run's CPU.
+        gc.freeze()
         self._emit({"event": "ready"})
         current = next(self._commands, None)
         while current is not None:

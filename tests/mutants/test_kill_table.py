@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from runlane_conformance import StorageIndexConsistency
+from runlane_conformance.fixtures import hypothesis_profiles
 from runlane_conformance.requirements import all_requirements
 from runlane_conformance.runner import run_suites
 from tests.conftest import KILL_TABLE_ROW
@@ -21,6 +22,18 @@ from tests.mutants.runner import requirement_outcomes
 MUTANTS = all_mutants()
 
 
+@pytest.fixture
+def no_shrinking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Report each failure as Hypothesis first found it: a kill needs the verdict, not the smallest example.
+
+    Shrinking was most of the kill table's time (the cursor mutants spent 11-15 s each on it, 1.3-2.8 s
+    without). How well failures shrink is measured where it matters: ``benchmarks/time_to_failure.py``
+    and the failure-report tests, which keep the profile's budget.
+    """
+    monkeypatch.setitem(hypothesis_profiles.SHRINK_BUDGET_SECONDS, "quick", 0.0)
+
+
+@pytest.mark.usefixtures("no_shrinking")
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
 def test_mutant_is_killed_by_the_requirement_it_breaks(
     mutant: Mutant, record_property: Callable[[str, object], None]

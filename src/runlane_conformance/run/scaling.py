@@ -40,7 +40,7 @@ AUTO_CEILING: Final = 16
 #: The share of the machine's processor time that must have gone unused in a window to add a child.
 IDLE_SHARE_TO_GROW: Final = 0.5
 #: Seconds between two decisions to add a child.
-WINDOW_SECONDS: Final = 1.0
+WINDOW_SECONDS: Final = 0.5
 
 _PROC_STAT = "/proc/stat"
 

@@ -1,0 +1,71 @@
+"""A reference-driver harness whose point reads lock what they read until the transaction ends.
+
+As a pessimistic driver does (``SELECT ... FOR UPDATE``): a second transaction's read of the same
+key waits inside the driver, across round trips, until the first one commits or rolls back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from runlane_conformance.local.harness import LocalHarness, LocalStoreHandle, local_harness
+
+
+class _Locks:
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[object, threading.Lock] = {}
+
+    def lock(self, key: object) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+
+class LockingStoreHandle(LocalStoreHandle):
+    locks: _Locks
+
+    def connect(self, *, clock: Any = None) -> Any:
+        driver = super().connect(clock=clock)
+        transaction = driver.transaction
+        locks = self.locks
+
+        def locking(callback: Callable[..., Any]) -> Any:
+            held: list[threading.Lock] = []
+
+            def wrapped(tx: Any) -> Any:
+                get = tx.get
+
+                def get_and_lock(keys: Sequence[Any]) -> Any:
+                    for key in keys:
+                        lock = locks.lock(key)
+                        if lock not in held:
+                            lock.acquire()
+                            held.append(lock)
+                    return get(keys)
+
+                tx.get = get_and_lock
+                return callback(tx)
+
+            try:
+                return transaction(wrapped)
+            finally:
+                for lock in held:
+                    lock.release()
+
+        driver.transaction = locking  # type: ignore[method-assign]
+        return driver
+
+
+class LockingHarness(LocalHarness):
+    def open_store(self) -> LocalStoreHandle:
+        handle = LockingStoreHandle(self.limits, self.max_transaction_attempts)
+        handle.locks = _Locks()
+        self._stores.append(handle)
+        return handle
+
+
+def harness(options: Mapping[str, str]) -> LockingHarness:
+    base = local_harness(options)
+    return LockingHarness(base.limits, base.max_transaction_attempts)

@@ -403,4 +403,3 @@ MUTANTS += [
         "a replayed attempt's now() returns the time the abandoned attempt sampled",
     ),
 ]
-

@@ -82,6 +82,9 @@ class CallbackFailedError(Exception):
 
 T = TypeVar("T")
 
+# One encoder for every message (``json.dumps`` with options builds a new one each time).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
 #: How long a request may hold up the reading of stdin before the watchdog hands the reading on.
 HAND_OVER_AFTER = 0.002
 
@@ -280,7 +283,7 @@ class BackendServer:
     # -- the pipe ----------------------------------------------------------------------------------
 
     def _send(self, message: Mapping[str, Any]) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+        line = _encode(message) + "\n"
         with self._write_lock:
             self._stdout.write(line.encode("utf-8"))
             self._stdout.flush()

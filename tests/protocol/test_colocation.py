@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from runlane_conformance.harness import DriverOptionError
+from runlane_conformance.protocol.client import CPU_SLOT_VARIABLE
 from runlane_conformance.protocol.process import process_harness
 
 BACKEND = f"{sys.executable} -m runlane_conformance.backend --driver local"
@@ -50,3 +51,16 @@ def test_colocate_false_leaves_every_cpu_to_the_operating_system() -> None:
 def test_colocate_takes_true_or_false() -> None:
     with pytest.raises(DriverOptionError, match="colocate"):
         process_harness({"command": BACKEND, "colocate": "sometimes"})
+
+
+def test_a_worker_slot_names_the_cpu_so_two_workers_backends_do_not_share_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    for slot in (0, 1):
+        monkeypatch.setenv(CPU_SLOT_VARIABLE, str(slot))
+        harness = process_harness({"command": BACKEND})
+        try:
+            assert os.sched_getaffinity(harness.backend()._process.pid) == {allowed[slot % len(allowed)]}
+        finally:
+            harness.close()

@@ -58,10 +58,13 @@ from .errors import (
 )
 from .wire import date_to_wire
 
-__all__ = ["PROTOCOL_VERSION", "BackendProcess", "MessageTap"]
+__all__ = ["CPU_SLOT_VARIABLE", "PROTOCOL_VERSION", "BackendProcess", "MessageTap"]
 
 #: The protocol version this toolkit speaks.
 PROTOCOL_VERSION = 1
+#: Set by the supervisor of ``--workers N`` for each child (0 .. N - 1): a colocated backend then
+#: runs on that CPU of the allowed ones, so two workers' backends never share one by chance.
+CPU_SLOT_VARIABLE = "RUNLANE_CPU_SLOT"
 _STDERR_LINES = 20
 _STDERR_CHARS = 2000
 
@@ -88,16 +91,18 @@ def _current_cpu() -> int | None:
 
 
 def _colocate() -> tuple[int, set[int]] | None:
-    """Keep the calling thread (and what it starts next) on its current CPU; its native id and old CPU set.
+    """Keep the calling thread (and what it starts next) on one CPU; its native id and old CPU set.
 
-    ``None`` when there is nothing to do or no way to do it: no ``sched_setaffinity``, a thread
-    already held to one CPU, or a CPU that cannot be read.
+    The CPU is the one the worker's slot names (``CPU_SLOT_VARIABLE``), otherwise the one the
+    thread runs on. ``None`` when there is nothing to do or no way to do it: no
+    ``sched_setaffinity``, a thread already held to one CPU, or a CPU that cannot be read.
     """
     if not hasattr(os, "sched_setaffinity"):
         return None
     try:
         allowed = os.sched_getaffinity(0)
-        cpu = _current_cpu()
+        slot = os.environ.get(CPU_SLOT_VARIABLE, "")
+        cpu = sorted(allowed)[int(slot) % len(allowed)] if slot.isdigit() and allowed else _current_cpu()
         if len(allowed) < 2 or cpu is None or cpu not in allowed:
             return None
         os.sched_setaffinity(0, {cpu})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -70,6 +71,39 @@ def test_a_read_waiting_for_another_transactions_lock_does_not_keep_that_transac
             thread.join(30)
         assert not errors, errors
         assert [record.key for record in seen if record is not None] == [key]
+    finally:
+        store.close()
+        harness.close()
+
+
+def test_an_attempt_that_ends_while_its_own_request_waits_for_the_toolkits_clock_still_commits() -> None:
+    # The attempt's callback returns while a thread it started is inside now(), which asks the
+    # toolkit's clock: the attempt's reply reaches the backend while the thread that waits for it
+    # is busy answering that now().
+    harness = process_harness({"command": BACKEND, "timeout": "10"})
+    store = harness.open_store()
+    try:
+        gate = threading.Event()
+        moments: list[object] = []
+
+        def clock() -> datetime:
+            assert gate.wait(10)
+            return datetime(2030, 1, 1, tzinfo=UTC)
+
+        driver = store.connect(clock=clock)
+        started: list[threading.Thread] = []
+
+        def callback(tx: StorageTransaction) -> str:
+            thread = threading.Thread(target=lambda: moments.append(tx.now()))
+            thread.start()
+            started.append(thread)
+            time.sleep(0.2)  # now() is waiting for the clock, inside the backend
+            threading.Timer(0.3, gate.set).start()
+            return "committed"
+
+        assert driver.transaction(callback) == "committed"
+        started[0].join(10)
+        assert moments == [datetime(2030, 1, 1, tzinfo=UTC)]
     finally:
         store.close()
         harness.close()

@@ -357,6 +357,9 @@ class BackendServer:
             self._handle(message)
             if not reading.keep_reading():
                 return None
+            if inbox is not None and not inbox.empty():
+                # The reply came while this thread answered (and read, for that answer's own wait).
+                return inbox.get()
         self._stop.set()
         return None
 

@@ -69,3 +69,41 @@ class LockingHarness(LocalHarness):
 def harness(options: Mapping[str, str]) -> LockingHarness:
     base = local_harness(options)
     return LockingHarness(base.limits, base.max_transaction_attempts)
+
+
+class OneCallAtATimeStoreHandle(LocalStoreHandle):
+    """Each attempt serves one call at a time: a second call waits for the first (a plain lock)."""
+
+    def connect(self, *, clock: Any = None) -> Any:
+        driver = super().connect(clock=clock)
+        transaction = driver.transaction
+
+        def serialized(callback: Callable[..., Any]) -> Any:
+            def wrapped(tx: Any) -> Any:
+                lock = threading.Lock()
+                for name in ("get", "query_candidates", "now", "create", "replace", "delete"):
+                    call = getattr(tx, name)
+
+                    def one_at_a_time(*args: Any, _call: Any = call, **kwargs: Any) -> Any:
+                        with lock:
+                            return _call(*args, **kwargs)
+
+                    setattr(tx, name, one_at_a_time)
+                return callback(tx)
+
+            return transaction(wrapped)
+
+        driver.transaction = serialized  # type: ignore[method-assign]
+        return driver
+
+
+class OneCallAtATimeHarness(LocalHarness):
+    def open_store(self) -> LocalStoreHandle:
+        handle = OneCallAtATimeStoreHandle(self.limits, self.max_transaction_attempts)
+        self._stores.append(handle)
+        return handle
+
+
+def one_call_at_a_time(options: Mapping[str, str]) -> OneCallAtATimeHarness:
+    base = local_harness(options)
+    return OneCallAtATimeHarness(base.limits, base.max_transaction_attempts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -104,6 +105,50 @@ def test_an_attempt_that_ends_while_its_own_request_waits_for_the_toolkits_clock
         assert driver.transaction(callback) == "committed"
         started[0].join(10)
         assert moments == [datetime(2030, 1, 1, tzinfo=UTC)]
+    finally:
+        store.close()
+        harness.close()
+
+
+def test_a_call_overlapping_another_of_the_same_attempt_runs_on_another_backend_thread() -> None:
+    # As in process, where the second call comes from a second thread: here it waits for the
+    # first (the driver serves one call of an attempt at a time) instead of running inside it.
+    harness = process_harness(
+        {"command": BACKEND.replace(":harness", ":one_call_at_a_time"), "timeout": "10"}
+    )
+    store = harness.open_store()
+    try:
+        entered, release = threading.Event(), threading.Event()
+        outcome: dict[str, object] = {}
+
+        def clock() -> datetime:
+            entered.set()
+            assert release.wait(10)
+            return datetime(2030, 1, 1, tzinfo=UTC)
+
+        driver = store.connect(clock=clock)
+        leases = Leases("overlap")
+
+        def capture(name: str, call: Callable[[], object]) -> None:
+            try:
+                outcome[name] = call()
+            except BaseException as error:
+                outcome[name] = error
+
+        def callback(tx: StorageTransaction) -> None:
+            timer = threading.Thread(target=capture, args=("now", tx.now))
+            timer.start()
+            assert entered.wait(10)
+            reader = threading.Thread(target=capture, args=("read", lambda: tx.get([leases.key("x")])))
+            reader.start()
+            reader.join(0.3)
+            release.set()
+            timer.join(10)
+            reader.join(10)
+
+        driver.transaction(callback)
+        assert outcome["now"] == datetime(2030, 1, 1, tzinfo=UTC)
+        assert "read" in outcome  # answered (the reference driver refuses it: the read set is sealed)
     finally:
         store.close()
         harness.close()

@@ -258,6 +258,8 @@ class BackendServer:
         self._reading = _Reading(self._workers)
         #: The thread running each attempt's callback (the one inside the driver's transaction).
         self._attempt_threads: dict[str, int] = {}
+        #: Per thread (``attempts``): the attempts with a call in progress that this thread answers.
+        self._busy_attempts = threading.local()
         self._ops: dict[str, Callable[[Mapping[str, Any]], object]] = {
             "hello": self._hello,
             "open": self._open,
@@ -334,11 +336,14 @@ class BackendServer:
 
         A request is answered on this thread when nothing above it on this
         thread's stack waits (``inbox`` is ``None``) or when it is a request
-        of an attempt whose callback this thread runs; any other request
-        might wait for what this thread is waiting for, so the pool answers it.
+        of an attempt whose callback this thread runs and which has no call in
+        progress here; any other request might wait for what this thread is
+        waiting for (or, in process, would overlap a call on another thread),
+        so the pool answers it.
         """
         reading = self._reading
         me = threading.get_ident()
+        busy: set[str] = self._busy_attempts.__dict__.setdefault("attempts", set())
         for raw in iter(self._stdin.readline, b""):
             message: dict[str, Any] = json.loads(raw)
             if "re" in message:
@@ -349,12 +354,23 @@ class BackendServer:
                 waiting.put(message)
                 continue
             attempt = message.get("attempt")
-            mine = isinstance(attempt, str) and self._attempt_threads.get(attempt) == me
+            if not isinstance(attempt, str):
+                attempt = None
+            # Of its own attempts' requests, not one whose attempt is inside a call on this thread:
+            # that request comes from another toolkit thread, and in process runs on another thread.
+            mine = attempt is not None and attempt not in busy and self._attempt_threads.get(attempt) == me
             if inbox is not None and not mine:
                 self._workers.submit(message)
                 continue
             reading.start_answering()
-            self._handle(message)
+            if attempt is None or attempt in busy:
+                self._handle(message)
+            else:
+                busy.add(attempt)
+                try:
+                    self._handle(message)
+                finally:
+                    busy.discard(attempt)
             if not reading.keep_reading():
                 return None
             if inbox is not None and not inbox.empty():

@@ -259,6 +259,8 @@ class BackendProcess:
         if colocated is None:
             return
         thread, allowed = colocated
+        if thread not in {alive.native_id for alive in threading.enumerate()}:
+            return  # gone: its id may name another thread by now
         with contextlib.suppress(OSError):
             if len(os.sched_getaffinity(thread)) == 1:
                 os.sched_setaffinity(thread, allowed)

@@ -126,7 +126,9 @@ def test_instruction_counting_child_runs_both_engines_outside_valgrind(tmp_path:
 def test_boundary_benchmark_prints_its_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
     load_script("process_boundary").main(["--no-certify", "--exchanges", "20"])
     out = capsys.readouterr().out
-    assert re.fullmatch(r"round trip: one exchange \d+ us, one empty transaction \d+ us\n", out)
+    assert re.fullmatch(
+        r"round trip: one exchange \d+ us, one empty transaction \d+ us \(load average [\d.]+\)\n", out
+    )
 
 
 def test_time_to_failure_prints_a_row_per_bug_and_the_target_verdict(

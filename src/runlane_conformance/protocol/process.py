@@ -18,7 +18,11 @@ Options:
   transaction the clock restarts after each attempt's callback;
 * ``max_line_bytes``: the longest line accepted from the backend (default 64 MiB);
 * ``validate``: ``true`` to check every message in both directions against
-  the protocol's JSON Schema (slower; the toolkit's own tests use it).
+  the protocol's JSON Schema (slower; the toolkit's own tests use it);
+* ``colocate``: ``false`` to let the operating system place the backend on any
+  CPU. By default (Linux) it runs on the CPU of the toolkit thread that starts
+  it, which stays there while it lives: the two take turns, and a wake-up
+  across CPUs costs more than most answers (see ``docs/driver-protocol.md``, Cost).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_OPTIONS = ("command", "timeout", "max_line_bytes", "validate")
+_OPTIONS = ("command", "timeout", "max_line_bytes", "validate", "colocate")
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -402,6 +406,7 @@ class ProcessHarness:
         timeout: float = DEFAULT_TIMEOUT,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         tap: MessageTap | None = None,
+        colocate: bool = True,
     ) -> None:
         try:
             self.argv = shlex.split(command)
@@ -415,6 +420,7 @@ class ProcessHarness:
         self.timeout = timeout
         self.max_line_bytes = max_line_bytes
         self._tap = tap
+        self.colocate = colocate
         self._lock = threading.Lock()
         self._backend: BackendProcess | None = None
         self._retired: list[BackendProcess] = []
@@ -422,7 +428,11 @@ class ProcessHarness:
 
     def _start(self) -> tuple[BackendProcess, BackendInfo]:
         backend = BackendProcess(
-            self.argv, timeout=self.timeout, max_line_bytes=self.max_line_bytes, tap=self._tap
+            self.argv,
+            timeout=self.timeout,
+            max_line_bytes=self.max_line_bytes,
+            tap=self._tap,
+            colocate=self.colocate,
         )
         try:
             answer = backend.request("hello", {"protocol": [PROTOCOL_VERSION]})
@@ -517,9 +527,16 @@ def process_harness(options: Mapping[str, str]) -> ProcessHarness:
         raise DriverOptionError(
             f"process driver option validate={options['validate']!r} is not true or false"
         )
+    colocate = options.get("colocate", "true").strip().lower()
+    if colocate not in ("true", "false"):
+        raise DriverOptionError(
+            f"process driver option colocate={options['colocate']!r} is not true or false"
+        )
     tap = None
     if validate == "true":
         from .schema import validating_tap
 
         tap = validating_tap()
-    return ProcessHarness(command, timeout=timeout, max_line_bytes=max_line, tap=tap)
+    return ProcessHarness(
+        command, timeout=timeout, max_line_bytes=max_line, tap=tap, colocate=colocate == "true"
+    )

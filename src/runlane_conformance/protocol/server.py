@@ -6,12 +6,20 @@ boundary as a driver written in any other language; any ``--driver`` the
 CLI accepts works (an entry point name or ``module:factory``), with
 ``--option k=v`` passed to its harness factory.
 
-Requests are handled concurrently, each on a thread of its own, because
-they depend on each other across the pipe: a transaction's thread waits
-inside its driver's transaction loop for the toolkit to finish an attempt,
-while that attempt's ``get`` arrives and must run, and a competing
-transaction on another connection may arrive meanwhile too. A driver
-therefore sees the calls, threads and overlaps the suites make in process.
+Requests may depend on each other across the pipe: a transaction's thread
+waits inside its driver's transaction loop for the toolkit to finish an
+attempt, while that attempt's ``get`` arrives and must run, and a competing
+transaction on another connection may arrive meanwhile too, or wait for a
+lock the first one holds. So stdin is never left unread while a request
+waits: the thread that reads a request answers it itself (most requests are
+answered in microseconds, and waking a second thread for each would cost
+more than the answer), and hands the reading to another thread of a pool as
+soon as the request has to wait: at once when the driver asks the toolkit
+something (an attempt, the injected clock, a fault decision), and after a
+few milliseconds, noticed by a watchdog, when it is held up inside the
+driver (a lock, a slow server). A driver therefore sees the calls, threads
+and overlaps the suites make in process; requests that arrive together may
+be answered one after the other, as a scheduler may run them in process.
 
 The process's own stdout is moved away before any driver code runs: file
 descriptor 1 then points at stderr, so a stray ``print`` in a driver lands in
@@ -74,17 +82,21 @@ class CallbackFailedError(Exception):
 
 T = TypeVar("T")
 
-_READ = object()  # the task "read the next message from stdin"
+# One encoder for every message (``json.dumps`` with options builds a new one each time).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+#: How long a request may hold up the reading of stdin before the watchdog hands the reading on.
+HAND_OVER_AFTER = 0.002
+
+_READ = object()  # the pool task "take over the reading of stdin"
 
 
 class _Workers:
-    """A pool of threads taking turns at reading stdin, each handling the request it read.
+    """A pool of threads, each woken (or started) to read stdin next or to answer one request.
 
     Requests block on each other across the pipe (see the module docstring),
-    so there is no upper bound: a task that finds no idle thread gets a new
-    one. Exactly one thread reads at a time. When it reads a request it
-    passes the reading on to another thread and handles the request itself,
-    so the answer is computed by the thread that is already awake.
+    so there is no upper bound: a task that finds no idle thread starts a
+    new one.
     """
 
     def __init__(self, read: Callable[[], None], handle: Callable[[Mapping[str, Any]], None]) -> None:
@@ -113,6 +125,57 @@ class _Workers:
                 self._handle(task)  # type: ignore[arg-type]
             with self._lock:
                 self._idle += 1
+
+
+class _Reading:
+    """Who reads stdin: one thread at a time, which may be busy answering what it read.
+
+    ``turn`` counts the requests the reader started answering; ``busy`` says
+    it is answering one instead of reading. ``hand_over`` gives the reading
+    to a thread of the pool while the reader is busy (the watchdog asks when
+    one turn has lasted too long); the busy thread, once done, sees it is no
+    longer the reader and waits for its replies on its own queue instead.
+    """
+
+    def __init__(self, workers: _Workers) -> None:
+        self._workers = workers
+        self._lock = threading.Lock()
+        self._reader: int | None = None
+        self._busy = False
+        self._turn = 0
+
+    def start_reading(self) -> None:
+        """The calling thread (a new one, or one of the pool) is the reader from now on."""
+        with self._lock:
+            self._reader = threading.get_ident()
+            self._busy = False
+
+    def keep_reading(self) -> bool:
+        """Whether the calling thread is still the reader; if it is, it reads next (it is not busy)."""
+        with self._lock:
+            if self._reader != threading.get_ident():
+                return False
+            self._busy = False
+            return True
+
+    def start_answering(self) -> None:
+        """The reader answers something (a request it read, or what it asked for) instead of reading."""
+        with self._lock:
+            self._busy = True
+            self._turn += 1
+
+    def busy_turn(self) -> int | None:
+        with self._lock:
+            return self._turn if self._busy else None
+
+    def hand_over(self, turn: int) -> None:
+        """Give the reading to the pool if the reader is still busy with ``turn``."""
+        with self._lock:
+            if not self._busy or self._turn != turn:
+                return
+            self._reader = None
+            self._busy = False
+        self._workers.submit(_READ)
 
 
 class _RemoteFaultHook:
@@ -191,7 +254,12 @@ class BackendServer:
         self._connections: dict[str, _Connection] = {}
         self._waiting: dict[int, queue.SimpleQueue[Mapping[str, Any]]] = {}
         self._stop = threading.Event()
-        self._workers = _Workers(self._read_one_request, self._handle)
+        self._workers = _Workers(self._read_requests, self._handle)
+        self._reading = _Reading(self._workers)
+        #: The thread running each attempt's callback (the one inside the driver's transaction).
+        self._attempt_threads: dict[str, int] = {}
+        #: Per thread (``attempts``): the attempts with a call in progress that this thread answers.
+        self._busy_attempts = threading.local()
         self._ops: dict[str, Callable[[Mapping[str, Any]], object]] = {
             "hello": self._hello,
             "open": self._open,
@@ -217,38 +285,99 @@ class BackendServer:
     # -- the pipe ----------------------------------------------------------------------------------
 
     def _send(self, message: Mapping[str, Any]) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+        line = _encode(message) + "\n"
         with self._write_lock:
             self._stdout.write(line.encode("utf-8"))
             self._stdout.flush()
 
     def _ask(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Send a request to the toolkit and wait for its reply (the toolkit bounds its own side)."""
+        """Send a request to the toolkit and wait for its reply (the toolkit bounds its own side).
+
+        The reader waits by reading on: it answers the requests of its own
+        attempts (which run on this thread in process too) and hands every
+        other request to the pool, until the reply comes.
+        """
         request_id = next(self._ids)
         inbox: queue.SimpleQueue[Mapping[str, Any]] = queue.SimpleQueue()
         with self._lock:
             self._waiting[request_id] = inbox
+        reading = self._reading.keep_reading()
         self._send({"id": request_id, **message})
+        if reading:
+            reply = self._read_until(inbox)
+            if reply is not None:
+                self._reading.start_answering()
+                return reply
         return inbox.get()
 
     def serve(self) -> None:
         """Serve until stdin closes (the toolkit closes it after ``shutdown``, or when it exits)."""
+        threading.Thread(target=self._watch, name="runlane-backend-watchdog", daemon=True).start()
         self._workers.submit(_READ)
         self._stop.wait()
 
-    def _read_one_request(self) -> None:
-        """Route replies until a request arrives; pass the reading on, then handle the request here."""
+    def _watch(self) -> None:
+        """Hand the reading on when one answer has held it up for longer than ``HAND_OVER_AFTER``."""
+        seen: int | None = None
+        while not self._stop.wait(HAND_OVER_AFTER):
+            turn = self._reading.busy_turn()
+            if turn is not None and turn == seen:
+                self._reading.hand_over(turn)
+                turn = None
+            seen = turn
+
+    def _read_requests(self) -> None:
+        """Become the reader: answer requests here until the reading is handed over."""
+        self._reading.start_reading()
+        self._read_until(None)
+
+    def _read_until(self, inbox: queue.SimpleQueue[Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
+        """Read stdin until the reply for ``inbox`` arrives, or the reading is handed over (``None``).
+
+        A request is answered on this thread when nothing above it on this
+        thread's stack waits (``inbox`` is ``None``) or when it is a request
+        of an attempt whose callback this thread runs and which has no call in
+        progress here; any other request might wait for what this thread is
+        waiting for (or, in process, would overlap a call on another thread),
+        so the pool answers it.
+        """
+        reading = self._reading
+        me = threading.get_ident()
+        busy: set[str] = self._busy_attempts.__dict__.setdefault("attempts", set())
         for raw in iter(self._stdin.readline, b""):
-            message = json.loads(raw)
+            message: dict[str, Any] = json.loads(raw)
             if "re" in message:
                 with self._lock:
-                    inbox = self._waiting.pop(message["re"])
-                inbox.put(message)
+                    waiting = self._waiting.pop(message["re"])
+                if waiting is inbox:
+                    return message
+                waiting.put(message)
                 continue
-            self._workers.submit(_READ)
-            self._handle(message)
-            return
+            attempt = message.get("attempt")
+            if not isinstance(attempt, str):
+                attempt = None
+            # Of its own attempts' requests, not one whose attempt is inside a call on this thread:
+            # that request comes from another toolkit thread, and in process runs on another thread.
+            mine = attempt is not None and attempt not in busy and self._attempt_threads.get(attempt) == me
+            if inbox is not None and not mine:
+                self._workers.submit(message)
+                continue
+            reading.start_answering()
+            if attempt is None or attempt in busy:
+                self._handle(message)
+            else:
+                busy.add(attempt)
+                try:
+                    self._handle(message)
+                finally:
+                    busy.discard(attempt)
+            if not reading.keep_reading():
+                return None
+            if inbox is not None and not inbox.empty():
+                # The reply came while this thread answered (and read, for that answer's own wait).
+                return inbox.get()
         self._stop.set()
+        return None
 
     def _handle(self, message: Mapping[str, Any]) -> None:
         request_id = message.get("id")
@@ -397,6 +526,8 @@ class BackendServer:
         def callback(tx: StorageTransaction) -> str:
             attempt = f"a{next(self._ids)}"
             connection.attempts[attempt] = tx
+            attempts.append(attempt)
+            self._attempt_threads[attempt] = threading.get_ident()
             reply = self._ask({"op": "attempt", "transaction": transaction, "attempt": attempt})
             if "ok" in reply:
                 return attempt
@@ -408,7 +539,12 @@ class BackendServer:
             error.runlane_attempt = attempt  # type: ignore[attr-defined]
             raise error
 
-        return {"attempt": connection.driver.transaction(callback)}
+        attempts: list[str] = []
+        try:
+            return {"attempt": connection.driver.transaction(callback)}
+        finally:
+            for attempt in attempts:
+                self._attempt_threads.pop(attempt, None)
 
     def _get(self, message: Mapping[str, Any]) -> object:
         keys = message.get("keys")

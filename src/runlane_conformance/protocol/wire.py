@@ -106,10 +106,25 @@ def _indexes_from_wire(value: object) -> tuple[StorageIndexEntry, ...]:
     return tuple(sorted(entries, key=lambda entry: entry.index.value))
 
 
+#: Documents already parsed, by their text on the wire: the same text crosses again and again (a
+#: record written, then read back, replaced, deleted), and a ``StorageDocument`` is immutable, so
+#: the one parsed from a text is the one that text gives every time. Bounded in count and size.
+_PARSED: dict[str, StorageDocument] = {}
+_PARSED_MAX = 4096
+_PARSED_LONGEST = 8192
+
+
 def _document_from_wire(value: object) -> StorageDocument:
     if not isinstance(value, str):
         raise StorageValidationError("a document on the wire is its canonical envelope text")
-    return parse_storage_document(value)
+    document = _PARSED.get(value)
+    if document is None:
+        document = parse_storage_document(value)  # raises for an invalid one, which is never kept
+        if len(value) <= _PARSED_LONGEST:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[value] = document
+    return document
 
 
 def new_record_to_wire(record: NewStorageRecord) -> Wire:

@@ -47,6 +47,7 @@ from typing import Any, BinaryIO
 from ..contract.values import StorageLimits, StorageProfile
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverLoadError
+from ..protocol.client import CPU_SLOT_VARIABLE
 from .capped import CappedOutput
 from .child import COMMANDS_FD_VARIABLE, EVENTS_FD_VARIABLE
 from .environment import closed_process_environment
@@ -134,6 +135,8 @@ class _Worker:
     ran_any: bool = False
     spawned_at: float = field(default_factory=time.monotonic)
     cleanup_since: float | None = None
+    #: With several workers, which one this is (0 .. workers - 1, a replacement takes its predecessor's).
+    slot: int = 0
     dead: bool = False
     timed_out: bool = False
 
@@ -234,6 +237,13 @@ class Supervisor:
         commands_read, commands_write = os.pipe()
         output_read, output_write = os.pipe()
         env = closed_process_environment()
+        slot = 0
+        if self._workers_wanted > 1:
+            # Spread over the CPUs: a backend the child starts runs on the CPU its slot names.
+            used = {worker.slot for worker in self._workers if not worker.dead}
+            free = sorted(set(range(self._workers_wanted)) - used)
+            slot = free[0] if free else index % self._workers_wanted
+            env[CPU_SLOT_VARIABLE] = str(slot)
         env[EVENTS_FD_VARIABLE] = str(events_write)
         env[COMMANDS_FD_VARIABLE] = str(commands_read)
         try:
@@ -260,6 +270,7 @@ class Supervisor:
             stack_path=stack_path,
             output_stream=os.fdopen(output_read, "rb", buffering=0),
             probe=probe,
+            slot=slot,
         )
         self._selector.register(worker.events, selectors.EVENT_READ, worker)
         self._selector.register(worker.output_stream, selectors.EVENT_READ, worker)

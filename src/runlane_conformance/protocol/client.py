@@ -1,13 +1,20 @@
 """The toolkit's end of the pipe: one backend process, its messages, its deadlines and its failures.
 
-``BackendProcess`` starts a backend, reads its stdout on one thread and its
-stderr on another, and matches every reply to the request that is waiting
-for it. A request's caller blocks on its own queue with a deadline, so a
-silent backend costs one timeout, never a hang. A transaction's caller also
-receives, on that queue, the backend's ``attempt`` requests: it runs the
-callback itself (on the thread that called ``transaction()``, as an
+``BackendProcess`` starts a backend, reads its stderr on a thread of its
+own, and matches every message on its stdout to the request that is waiting
+for it. Stdout has no thread of its own: a thread waiting for an answer
+reads it, one at a time (the others wait on their own queues, and the
+reader routes what it reads for them there), so a reply wakes only the
+thread that asked, not a reader and then the asker. When the reading thread
+has its answer it lets go, and a waiting thread takes over. Every wait has a
+deadline, so a silent backend costs one timeout, never a hang. A
+transaction's caller also receives the backend's ``attempt`` requests: it
+runs the callback itself (on the thread that called ``transaction()``, as an
 in-process driver would) and restarts its deadline afterwards, so the time
 the toolkit spends inside a callback is never counted against the backend.
+Nothing reads while no thread waits: what the backend sends meanwhile (a
+late ``clock`` question, or a message the protocol forbids) is read, and
+answered or judged, by the next thread that waits.
 
 Anything the protocol does not allow (a line that is not one JSON object,
 not UTF-8 or too long; an answer to an id nobody is waiting for, including
@@ -32,8 +39,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import queue
+import select
 import signal
 import subprocess
 import threading
@@ -65,6 +74,9 @@ PROTOCOL_VERSION = 1
 #: Set by the supervisor of ``--workers N`` for each child (0 .. N - 1): a colocated backend then
 #: runs on that CPU of the allowed ones, so two workers' backends never share one by chance.
 CPU_SLOT_VARIABLE = "RUNLANE_CPU_SLOT"
+#: Bytes asked of stdout at a time: small enough to come from the heap (a read of a megabyte
+#: maps fresh memory each time, and its page faults cost more than the exchange).
+_READ_SIZE = 65536
 _STDERR_LINES = 20
 _STDERR_CHARS = 2000
 
@@ -111,12 +123,21 @@ def _colocate() -> tuple[int, set[int]] | None:
     return threading.get_native_id(), set(allowed)
 
 
+#: Put in a waiting thread's queue when the reading is free: "try to take it over".
+_YOUR_TURN: tuple[str, Mapping[str, Any]] = ("turn", {})
+
+
 @dataclass
 class _Pending:
-    """One request waiting for its reply (and, for a transaction, for attempt requests)."""
+    """One request waiting for its reply (and, for a transaction, for attempt requests).
+
+    ``waiting`` is true while its thread may block on ``inbox``: a thread that stops reading
+    wakes every such one, so the pipe is never left unread while somebody waits for it.
+    """
 
     op: str
     inbox: queue.SimpleQueue[tuple[str, Mapping[str, Any]] | None] = field(default_factory=queue.SimpleQueue)
+    waiting: bool = False
 
 
 @dataclass
@@ -176,12 +197,21 @@ class BackendProcess:
             raise BackendExitedError(f"could not start backend {self.command!r}: {error}") from error
         assert self._process.stdin is not None and self._process.stdout is not None
         self._stdin: IO[bytes] = self._process.stdin
+        self._stdout = self._process.stdout.fileno()
+        # ``fail`` writes to this pipe to wake a thread polling stdout: a backend whose own
+        # children keep its stdout open after it is killed must not hold the reader until its
+        # deadline.
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
+        self._poller = select.poll()
+        self._poller.register(self._stdout, select.POLLIN)
+        self._poller.register(self._wake_read, select.POLLIN)
+        self._reading = threading.Lock()  # held by the one thread reading stdout
+        self._unread = bytearray()  # what was read from stdout and not yet split into lines
         self._stderr_thread = threading.Thread(
             target=self._read_stderr, name="runlane-backend-stderr", daemon=True
         )
         self._stderr_thread.start()
-        self._reader = threading.Thread(target=self._read_stdout, name="runlane-backend-reader", daemon=True)
-        self._reader.start()
 
     @property
     def command(self) -> str:
@@ -214,6 +244,8 @@ class BackendProcess:
             self._pending.clear()
         for pending in waiting:
             pending.inbox.put(None)
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"!")
         self._kill()
 
     def failure(self) -> BackendError:
@@ -250,7 +282,14 @@ class BackendProcess:
         with self._lock:
             if self._failure is None:
                 self._failure = (BackendExitedError, "the backend was shut down")
-        self._reader.join(1)
+        # Closed only when no thread can be polling them (a closed descriptor's number may be
+        # reused at once); a thread still reading after the grace period keeps them open.
+        if self._reading.acquire(timeout=grace):
+            for fd in (self._wake_read, self._wake_write):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            with contextlib.suppress(OSError):
+                self._process.stdout.close()  # type: ignore[union-attr]
         self._release_cpu()
 
     def _release_cpu(self) -> None:
@@ -279,7 +318,11 @@ class BackendProcess:
                 self._stdin.write(line.encode("utf-8"))
                 self._stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            self.fail(BackendExitedError, "the backend closed its stdin (it exited)")
+            code = self._process.poll()
+            if code is None:
+                self.fail(BackendExitedError, "the backend closed its stdin (it exited)")
+            else:
+                self.fail(BackendExitedError, f"the backend exited (code {code}) while the toolkit needed it")
             raise self.failure() from None
 
     def _reply(
@@ -328,12 +371,10 @@ class BackendProcess:
             self._send({"id": request_id, "op": op, **params})
             deadline = time.monotonic() + limit
             while True:
-                try:
-                    item = pending.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    self.fail(BackendTimeoutError, f"no answer to {op!r} within {limit:g}s")
-                    raise self.failure() from None
+                item = self._next(pending, deadline)
                 if item is None:
+                    if self._failure is None:
+                        self.fail(BackendTimeoutError, f"no answer to {op!r} within {limit:g}s")
                     raise self.failure()
                 what, message = item
                 if what == "reply":
@@ -467,24 +508,94 @@ class BackendProcess:
         for raw in iter(lambda: stream.readline(65536), b""):
             self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
-    def _read_stdout(self) -> None:
-        assert self._process.stdout is not None
-        # Buffered: readline() on the raw pipe would make one system call per byte.
-        stream = io.BufferedReader(cast(io.RawIOBase, self._process.stdout), 1 << 20)
-        limit = self.max_line_bytes
+    def _next(self, pending: _Pending, deadline: float) -> tuple[str, Mapping[str, Any]] | None:
+        """The next message for ``pending`` (read by this thread if nobody else reads), or ``None``.
+
+        ``None`` means the backend failed or the deadline passed without a message.
+        """
         while self._failure is None:
-            raw = stream.readline(limit + 1)
-            if not raw:
-                code = self._process.wait()
-                self.fail(BackendExitedError, f"the backend exited (code {code}) while the toolkit needed it")
-                return
-            if len(raw) > limit:
+            pending.waiting = True  # before trying the reading: see _Pending
+            try:
+                item = pending.inbox.get(block=False)
+            except queue.Empty:
+                item = _YOUR_TURN
+            if item is not _YOUR_TURN:
+                pending.waiting = False
+                return item
+            if self._reading.acquire(blocking=False):
+                pending.waiting = False
+                try:
+                    self._read_for(pending, deadline)
+                finally:
+                    self._reading.release()
+                    self._wake_waiting()
+                if time.monotonic() >= deadline and pending.inbox.empty():
+                    return None
+                continue
+            try:
+                item = pending.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pending.waiting = False
+                return None
+            if item is not _YOUR_TURN:
+                pending.waiting = False
+                return item
+        return None
+
+    def _wake_waiting(self) -> None:
+        """Tell every thread that may be blocked on its queue that the reading is free."""
+        with self._lock:
+            waiting = [pending for pending in self._pending.values() if pending.waiting]
+        for pending in waiting:
+            pending.inbox.put(_YOUR_TURN)
+
+    def _read_for(self, pending: _Pending, deadline: float) -> None:
+        """Read and route stdout's messages until one is for ``pending``, the deadline, or a failure."""
+        limit = self.max_line_bytes
+        unread = self._unread
+        scanned = 0
+        while self._failure is None and pending.inbox.empty():
+            end = unread.find(b"\n", scanned)
+            if end >= 0:
+                if end + 1 > limit:
+                    self.fail(BackendProtocolError, f"the backend sent a line longer than {limit} bytes")
+                    return
+                raw = bytes(unread[: end + 1])
+                del unread[: end + 1]
+                scanned = 0
+                self._dispatch(raw)
+                continue
+            if len(unread) > limit:
                 self.fail(BackendProtocolError, f"the backend sent a line longer than {limit} bytes")
                 return
-            if not raw.endswith(b"\n"):
-                # The last bytes before the end of output, with no newline: only an exit can cause it.
-                continue
-            self._dispatch(raw)
+            scanned = len(unread)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                ready = self._poller.poll(math.ceil(remaining * 1000))
+                if self._failure is not None:
+                    return
+                chunk = os.read(self._stdout, _READ_SIZE) if ready else None
+            except (OSError, ValueError):  # closed under us: the backend was closed or killed
+                chunk = b""
+            if chunk is None:
+                return
+            if not chunk:
+                self._stdout_ended()
+                return
+            unread += chunk
+
+    def _stdout_ended(self) -> None:
+        """The backend closed its stdout (whatever was left without a newline is dropped): it exited."""
+        if self._failure is not None:
+            return
+        try:
+            code = self._process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            self.fail(BackendExitedError, "the backend closed its stdout while the toolkit needed it")
+            return
+        self.fail(BackendExitedError, f"the backend exited (code {code}) while the toolkit needed it")
 
     def _dispatch(self, raw: bytes) -> None:
         try:

@@ -82,8 +82,9 @@ class CallbackFailedError(Exception):
 
 T = TypeVar("T")
 
-# One encoder for every message (``json.dumps`` with options builds a new one each time).
+# One encoder and one decoder for every message (``json.dumps``/``loads`` build or pick one each time).
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_decode = json.JSONDecoder().decode
 
 #: How long a request may hold up the reading of stdin before the watchdog hands the reading on.
 HAND_OVER_AFTER = 0.002
@@ -345,7 +346,7 @@ class BackendServer:
         me = threading.get_ident()
         busy: set[str] = self._busy_attempts.__dict__.setdefault("attempts", set())
         for raw in iter(self._stdin.readline, b""):
-            message: dict[str, Any] = json.loads(raw)
+            message: dict[str, Any] = _decode(raw.decode("utf-8"))
             if "re" in message:
                 with self._lock:
                     waiting = self._waiting.pop(message["re"])

@@ -20,9 +20,9 @@ exactly as the contract's own constructors do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..contract.catalog import StorageCandidateMode, StorageQueryDirection
 from ..contract.encodings import iso_date_codec, storage_record_key_codec
@@ -64,6 +64,7 @@ __all__ = [
 ]
 
 Wire = dict[str, Any]
+V = TypeVar("V")
 
 
 def _object(value: object, what: str, members: Sequence[str]) -> Mapping[str, Any]:
@@ -82,48 +83,82 @@ def key_to_wire(key: StorageRecordKey) -> str:
     return key.encoded
 
 
+class _Parsed(Generic[V]):
+    """Values already parsed from the wire, by the text (or tuple of texts) they came from.
+
+    The same texts cross the pipe again and again (a record written, read back, replaced,
+    deleted; a key in every request of a check), and every value kept here is immutable, so the
+    one parsed from a text is the one that text gives every time. Only what parsed is kept (an
+    invalid text raises every time), and the memo is emptied when it is full: bounded in count,
+    and never a reason for a different answer.
+    """
+
+    def __init__(self, most: int = 4096) -> None:
+        self._values: dict[Hashable, V] = {}
+        self._most = most
+
+    def get(self, text: Hashable) -> V | None:
+        return self._values.get(text)
+
+    def keep(self, text: Hashable, value: V) -> V:
+        if len(self._values) >= self._most:
+            self._values.clear()
+        self._values[text] = value
+        return value
+
+
+_KEYS: _Parsed[StorageRecordKey] = _Parsed()
+
+
 def key_from_wire(text: object) -> StorageRecordKey:
     if not isinstance(text, str):
         raise StorageValidationError("a record key on the wire is its encoded string")
-    table, ident = storage_record_key_codec.decode_parts(text)
-    return StorageRecordKey(table, ident)  # type: ignore[arg-type]
+    key = _KEYS.get(text)
+    if key is None:
+        table, ident = storage_record_key_codec.decode_parts(text)
+        key = _KEYS.keep(text, StorageRecordKey(table, ident))  # type: ignore[arg-type]
+    return key
 
 
 def _index_to_wire(entry: StorageIndexEntry) -> Wire:
     return {"index": entry.index.value, "partition": entry.partition, "sort": entry.sort}
 
 
+_ENTRIES: _Parsed[StorageIndexEntry] = _Parsed()
+
+
+def _index_entry_from_wire(item: object) -> StorageIndexEntry:
+    wire = _object(item, "an index entry", ("index", "partition", "sort"))
+    fields = (wire["index"], wire["partition"], wire["sort"])
+    if not all(isinstance(field, str) for field in fields):
+        return StorageIndexEntry(*fields)  # raises: every field of an entry is a string
+    entry = _ENTRIES.get(fields)
+    return entry if entry is not None else _ENTRIES.keep(fields, StorageIndexEntry(*fields))
+
+
 def _indexes_from_wire(value: object) -> tuple[StorageIndexEntry, ...]:
     """Index entries, each validated, sorted by index name as records keep them, one per index at most."""
     if not isinstance(value, list):
         raise StorageValidationError("record indexes is an array")
-    entries = []
-    for item in value:
-        entry = _object(item, "an index entry", ("index", "partition", "sort"))
-        entries.append(StorageIndexEntry(entry["index"], entry["partition"], entry["sort"]))
+    entries = [_index_entry_from_wire(item) for item in value]
     if len({entry.index for entry in entries}) != len(entries):
         raise StorageValidationError("a record has at most one entry per index")
     return tuple(sorted(entries, key=lambda entry: entry.index.value))
 
 
-#: Documents already parsed, by their text on the wire: the same text crosses again and again (a
-#: record written, then read back, replaced, deleted), and a ``StorageDocument`` is immutable, so
-#: the one parsed from a text is the one that text gives every time. Bounded in count and size.
-_PARSED: dict[str, StorageDocument] = {}
-_PARSED_MAX = 4096
-_PARSED_LONGEST = 8192
+#: Documents already parsed; a text longer than this is parsed each time rather than kept.
+_DOCUMENTS: _Parsed[StorageDocument] = _Parsed()
+_DOCUMENT_LONGEST = 8192
 
 
 def _document_from_wire(value: object) -> StorageDocument:
     if not isinstance(value, str):
         raise StorageValidationError("a document on the wire is its canonical envelope text")
-    document = _PARSED.get(value)
+    document = _DOCUMENTS.get(value)
     if document is None:
         document = parse_storage_document(value)  # raises for an invalid one, which is never kept
-        if len(value) <= _PARSED_LONGEST:
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.clear()
-            _PARSED[value] = document
+        if len(value) <= _DOCUMENT_LONGEST:
+            _DOCUMENTS.keep(value, document)
     return document
 
 

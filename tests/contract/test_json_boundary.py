@@ -20,6 +20,7 @@ from runlane_conformance import (
     parse_storage_document,
     thaw_json,
 )
+from runlane_conformance.contract.json_boundary import parse_canonical_storage_document
 
 NON_FINITE = [math.nan, math.inf, -math.inf]
 NON_FINITE_LITERALS = ["NaN", "Infinity", "-Infinity"]
@@ -384,3 +385,55 @@ def test_string_subclasses_are_frozen_to_their_plain_text() -> None:
     assert canonical_json(frozen) == '{"red":["red"]}'
     assert type(next(iter(frozen))) is str  # type: ignore[arg-type]
     assert type(frozen["red"][0]) is str  # type: ignore[index]
+
+
+# --- canonical text from across a process boundary ----------------------------------------------------------
+
+ODD_TEXTS = [
+    envelope('{"s":"\\ud800"}'),
+    envelope('{"a":1,"a":2}'),
+    '{"schemaVersion":2,"schemaVersion":1,"value":{}}',
+    envelope('{"a":'),
+    "",
+    envelope('{"n":NaN}'),
+    envelope('{"n":1e400}'),
+    envelope('{"deep":' + "[" * 5000 + "]" * 5000 + "}"),
+    *(json.dumps(source, separators=(",", ":")) for source in BAD_ENVELOPES.values()),
+]
+
+
+@pytest.mark.parametrize("text", ODD_TEXTS)
+def test_the_canonical_fast_path_refuses_exactly_what_the_full_parser_refuses(text: str) -> None:
+    with pytest.raises(StorageValidationError):
+        parse_storage_document(text)
+    with pytest.raises(StorageValidationError):
+        parse_canonical_storage_document(text)
+
+
+@settings(max_examples=300, deadline=None, print_blob=True)
+@given(json_objects, st.sampled_from(["canonical", "spaced", "ascii", "reversed"]))
+def test_the_canonical_fast_path_gives_the_document_the_full_parser_gives(
+    value: dict[str, Any], spelling: str
+) -> None:
+    canonical = StorageDocument(value).text
+    texts = {
+        "canonical": canonical,
+        "spaced": json.dumps({"schemaVersion": 1, "value": value}),
+        "ascii": json.dumps({"schemaVersion": 1, "value": value}, ensure_ascii=True, separators=(",", ":")),
+        "reversed": json.dumps({"value": dict(reversed(list(value.items()))), "schemaVersion": 1}),
+    }
+    text = texts[spelling]
+    fast, full = parse_canonical_storage_document(text), parse_storage_document(text)
+    assert fast == full and fast.text == full.text == canonical
+    assert fast.size == full.size
+    assert fast.value == full.value and fast.to_json() == full.to_json()
+    assert isinstance(fast.value, FrozenJsonObject)
+
+
+def test_a_document_from_canonical_text_is_as_immutable_as_any_other() -> None:
+    document = parse_canonical_storage_document(envelope('{"list":[1,{"x":[2]}]}'))
+    assert document.value["list"][1]["x"] == (2,)
+    with pytest.raises(AttributeError):
+        document._text = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        document.value["list"][1]["x"] = 3  # type: ignore[index]

@@ -29,6 +29,7 @@ __all__ = [
     "StorageDocument",
     "canonical_json",
     "freeze_json",
+    "parse_canonical_storage_document",
     "parse_storage_document",
     "thaw_json",
 ]
@@ -177,6 +178,17 @@ def _reject_constant(name: str) -> object:
     raise StorageValidationError(f"non-finite number {name} is not JSON")
 
 
+# The fast check of canonical text (``StorageDocument._of_canonical_text``): plain C-speed
+# parsing and the same encoding ``canonical_json`` uses, without the hooks.
+_decode_plain = json.JSONDecoder(parse_constant=_reject_constant).decode
+_encode_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+#: Longer or more deeply nested text goes to the full parser.
+_CANONICAL_LONGEST = 1 << 20
+_CANONICAL_NESTING = 64
+
+
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     # Runtimes disagree about which of two equal keys wins, so such text has no single meaning.
     items = dict(pairs)
@@ -218,6 +230,36 @@ class StorageDocument:
         object.__setattr__(self, "_text", text)
         object.__setattr__(self, "_size", len(text.encode("utf-8")))
 
+    @classmethod
+    def _of_canonical_text(cls, text: str) -> StorageDocument | None:
+        """The document whose canonical text is exactly ``text``, or ``None`` if there is none.
+
+        ``text`` is checked by re-encoding what it parses to, at the speed of the ``json``
+        module's C code: only the canonical text of a valid envelope survives that (a duplicate
+        key, a non-finite number, a lone surrogate or a different spelling of a number each
+        make the two differ or fail). The frozen value is built when it is first asked for.
+        """
+        if len(text) > _CANONICAL_LONGEST or text.count("[") + text.count("{") > _CANONICAL_NESTING:
+            return None  # deep values are left to the full parser, which reports them clearly
+        try:
+            source = _decode_plain(text)
+            if not (
+                type(source) is dict
+                and source.keys() == {"schemaVersion", "value"}
+                and type(source["schemaVersion"]) is int
+                and source["schemaVersion"] == SCHEMA_VERSION
+                and type(source["value"]) is dict
+                and _encode_canonical(source) == text
+            ):
+                return None
+            size = len(text.encode("utf-8"))
+        except (ValueError, RecursionError, UnicodeEncodeError, StorageValidationError):
+            return None
+        document = object.__new__(cls)
+        object.__setattr__(document, "_text", text)
+        object.__setattr__(document, "_size", size)
+        return document
+
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("StorageDocument is immutable")
 
@@ -232,7 +274,12 @@ class StorageDocument:
     @property
     def value(self) -> FrozenJsonObject:
         """The frozen ``value`` member of the envelope."""
-        return self._value
+        try:
+            return self._value
+        except AttributeError:  # parsed from its canonical text, and not frozen until now
+            frozen = freeze_json(_decode_plain(self._text)["value"], where="document.value")
+            object.__setattr__(self, "_value", frozen)
+            return frozen  # type: ignore[return-value]
 
     @property
     def text(self) -> str:
@@ -246,7 +293,7 @@ class StorageDocument:
 
     def to_json(self) -> dict[str, JsonValue]:
         """A fresh, mutable copy of the envelope, independent of this document."""
-        return {"schemaVersion": SCHEMA_VERSION, "value": thaw_json(self._value)}
+        return {"schemaVersion": SCHEMA_VERSION, "value": thaw_json(self.value)}
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StorageDocument):
@@ -258,6 +305,18 @@ class StorageDocument:
 
     def __repr__(self) -> str:
         return f"StorageDocument({self._text})"
+
+
+def parse_canonical_storage_document(text: str) -> StorageDocument:
+    """``parse_storage_document`` for text that is expected to be canonical already.
+
+    Text crossing a process boundary (the backend protocol, a store's own column) is
+    normally the canonical text the toolkit produced; such text is accepted after one
+    re-encoding check, without building the frozen value until someone reads it. Any
+    other text gets the full parser, with the same result and the same errors.
+    """
+    document = StorageDocument._of_canonical_text(text)
+    return document if document is not None else parse_storage_document(text)
 
 
 def parse_storage_document(source: object) -> StorageDocument:

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 from ..contract.catalog import StorageCandidateMode, StorageQueryDirection
 from ..contract.encodings import iso_date_codec, storage_record_key_codec
 from ..contract.errors import StorageCorruptionError, StorageError, StorageValidationError
-from ..contract.json_boundary import StorageDocument, parse_storage_document, thaw_json
+from ..contract.json_boundary import StorageDocument, parse_canonical_storage_document, thaw_json
 from ..contract.streams import AppendRecordsCommand
 from ..contract.values import (
     NewStorageRecord,
@@ -156,7 +156,7 @@ def _document_from_wire(value: object) -> StorageDocument:
         raise StorageValidationError("a document on the wire is its canonical envelope text")
     document = _DOCUMENTS.get(value)
     if document is None:
-        document = parse_storage_document(value)  # raises for an invalid one, which is never kept
+        document = parse_canonical_storage_document(value)  # raises for an invalid one, never kept
         if len(value) <= _DOCUMENT_LONGEST:
             _DOCUMENTS.keep(value, document)
     return document

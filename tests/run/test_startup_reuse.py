@@ -8,6 +8,7 @@ The parent reads the requirement catalogue from a cache keyed by the suite sourc
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_every_check_lives_in_the_suite_module_of_its_area(tmp_path: Path) -> No
         capture_output=True,
         text=True,
         check=False,
-        env={**__import__("os").environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         cwd=tmp_path,
     )
     line = next(line for line in result.stdout.splitlines() if line.startswith("CHECKS "))
@@ -130,3 +131,42 @@ def test_a_full_run_collects_the_whole_suites_package() -> None:
 
     source = certify._suite_source()
     assert certify._collected(_request(), source) == source  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_child_that_probes_the_driver_runs_its_checks_with_the_harness_it_probed(
+    tmp_path: Path, workers: int
+) -> None:
+    # Loading a driver can cost as much as a check (a backend process to start); the probing
+    # child keeps its harness for the session instead of loading the driver twice, and every
+    # harness loaded is closed by the end of the run.
+    notes = tmp_path / "loads"
+    cli = "import sys; from runlane_conformance.cli.app import main; main(sys.argv[1:])"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            cli,
+            "run",
+            "--driver",
+            "tests.run.counting_driver:harness",
+            "--area",
+            "point_reads",
+            "--seed",
+            "1",
+            "--workers",
+            str(workers),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, "RUNLANE_COUNT_FILE": str(notes)},
+        cwd=Path(__file__).parents[2],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = notes.read_text(encoding="utf-8").splitlines()
+    loads = [line.split()[1] for line in lines if line.startswith("loaded")]
+    closes = [line.split()[1] for line in lines if line.startswith("closed")]
+    assert len(loads) == len(set(loads)) == workers, f"a process loaded the driver twice: {lines}"
+    assert sorted(closes) == sorted(loads), f"a loaded harness was not closed: {lines}"

@@ -28,9 +28,12 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..safe_text import describe_exception, one_line
+
+if TYPE_CHECKING:
+    from ..harness import DriverHarness
 
 __all__ = ["COMMANDS_FD_VARIABLE", "EVENTS_FD_VARIABLE", "main"]
 
@@ -69,15 +72,33 @@ def _commands(stream: TextIO) -> Iterator[str | None]:
     yield None
 
 
-def _probe(spec: dict[str, Any], channel: _Channel) -> bool:
+class _ProbedHarness:
+    """A pytest plugin handing the probe's harness to the session (``adopt_harness``)."""
+
+    def __init__(self, driver: str, options: dict[str, str], harness: DriverHarness) -> None:
+        self._driver = driver
+        self._options = options
+        self._harness: DriverHarness | None = harness
+
+    def pytest_configure(self, config: Any) -> None:
+        from ..fixtures.plugin import adopt_harness
+
+        harness, self._harness = self._harness, None
+        if harness is not None and not adopt_harness(config, self._driver, self._options, harness):
+            with contextlib.suppress(Exception):
+                harness.close()
+
+
+def _probe(spec: dict[str, Any], channel: _Channel) -> DriverHarness | None:
+    """Probe the driver and report its facts; the harness it loaded (for the checks), or ``None``."""
     from ..harness import HarnessError
-    from .probe import probe_facts
+    from .probe import probe_keeping_harness
 
     try:
-        facts = probe_facts(spec["driver"], spec["options"])
+        facts, harness = probe_keeping_harness(spec["driver"], spec["options"])
     except HarnessError as error:
         channel.emit({"event": "probe_error", "message": one_line(error)})
-        return False
+        return None
     except BaseException as error:  # SystemExit or KeyboardInterrupt from a factory are driver faults too
         channel.emit(
             {
@@ -87,7 +108,7 @@ def _probe(spec: dict[str, Any], channel: _Channel) -> bool:
                 ),
             }
         )
-        return False
+        return None
     profile = facts.profile
     channel.emit(
         {
@@ -114,7 +135,7 @@ def _probe(spec: dict[str, Any], channel: _Channel) -> bool:
             "faults": facts.faults,
         }
     )
-    return True
+    return harness
 
 
 def main(argv: list[str]) -> None:
@@ -133,9 +154,13 @@ def main(argv: list[str]) -> None:
         sys.path.insert(0, spec["cwd_on_path"])
     code = 0
     try:
-        if spec["probe"] and not _probe(spec, channel):
-            channel.emit({"event": "exit", "code": 0})
-            os._exit(0)
+        plugins: list[object] = []
+        if spec["probe"]:
+            harness = _probe(spec, channel)
+            if harness is None:
+                channel.emit({"event": "exit", "code": 0})
+                os._exit(0)
+            plugins.append(_ProbedHarness(spec["driver"], spec["options"], harness))
         import pytest
 
         from .events import EventPlugin
@@ -147,7 +172,7 @@ def main(argv: list[str]) -> None:
             _commands(commands),
             stop_requested=(lambda: os.path.exists(stop_path)) if stop_path else (lambda: False),
         )
-        code = int(pytest.main(spec["pytest_args"], plugins=[plugin]))
+        code = int(pytest.main(spec["pytest_args"], plugins=[plugin, *plugins]))
     except BaseException as error:  # report, then leave: the parent decides what it means
         with contextlib.suppress(BaseException):
             channel.emit(

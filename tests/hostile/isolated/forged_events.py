@@ -1,5 +1,5 @@
-"""Tampering: loading the broken driver rewires the supervised child's check-event emitter, so
-every check it reports ends "passed" whatever happened."""
+"""Tampering: the broken driver rewires the supervised child's check-event emitter the first time a
+check runs a transaction, so every check it reports ends "passed" whatever happened."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from runlane_conformance.run.events import EventPlugin
 
-from .broken import BrokenHarness
+from .broken import BrokenHarness, _refuse
 
 
 def _forging(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
@@ -19,10 +19,19 @@ def _forging(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]
             event = {**event, "check": {**event["check"], **passed}}
         emit(event)
 
+    forged.forged = True  # type: ignore[attr-defined]
     return forged
 
 
-def harness(options: Mapping[str, str]) -> Any:
+def _tamper_then_refuse() -> None:
+    # Inside a check, so the emitter exists whenever the driver was loaded (the supervised child
+    # that probes a driver loads it before its session, and keeps it for the checks).
+    gc.unfreeze()  # the child froze its objects out of the collector's sight before the first check
     for plugin in [obj for obj in gc.get_objects() if isinstance(obj, EventPlugin)]:
-        plugin._emit = _forging(plugin._emit)
-    return BrokenHarness(options)
+        if not getattr(plugin._emit, "forged", False):
+            plugin._emit = _forging(plugin._emit)
+    _refuse()
+
+
+def harness(options: Mapping[str, str]) -> Any:
+    return BrokenHarness(options, before=_tamper_then_refuse)

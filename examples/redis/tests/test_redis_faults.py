@@ -39,6 +39,12 @@ def _increment(leases: Leases, runs: list[int], name: str = "counter") -> Callab
     return increment
 
 
+def _connected(driver: Any, leases: Leases) -> Any:
+    """``driver`` after one read, so its connection and handshake are done before the proxy counts."""
+    driver.transaction(lambda tx: tx.get([leases.key("calibrate")]))
+    return driver
+
+
 def _exec_reply_lost(factory: Callable[[Mapping[str, str]], Any]) -> tuple[int, int, list[int]]:
     """A counter increment from 0 whose EXEC reply is lost: (stored, returned, the value each run read)."""
     made = factory({})
@@ -49,12 +55,15 @@ def _exec_reply_lost(factory: Callable[[Mapping[str, str]], Any]) -> tuple[int, 
             calibrate, target = leases.record("calibrate", holder="0"), leases.record("counter", holder="0")
             seed = store.connect()
             seed.transaction(lambda tx: (tx.create(calibrate), tx.create(target)))
-            # Count the writes of the same increment on another key: the last one is the EXEC.
-            warm = store.connect_through(proxy.address)
+            # Count the writes of the same increment on another key: the last one is the EXEC. Each
+            # instance behind the proxy first reads once, unarmed: redis-py connects lazily and pipelines
+            # its handshake (two CLIENT SETINFO sent before either reply is read), which the proxy counts
+            # as one write or two depending on timing, so it must happen before counting starts.
+            warm = _connected(store.connect_through(proxy.address), leases)
             proxy.arm(None)
             warm.transaction(_increment(leases, [], "calibrate"))
             writes = proxy.writes
-            faulty = store.connect_through(proxy.address)
+            faulty = _connected(store.connect_through(proxy.address), leases)
             proxy.arm(Fault(FaultKind.LOSE_REPLY, writes))
             runs: list[int] = []
             returned = faulty.transaction(_increment(leases, runs))

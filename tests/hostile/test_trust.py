@@ -62,12 +62,21 @@ def _wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 90) -
     assert path.exists(), process.communicate(timeout=30)
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie has exited, it only waits for whoever adopted it to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[:1] != [b"Z"]
+
+
 def _gone(pid: int, seconds: float = 10) -> bool:
-    """Whether ``pid`` has disappeared (waited for up to ``seconds``, for the kernel to deliver a kill)."""
+    """Whether ``pid`` has exited (waited for up to ``seconds``, for the kernel to deliver a kill)."""
     deadline = time.monotonic() + seconds
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not Path(f"/proc/{pid}").exists()
+    return not _running(pid)
 
 
 def _badge(report: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:

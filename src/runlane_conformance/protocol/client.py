@@ -314,9 +314,13 @@ class BackendProcess:
         if self._tap is not None:
             self._tap("out", message)
         try:
+            # stdin is unbuffered: one write() is one system call, which a signal arriving while a
+            # large line is half through the pipe cuts short. The rest must follow, or the backend
+            # waits for the end of a line that never comes.
+            rest = memoryview(line.encode("utf-8"))
             with self._write_lock:
-                self._stdin.write(line.encode("utf-8"))
-                self._stdin.flush()
+                while rest:
+                    rest = rest[self._stdin.write(rest) :]
         except (BrokenPipeError, OSError, ValueError):
             code = self._process.poll()
             if code is None:

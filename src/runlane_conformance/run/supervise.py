@@ -278,8 +278,10 @@ class Supervisor:
         return worker
 
     def _send(self, worker: _Worker, message: dict[str, Any]) -> None:
+        rest = memoryview((json.dumps(message) + "\n").encode())
         with contextlib.suppress(OSError):
-            worker.commands.write((json.dumps(message) + "\n").encode())
+            while rest:  # unbuffered: a signal can cut one write short, and the rest must follow
+                rest = rest[worker.commands.write(rest) :]
 
     def _kill(self, worker: _Worker) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -93,3 +93,18 @@ def test_the_faults_area_reaches_the_same_outcomes_through_the_backend_with_its_
     seen = outcomes("process", {"command": f"{BACKEND} {driver}", "validate": "true"}, areas=("faults",))
     assert seen and "passed" in seen.values(), seen
     assert seen == outcomes(driver, {}, areas=("faults",))
+
+
+def test_a_driver_whose_backend_stops_answering_is_inconclusive_as_a_hang_in_process_is_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In process a hung read is stopped by the check's deadline: inconclusive, no verdict on the rule.
+    # Through the pipe the exchange timeout notices it first, and the verdict must be the same.
+    monkeypatch.chdir(ROOT)
+    requirement = "point_reads.absent-keys-read-as-none"
+    seen = outcomes(
+        "process",
+        {"command": f"{BACKEND} tests.protocol.hanging_driver:harness", "timeout": "1"},
+        requirements=[requirement],
+    )
+    assert seen == {requirement: "inconclusive"}, seen

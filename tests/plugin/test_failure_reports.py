@@ -6,6 +6,8 @@ Each test runs pytest in a subprocess, as a driver repository would.
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -109,7 +111,7 @@ def test_an_exception_from_the_driver_names_its_own_file_and_line_and_one_reprod
     )
     result.assert_outcomes(failed=2)
     reproduce = (
-        "pytest --pyargs runlane_conformance.suites --runlane-driver typo_driver:harness "
+        "python -m pytest --pyargs runlane_conformance.suites --runlane-driver typo_driver:harness "
         "--runlane-hypothesis-profile quick --runlane-requirement point_reads.exact-positions "
         "--hypothesis-seed=77"
     )
@@ -145,8 +147,28 @@ def test_a_wrong_answer_names_no_driver_frame_but_still_how_to_reproduce(importa
     result.assert_outcomes(failed=2)
     assert "driver frame:" not in result.stdout.str()
     result.stdout.fnmatch_lines(
-        ["reproduce: pytest --pyargs runlane_conformance.suites *--hypothesis-seed=*"]
+        ["reproduce: python -m pytest --pyargs runlane_conformance.suites *--hypothesis-seed=*"]
     )
+
+
+def test_the_reproduce_line_of_a_module_factory_driver_runs_from_the_folder_the_run_was_made_in(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No PYTHONPATH: the driver module is found only because it sits in the working folder, as a new
+    # author's first driver does. The ``pytest`` script would not look there; the printed line must.
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    pytester.makepyfile(typo_driver=TYPO_DRIVER)
+    check = ["--runlane-requirement", "point_reads.exact-positions", "--hypothesis-seed=77"]
+    first = pytester.run(
+        sys.executable, "-m", "pytest", *SUITES, "--runlane-driver", "typo_driver:harness", *check
+    )
+    lines = [line for line in first.outlines if line.startswith("reproduce: ")]
+    assert lines, first.stdout.str()
+    words = shlex.split(lines[0].removeprefix("reproduce: "))
+    assert words[:3] == ["python", "-m", "pytest"]
+    replay = pytester.run(sys.executable, *words[1:], "-p", "no:cacheprovider")
+    assert replay.ret == pytest.ExitCode.TESTS_FAILED, replay.stdout.str()
+    replay.stdout.fnmatch_lines(["driver frame: typo_driver.py:13 in get"])
 
 
 def _failure_lines(output: str) -> list[str]:

@@ -80,6 +80,46 @@ def test_bad_hypothesis_profile_in_ini_is_a_usage_error(pytester: pytest.Pyteste
     )
 
 
+def test_hypothesis_own_profile_flag_selects_our_profile_of_that_name(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *SUITES,
+        "--runlane-driver",
+        "tiny",
+        "--runlane-area",
+        "point_reads",
+        "--hypothesis-profile",
+        "thorough",
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["runlane hypothesis profile: thorough, seed: *"])
+    result.assert_outcomes(passed=21)
+
+
+def test_an_unknown_hypothesis_profile_is_one_line_naming_our_flag(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        *SUITES, "--runlane-driver", "tiny", "--hypothesis-profile", "extreme"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --hypothesis-profile 'extreme' is not a registered *--runlane-hypothesis-profile*"]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_project_profile_of_the_same_name_is_left_to_hypothesis(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "from hypothesis import settings\nsettings.register_profile('thorough', max_examples=3)\n"
+    )
+    pytester.makepyfile(
+        "from hypothesis import settings\n"
+        "def test_profile():\n"
+        "    assert settings.get_current_profile_name() == 'thorough'\n"
+        "    assert settings().max_examples == 3\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hypothesis-profile", "thorough")
+    result.assert_outcomes(passed=1)
+
+
 def test_plugin_is_inert_in_projects_that_do_not_collect_the_suites(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
     result = pytester.runpytest_subprocess()

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageProfile
 from ..fixtures.defaults import DEFAULT_EXAMPLES
-from ..fixtures.driver_frame import path_from_here
+from ..fixtures.driver_frame import path_from_here, pytest_launcher
 from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
@@ -482,7 +482,7 @@ class RunResult:
         target = _suite_target_for(test.nodeid)
         if test.requirement_id is not None and target[:1] == ["--pyargs"]:
             target = ["--pyargs", "runlane_conformance.suites"]
-        words = ["pytest", *target, "--runlane-driver", self.driver]
+        words = [*pytest_launcher(self.driver), *target, "--runlane-driver", self.driver]
         for key, value in self._options(redact).items():
             words += ["--runlane-option", f"{key}={value}"]
         words += ["--runlane-hypothesis-profile", self.hypothesis_profile]

@@ -154,7 +154,8 @@ def test_a_rebuilt_pytest_line_names_the_suites_package_and_the_run_s_example_da
     check = dataclasses.replace(failure, nodeid=nodeid, properties=())
     kept = dataclasses.replace(result, examples=str(tmp_path / "db"))
     words = shlex.split(kept.reproduce_pytest(check))
-    assert words[:3] == ["pytest", "--pyargs", "runlane_conformance.suites"]
+    # The fake suite's driver is a module:factory target, which only ``python -m pytest`` finds from here.
+    assert words[:5] == ["python", "-m", "pytest", "--pyargs", "runlane_conformance.suites"]
     assert words[words.index("--runlane-examples") + 1] == str(tmp_path / "db")
     anonymous = dataclasses.replace(check, requirement_id=None)
     assert "-k" in shlex.split(result.reproduce_pytest(anonymous))

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,15 @@ def test_ctrl_c_ends_the_run_with_130_an_interrupted_report_and_no_orphan(tmp_pa
     report.write_text('{"certified": true}')  # a stale report must not survive
     process = subprocess.Popen(
         certify_command(
-            "run", "--driver", f"{DRIVERS}:hangs_until_interrupted", "-r", TARGET, "--report", str(report)
+            "run",
+            "--driver",
+            f"{DRIVERS}:hangs_until_interrupted",
+            "-r",
+            TARGET,
+            "--report",
+            str(report),
+            "--junit",
+            str(tmp_path / "junit.xml"),
         ),
         cwd=ROOT,
         env=hostile_env(tmp_path),
@@ -206,6 +215,14 @@ def test_ctrl_c_ends_the_run_with_130_an_interrupted_report_and_no_orphan(tmp_pa
     assert document["run"]["status"] == "interrupted"
     assert document["certification"]["certified"] is False
     assert "INTERRUPTED" in stdout
+    # What never finished was not judged: counted as not run, not as failed, in the console and JUnit.
+    assert "Did not run (1):" in stdout and "Failed requirements" not in stdout
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    assert junit.get("failures") == "0" and junit.get("errors") == "1"
+    (skipped,) = junit.iter("skipped")
+    assert (skipped.get("message") or "").startswith("not run: interrupted")
+    (error,) = junit.iter("error")
+    assert "interrupted" in (error.get("message") or "")
 
 
 def test_a_leaked_non_daemon_thread_cannot_keep_the_cli_from_exiting(certify: Any) -> None:

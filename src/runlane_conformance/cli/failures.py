@@ -180,9 +180,9 @@ def _header(requirement: RequirementResult) -> Text:
     return Text.assemble((f"{_FAIL} {requirement.id}", "bold red"), f" ({requirement.level.value})")
 
 
-def _one_line_each(result: RunResult, shown: Shown) -> list[Text]:
+def _one_line_each(requirements: Sequence[RequirementResult], shown: Shown) -> list[Text]:
     out = []
-    for requirement in result.failed_requirements:
+    for requirement in requirements:
         if requirement.known_failure:
             out.append(_known(requirement, shown))
             continue
@@ -221,9 +221,18 @@ def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> lis
     failed = result.failed_requirements
     if not failed:
         return []
-    out = [Text(f"Failed requirements ({len(failed)}):", style="bold red")]
+    unrun = [
+        r for r in failed if not r.known_failure and all(c.outcome is Outcome.NOT_RUN for c in r.failures)
+    ]
+    judged = len(failed) - len(unrun)
+    # A requirement that never ran was not judged: it is counted apart, so an interrupted run does not
+    # read as a hundred failures.
+    out = [Text(f"Failed requirements ({judged}):", style="bold red")] if judged else []
     if style is TracebackStyle.NO:
-        return out + _one_line_each(result, shown)
+        out += _one_line_each([r for r in failed if r not in unrun], shown)
+        if unrun:
+            out.append(Text(f"Did not run ({len(unrun)}):", style="bold red"))
+        return out + _one_line_each(unrun, shown)
     groups = group_failures(failed)
     shared = {group.key: group for group in groups if group.shared}
     for group in shared.values():
@@ -261,6 +270,8 @@ def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> lis
         if also:
             out.append(Text(f"{_INDENT}and {count(also, 'check')} with an error shown above", style="dim"))
         out += _reproduce(result, own[0], shown)
+    if not_run:
+        out.append(Text(f"Did not run ({len(unrun)}):", style="bold red"))
     for reason, names in not_run.items():
         ids = tuple(names)
         out.append(

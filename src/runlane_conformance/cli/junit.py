@@ -93,22 +93,47 @@ def unfinished_junit_xml(report: Mapping[str, Any]) -> str:
     return _document(root)
 
 
+#: Run statuses that end before every planned check had its turn: there a requirement that did not run
+#: was cut off, not judged, and JUnit shows it skipped as "not run" under one error for the whole run.
+_CUT_SHORT = {
+    "interrupted": "the run was interrupted before every requirement ran: no verdict",
+    "stopped": "the run stopped early (--maxfail) before every requirement ran: no verdict",
+}
+
+
 def junit_xml(report: Mapping[str, Any]) -> str:
-    """The JUnit XML text for a (validated) report document."""
+    """The JUnit XML text for a (validated) report document.
+
+    A requirement that failed, did not finish in time or did not run in a complete run is a
+    ``<failure>``; one gated off by the profile is ``<skipped>``. In a run cut short (interrupted, or
+    stopped by ``--maxfail``) a requirement that never got its turn is ``<skipped>`` with a
+    ``not run:`` message, and one ``<error>`` testcase for the run keeps the file red: nothing there
+    passed, and nothing there failed either.
+    """
     if "requirements" not in report:
         return unfinished_junit_xml(report)
     requirements = report["requirements"]
+    cut_short = _CUT_SHORT.get(str(report["run"]["status"]))
+
+    def failing(requirement: Mapping[str, Any]) -> bool:
+        return requirement["outcome"] in _FAILING and not (cut_short and requirement["outcome"] == "not_run")
+
+    def skipped(requirement: Mapping[str, Any]) -> bool:
+        return requirement["outcome"] == "gated" or (
+            cut_short is not None and requirement["outcome"] == "not_run"
+        )
+
     counts = {
-        "tests": len(requirements),
-        "failures": sum(r["outcome"] in _FAILING for r in requirements),
-        "skipped": sum(r["outcome"] == "gated" for r in requirements),
+        "tests": len(requirements) + (1 if cut_short else 0),
+        "failures": sum(failing(r) for r in requirements),
+        "skipped": sum(skipped(r) for r in requirements),
     }
     root = ET.Element(
         "testsuites",
         name=_clean(f"runlane-certify {report['driver']['spec']}"),
         tests=str(counts["tests"]),
         failures=str(counts["failures"]),
-        errors="0",
+        errors="1" if cut_short else "0",
         skipped=str(counts["skipped"]),
         time=_seconds(report["run"]["duration_seconds"]),
         timestamp=_clean(report["run"]["started_at"]),
@@ -122,9 +147,9 @@ def junit_xml(report: Mapping[str, Any]) -> str:
             "testsuite",
             name=_clean(area),
             tests=str(len(members)),
-            failures=str(sum(r["outcome"] in _FAILING for r in members)),
+            failures=str(sum(failing(r) for r in members)),
             errors="0",
-            skipped=str(sum(r["outcome"] == "gated" for r in members)),
+            skipped=str(sum(skipped(r) for r in members)),
             time=_seconds(sum(r["duration_seconds"] for r in members)),
         )
         if area == next(iter(by_area)):
@@ -157,7 +182,10 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 # A declared known failure stays a JUnit failure (never a pass); the property says so.
                 value = f"{expected['result']}: {expected['reason']}"
                 ET.SubElement(properties, "property", name="expected_failure", value=_clean(value))
-            if requirement["outcome"] in _FAILING:
+            if skipped(requirement) and requirement["outcome"] == "not_run":
+                reason = str(requirement["reason"] or "cut short").removeprefix("did not run: ")
+                ET.SubElement(case, "skipped", message=_clean(f"not run: {reason}"))
+            elif failing(requirement):
                 failures = requirement.get("failures", [])
                 body = "\n\n".join(_failure_text(failure) for failure in failures)
                 message = requirement["reason"] or "failed"
@@ -178,4 +206,19 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 element.text = xml_safe(body)
             elif requirement["outcome"] == "gated":
                 ET.SubElement(case, "skipped", message=_clean(requirement["reason"] or "gated"))
+    if cut_short:
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name="runlane",
+            tests="1",
+            failures="0",
+            errors="1",
+            skipped="0",
+            time=_seconds(0),
+        )
+        case = ET.SubElement(
+            suite, "testcase", classname="runlane.run", name="certification", time=_seconds(0)
+        )
+        ET.SubElement(case, "error", message=_clean(cut_short), type=_clean(report["run"]["status"]))
     return _document(root)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "AREAS",
+    "AREA_FOUNDATIONS",
     "Requirement",
     "RequirementLevel",
     "all_requirements",
@@ -54,6 +55,32 @@ AREAS: tuple[str, ...] = (
     "exclusive_selection",
     "faults",
 )
+
+#: For each area, the areas whose rules its checks lean on to set up and observe what they judge: a
+#: profile check writes, reads back and scans; a history is made of point reads, scans and commits. When
+#: a rule of a foundation fails, a failure in an area built on it is probably a consequence, and a
+#: report leads with the foundation (see ``run/root_cause.py``). Transitive dependencies need not be
+#: listed. Every area is a key; ``tests/test_root_cause.py`` checks the graph has no cycle.
+AREA_FOUNDATIONS: dict[str, tuple[str, ...]] = {
+    "point_reads": (),
+    "json_boundary": (),
+    "sealing": ("point_reads",),
+    "mutations": ("point_reads", "json_boundary"),
+    "replay": ("mutations",),
+    "conflicts": ("mutations", "sealing"),
+    "cursors": ("mutations",),
+    "limits": ("mutations", "cursors"),
+    "profile": ("conflicts", "cursors"),
+    "model": ("conflicts", "replay", "cursors"),
+    "histories": ("conflicts", "replay", "cursors"),
+    "operator_reads": ("mutations", "cursors"),
+    "completion_waits": ("conflicts", "cursors"),
+    "pruning": ("conflicts", "cursors"),
+    "wait_tokens": ("conflicts", "cursors"),
+    "append": ("conflicts", "cursors"),
+    "exclusive_selection": ("conflicts", "cursors"),
+    "faults": ("conflicts", "replay"),
+}
 
 _ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")
 

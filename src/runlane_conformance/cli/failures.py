@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from ..run.model import CheckResult, Outcome, RequirementResult, RunResult
+from ..run.root_cause import in_root_cause_order
 from .choices import TracebackStyle
 from .wording import count
 
@@ -176,6 +177,20 @@ def _reproduce(result: RunResult, check: CheckResult, shown: Shown) -> list[Text
     ]
 
 
+def _shared_block(result: RunResult, group: FailureGroup, style: TracebackStyle, shown: Shown) -> list[Text]:
+    checks = [check for _, check in group.members]
+    ids = group.requirement_ids
+    out = [
+        Text.assemble(
+            (f"{_FAIL} same error in {count(len(checks), 'check')}", "bold red"),
+            f" of {count(len(ids), 'requirement')}:",
+        )
+    ]
+    out += _block(group.first, style, shown, example=False)
+    out.append(Text(f"{_INDENT}requirements: {shown(', '.join(ids), None)}"))
+    return out + _reproduce(result, group.first, shown)
+
+
 def _header(requirement: RequirementResult) -> Text:
     return Text.assemble((f"{_FAIL} {requirement.id}", "bold red"), f" ({requirement.level.value})")
 
@@ -217,49 +232,62 @@ def unexpected_pass_lines(result: RunResult, shown: Shown) -> list[Text]:
 
 
 def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> list[Text]:
-    """Every line of the "Failed requirements" section for ``result`` (empty when none failed)."""
+    """Every line of the "Failed requirements" section for ``result`` (empty when none failed).
+
+    Failures come in root-cause order (``run/root_cause.py``): the most basic failed rule first, and
+    under it, marked as such, the failures that probably follow from it. A block shared by several
+    requirements is shown where the first of them comes.
+    """
     failed = result.failed_requirements
     if not failed:
         return []
     unrun = [
         r for r in failed if not r.known_failure and all(c.outcome is Outcome.NOT_RUN for c in r.failures)
     ]
-    judged = len(failed) - len(unrun)
+    ordered = in_root_cause_order([r for r in failed if r not in unrun])
     # A requirement that never ran was not judged: it is counted apart, so an interrupted run does not
     # read as a hundred failures.
-    out = [Text(f"Failed requirements ({judged}):", style="bold red")] if judged else []
+    out = [Text(f"Failed requirements ({len(ordered)}):", style="bold red")] if ordered else []
+    roots = [item.requirement.id for item in ordered if item.consequence_of is None]
+    if len(ordered) > 1 and len(roots) < len(ordered):
+        out.append(
+            Text(
+                f"{_INDENT}read first: {shown(', '.join(roots), None)}; the others are listed under the "
+                "failure they probably follow from",
+                style="dim",
+            )
+        )
     if style is TracebackStyle.NO:
-        out += _one_line_each([r for r in failed if r not in unrun], shown)
+        out += _one_line_each([item.requirement for item in ordered], shown)
         if unrun:
             out.append(Text(f"Did not run ({len(unrun)}):", style="bold red"))
         return out + _one_line_each(unrun, shown)
-    groups = group_failures(failed)
+    groups = group_failures(item.requirement for item in ordered)
     shared = {group.key: group for group in groups if group.shared}
-    for group in shared.values():
-        checks = [check for _, check in group.members]
-        ids = group.requirement_ids
-        out.append(
-            Text.assemble(
-                (f"{_FAIL} same error in {count(len(checks), 'check')}", "bold red"),
-                f" of {count(len(ids), 'requirement')}:",
-            )
-        )
-        out += _block(group.first, style, shown, example=False)
-        out.append(Text(f"{_INDENT}requirements: {shown(', '.join(ids), None)}"))
-        out += _reproduce(result, group.first, shown)
+    shown_groups: set[FailureKey] = set()
     not_run: dict[str, list[str]] = {}
-    for requirement in failed:
+    for item in ordered:
+        requirement = item.requirement
         if requirement.known_failure:
             out.append(_known(requirement, shown))
             continue
         ran = [check for check in requirement.failures if check.outcome is not Outcome.NOT_RUN]
+        for check in ran:
+            key = failure_key(check)
+            if key in shared and key not in shown_groups:
+                shown_groups.add(key)
+                out += _shared_block(result, shared[key], style, shown)
         own = [check for check in ran if failure_key(check) not in shared]
-        if not ran:
-            not_run.setdefault(requirement.reason or "did not run", []).append(requirement.id)
-            continue
         if not own:
-            continue  # every failure of it is in a block above, which names it
+            continue  # every failure of it is in a shared block, which names it
         out.append(_header(requirement))
+        if item.consequence_of is not None:
+            out.append(
+                Text(
+                    f"{_INDENT}probably a consequence of {item.consequence_of.id} (above): fix that first",
+                    style="dim",
+                )
+            )
         by_key: dict[FailureKey, list[CheckResult]] = {}
         for check in own:
             by_key.setdefault(failure_key(check), []).append(check)
@@ -270,6 +298,8 @@ def failure_lines(result: RunResult, style: TracebackStyle, shown: Shown) -> lis
         if also:
             out.append(Text(f"{_INDENT}and {count(also, 'check')} with an error shown above", style="dim"))
         out += _reproduce(result, own[0], shown)
+    for requirement in unrun:
+        not_run.setdefault(requirement.reason or "did not run", []).append(requirement.id)
     if not_run:
         out.append(Text(f"Did not run ({len(unrun)}):", style="bold red"))
     for reason, names in not_run.items():

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..contract.values import StorageIndexConsistency
 from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
+from ..in_words import in_words
 from ..requirements import AREAS, Requirement, RequirementLevel
 from .model import (
     INCONCLUSIVE_HINT,
@@ -183,17 +184,18 @@ def judge_check(raw: RawCheck, plan: Plan, facts: ProfileFacts) -> CheckResult:
             f"the check ran although the preflight probe's profile gates it off ({predicted!r}): "
             "the driver advertised a different profile to the checks than to the probe"
         )
+    # What a person reads of a failure names keys and sort values in words, not in their hex encoding.
     return CheckResult(
         nodeid=raw.nodeid,
         requirement_id=rid,
         area=area_of(raw.nodeid, rid),
         outcome=outcome,
         duration=raw.duration,
-        message=message,
-        longrepr=raw.longrepr,
+        message=None if message is None else in_words(message),
+        longrepr=None if raw.longrepr is None else in_words(raw.longrepr),
         hypothesis_blob=_blob(raw.longrepr),
         properties=tuple(raw.properties),
-        full_message=full_message,
+        full_message=None if full_message is None else in_words(full_message),
     )
 
 

@@ -366,10 +366,11 @@ class _MarkerNegativeCacheTransaction(BlindTransaction):
     def get(self, keys: Sequence[Any]) -> list[Any]:
         driver = self.driver
         assert isinstance(driver, _MarkerNegativeCacheDriver)
-        keys = list(keys)
+        if not isinstance(keys, (list, tuple)):
+            return super().get(keys)
         absent = driver.absent_markers
         asked = [k for k in keys if getattr(k, "encoded", None) not in absent]
-        fetched = iter(super().get(asked) if asked else [])
+        fetched = iter(super().get(asked))
         out: list[Any] = []
         for key in keys:
             if getattr(key, "encoded", None) in absent:
@@ -1096,7 +1097,9 @@ class _SchedulesAcrossPartitionsStore(_PartitionsStore):
         self, snapshot: int, command: QueryRecordsCommand
     ) -> list[tuple[StorageIndexReference, str]]:
         found: list[tuple[StorageIndexReference, str]] = []
-        for partition in sorted(self.partitions.get(str(command.index), set()) | {command.partition}):
+        with self._lock:
+            partitions = sorted(self.partitions.get(str(command.index), set()) | {command.partition})
+        for partition in partitions:
             page = self.scan(
                 snapshot,
                 command.index,
@@ -1148,8 +1151,10 @@ class _GhostStore(PatchedStore):
         super()._apply(writes)
 
     def custom_plan(self, command: QueryRecordsCommand) -> bool:
+        with self._lock:
+            ghosts = list(self.ghosts.values())
         return command.index is self.ghost_index and any(
-            partition == command.partition for partition, _r, _k in self.ghosts.values()
+            partition == command.partition for partition, _r, _k in ghosts
         )
 
     def plan_entries(
@@ -1157,7 +1162,9 @@ class _GhostStore(PatchedStore):
     ) -> list[tuple[StorageIndexReference, str]]:
         entries = super().plan_entries(snapshot, command)
         present = {(reference.sort, ekey) for reference, ekey in entries}
-        for partition, reference, ekey in list(self.ghosts.values()):
+        with self._lock:
+            ghosts = list(self.ghosts.values())
+        for partition, reference, ekey in ghosts:
             if (
                 partition == command.partition
                 and command.range.contains(reference.sort)
@@ -1454,16 +1461,16 @@ class _HeadCacheStore(PatchedStore):
         forced = self.forced.pop(plan.token, None)
         if command is None:
             return super()._writes(plan)
-        writes: list[tuple[str, NewStorageRecord | None]] = [*plan.creates, *plan.replaces]
-        writes.extend((ekey, None) for ekey in plan.deletes)
         head_key = command.layout.head_key(command.partition).encoded
         head_chain = self._chains.get(head_key)
         head = None if head_chain is None else head_chain[-1][1]
-        start = (
-            read_storage_stream_position(command.stream, command.partition, head)
-            if forced is None
-            else forced
-        )
+        if forced is None:
+            start = read_storage_stream_position(command.stream, command.partition, head)
+            self.allocated[plan.token] = (start, len(command.values))
+            return super()._writes(plan)
+        writes: list[tuple[str, NewStorageRecord | None]] = [*plan.creates, *plan.replaces]
+        writes.extend((ekey, None) for ekey in plan.deletes)
+        start = forced
         placed = materialize_storage_append(command, start)
         writes.extend((record.key.encoded, record) for record in placed.records)
         writes.append((head_key, placed.head))

@@ -1611,6 +1611,59 @@ class _ReconnectingReadAttempt(LocalTransaction):
 read_fault_reconnects_with_fresh_snapshot = patched_local(_ReconnectingReadAttempt)
 
 
+# --- caches per OS process (on the SQLite example, whose stores have an address) -----------------
+
+#: Process-wide caches, keyed by store address: every instance in this process shares them.
+_PROCESS_ABSENT_MARKERS: dict[object, set[str]] = {}
+_PROCESS_PAGES: dict[object, dict[QueryRecordsCommand, Any]] = {}
+_PROCESS_LOCK = threading.Lock()
+
+
+class _ProcessMarkerCacheDriver(_MarkerNegativeCacheDriver):
+    """The 'no marker here' cache lives in a module global: shared by this process's instances only."""
+
+    transaction_class = _MarkerNegativeCacheTransaction
+
+    def __init__(self, inner: Any, store: Any) -> None:
+        WrappedDriver.__init__(self, inner, store)
+        with _PROCESS_LOCK:
+            self.absent_markers = _PROCESS_ABSENT_MARKERS.setdefault(store.address(), set())
+        self.created = []
+
+    # The SQLite example has no operator reads: do not claim them.
+    get_run = list_runs = list_run_events = None  # type: ignore[assignment]
+
+
+class _ProcessQueryCacheDriver(WrappedDriver):
+    """driver.query pages cached per process, dropped when any instance of this process commits."""
+
+    def _pages(self) -> dict[QueryRecordsCommand, Any]:
+        with _PROCESS_LOCK:
+            return _PROCESS_PAGES.setdefault(self.store.address(), {})
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        result = super().transaction(callback)
+        self._pages().clear()
+        return result
+
+    def query(self, command: Any) -> Any:
+        pages = self._pages()
+        if isinstance(command, QueryRecordsCommand):
+            cached = pages.get(command)
+            if cached is not None:
+                return cached
+        page = self.inner.query(command)
+        if isinstance(command, QueryRecordsCommand):
+            pages[command] = page
+        return page
+
+
+process_marker_negative_cache = mutant_harness(_ProcessMarkerCacheDriver, base="sqlite")
+process_query_cache = mutant_harness(_ProcessQueryCacheDriver, base="sqlite")
+#: The SQLite example wrapped with no bug: the control for the two process-level drivers.
+control_sqlite = mutant_harness(WrappedDriver, base="sqlite")
+
+
 # =================================================================================================
 # The batch
 # =================================================================================================
@@ -1905,8 +1958,26 @@ BLIND_MUTANTS: list[BlindMutant] = [
     ),
 ]
 
+PROCESS_CACHE = "cache per OS process"
+
+BLIND_MUTANTS += [
+    _m(
+        "process_marker_negative_cache",
+        "completion_waits.marker-across-processes",
+        PROCESS_CACHE,
+        "'no marker for this source' is cached process-wide; another process's marker goes unseen",
+    ),
+    _m(
+        "process_query_cache",
+        "profile.strong-index-visible-across-instances",
+        PROCESS_CACHE,
+        "driver.query pages are cached process-wide until some instance of this process commits",
+    ),
+]
+
 #: The bug-free machinery, measured first: a batch is only meaningful if these certify.
 CONTROLS: list[BlindMutant] = [
     _m("control", "", "control", "the patched reference with no bug"),
     _m("control_wrapped", "", "control", "the wrapped reference (operator reads kept) with no bug"),
+    _m("control_sqlite", "", "control", "the wrapped SQLite example with no bug"),
 ]

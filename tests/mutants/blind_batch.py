@@ -184,11 +184,15 @@ class BlindDriver(WrappedDriver):
 
     def list_runs(self, environment: str, *, limit: int, cursor: str | None = None) -> Any:
         page = self.inner.list_runs(environment, limit=limit, cursor=cursor)
-        return local_operator.OperatorPage(tuple(self.shown(r) for r in page.items), page.cursor)
+        return local_operator.OperatorPage(
+            tuple(shown for r in page.items if (shown := self.shown(r)) is not None), page.cursor
+        )
 
     def list_run_events(self, environment: str, run_id: str, *, limit: int, cursor: str | None = None) -> Any:
         page = self.inner.list_run_events(environment, run_id, limit=limit, cursor=cursor)
-        return local_operator.OperatorPage(tuple(self.shown(r) for r in page.items), page.cursor)
+        return local_operator.OperatorPage(
+            tuple(shown for r in page.items if (shown := self.shown(r)) is not None), page.cursor
+        )
 
 
 def _with_document(record: StoredRecord, value: object) -> StoredRecord:

@@ -8,6 +8,7 @@ the batch usable (a renamed requirement or a broken factory shows up here).
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from runlane_conformance.harness import load_harness
 from runlane_conformance.requirements import all_requirements
@@ -54,7 +55,11 @@ def test_every_local_based_blind_driver_opens_a_store_and_commits() -> None:
             store = harness.open_store()
             driver = store.connect()
             key = StorageRecordKey(StorageTableName.RUNS, ("env", "nothing-here"))
-            assert driver.transaction(lambda tx, key=key: tx.get([key])) == [None]
+
+            def read(tx: Any, key: StorageRecordKey = key) -> Any:
+                return tx.get([key])
+
+            assert driver.transaction(read) == [None]
             store.close()
         finally:
             harness.close()

@@ -112,7 +112,7 @@ def version_differs_after_identical_recreate(name: str) -> bool:
             [now] = tx.get([spec.owner_key])
             try:
                 tx.replace(before, before.as_new())  # before was read ahead of the delete
-            except Exception as error:  # noqa: BLE001 - the contract's answer is StorageKeyChangeError
+            except Exception as error:  # the contract answers StorageKeyChangeError
                 return type(error).__name__
             return f"accepted (version {before.version} read before the delete, {now.version} now)"
 

@@ -551,6 +551,9 @@ class PatchedStore(LocalStore):
         self.high_water: datetime | None = None  # the latest attempt time any instance sampled
         self._time_lock = threading.Lock()
 
+    #: True when exclusive selection reads the attempt's clock (to stamp the rows it locks).
+    stamps_selections = False
+
     def observe_time(self, moment: datetime) -> None:
         with self._time_lock:
             if self.high_water is None or moment > self.high_water:
@@ -644,6 +647,8 @@ class PatchedTransaction(LocalTransaction):
             advisory = StorageCandidateMode(mode) is StorageCandidateMode.ADVISORY
         except ValueError:
             advisory = False
+        if not advisory and isinstance(store, PatchedStore) and store.stamps_selections:
+            store.observe_time(self._rules._clock())  # locked_until = clock() + lease, taken client-side
         if (
             not advisory
             or not isinstance(store, PatchedStore)
@@ -1341,6 +1346,7 @@ class _LeasedHoldsStore(PatchedStore):
     """Exclusive holds are leases of 30 s of attempt time (``locked_until = now + 30s``)."""
 
     lease = timedelta(seconds=30)
+    stamps_selections = True
 
     def __init__(self, *, index_lag: int = 0) -> None:
         super().__init__(index_lag=index_lag)

@@ -17,11 +17,20 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance import StorageIndexName, StorageTableName
+from runlane_conformance import (
+    StorageCandidateMode,
+    StorageIndexName,
+    StorageQueryDirection,
+    StorageStreamName,
+    StorageTableName,
+)
 from runlane_conformance.contract.encodings import iso_date_codec
+from runlane_conformance.contract.json_boundary import thaw_json
 from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.streams import AppendRecordsCommand
+from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
 from runlane_conformance.contract.values import NewStorageRecord, QueryRecordsCommand
-from runlane_conformance.core.runs import event_value
+from runlane_conformance.core.runs import event_value, new_run_value
 from runlane_conformance.core.wait_tokens import WaitTokenSpec, create_wait_token
 from runlane_conformance.harness import load_harness
 
@@ -222,7 +231,273 @@ def joined_components_keep_tuple_order(name: str) -> bool:
         return [ref.key for ref in page.items] == [event.key for event in events]
 
 
+def _leases(driver: Any, *moments: datetime, prefix: str = "l") -> list[NewStorageRecord]:
+    records = [_lease(f"{prefix}{number}", moment) for number, moment in enumerate(moments)]
+    driver.transaction(lambda tx: [tx.create(record) for record in records])
+    return records
+
+
+def phantom_on_page_two_conflicts(name: str) -> bool:
+    with store_of(name) as store:
+        first, second = store.connect(clock=Clock()), store.connect(clock=Clock())
+        _leases(first, T0)
+        seen: list[int] = []
+
+        def count_then_decide(tx: Any) -> None:
+            page = tx.query_candidates(_leases_scan(limit=1))
+            rest = tx.query_candidates(_leases_scan(limit=1).with_cursor(page.cursor))
+            seen.append(len(page.items) + len(rest.items))
+            if len(seen) == 1:  # a phantom lands on the second page's range
+                second.transaction(lambda other: other.create(_lease("phantom", T0 + timedelta(hours=1))))
+            tx.create(_lease(f"decision-{len(seen)}", T0 - timedelta(days=1), environment="other"))
+
+        first.transaction(count_then_decide)
+        return seen[-1] == 2
+
+
+def exclusive_page_two_is_held(name: str) -> bool:
+    with store_of(name) as store:
+        first, second = store.connect(clock=Clock()), store.connect(clock=Clock())
+        _leases(first, T0, T0 + timedelta(hours=1))
+        exclusive = StorageCandidateMode.EXCLUSIVE
+        overlap: list[set[object]] = []
+
+        def hold_two(tx: Any) -> None:
+            page = tx.query_candidates(_leases_scan(limit=1), mode=exclusive)
+            rest = tx.query_candidates(_leases_scan(limit=1).with_cursor(page.cursor), mode=exclusive)
+            mine = {ref.key for ref in (*page.items, *rest.items)}
+            theirs = second.transaction(
+                lambda other: {
+                    ref.key for ref in other.query_candidates(_leases_scan(limit=2), mode=exclusive).items
+                }
+            )
+            overlap.append(mine & theirs)
+
+        first.transaction(hold_two)
+        return not overlap[0]
+
+
+def exclusive_hold_outlasts_thirty_seconds(name: str) -> bool:
+    with store_of(name) as store:
+        holder_clock, other_clock = Clock(), Clock()
+        first, second = store.connect(clock=holder_clock), store.connect(clock=other_clock)
+        _leases(first, T0)
+        exclusive = StorageCandidateMode.EXCLUSIVE
+        got: list[int] = []
+
+        def hold(tx: Any) -> None:
+            tx.query_candidates(_leases_scan(limit=1), mode=exclusive)
+            tx.now()
+            other_clock.at = T0 + timedelta(minutes=1)  # the attempt stays open while time passes
+            second.transaction(lambda other: other.now())
+            got.append(
+                len(
+                    second.transaction(
+                        lambda other: other.query_candidates(_leases_scan(limit=1), mode=exclusive)
+                    ).items
+                )
+            )
+
+        first.transaction(hold)
+        return got == [0]
+
+
+def exclusive_holds_all_of_a_large_page(name: str) -> bool:
+    with store_of(name) as store:
+        first, second = store.connect(clock=Clock()), store.connect(clock=Clock())
+        _leases(first, *(T0 + timedelta(seconds=n) for n in range(70)))
+        exclusive = StorageCandidateMode.EXCLUSIVE
+        got: list[int] = []
+
+        def hold_all(tx: Any) -> None:
+            assert len(tx.query_candidates(_leases_scan(limit=70), mode=exclusive).items) == 70
+            got.append(
+                len(
+                    second.transaction(
+                        lambda other: other.query_candidates(_leases_scan(limit=70), mode=exclusive)
+                    ).items
+                )
+            )
+
+        first.transaction(hold_all)
+        return got == [0]
+
+
+def descending_ties_by_key_descending(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        runs = [
+            build_storage_record(StorageTableName.RUNS, new_run_value("env", run, T0)) for run in ("a", "b")
+        ]
+        driver.transaction(lambda tx: [tx.create(run) for run in runs])
+        page = driver.query(
+            QueryRecordsCommand(
+                StorageIndexName.RUNS_BY_STATUS, "env", 10, direction=StorageQueryDirection.DESCENDING
+            )
+        )
+        return [ref.key for ref in page.items] == [runs[1].key, runs[0].key]
+
+
+def parent_index_drops_a_tombstoned_run(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        child = new_run_value("env", "child", T0, status=RunStatus.SUCCEEDED, parent_run_id="parent")
+        driver.transaction(lambda tx: tx.create(build_storage_record(StorageTableName.RUNS, child)))
+
+        def tombstone(tx: Any) -> None:
+            [run] = tx.get([run_record_key("env", "child")])
+            value = thaw_json(run.document.value)
+            assert isinstance(value, dict)
+            value["tombstonedAt"] = _iso(T0)
+            tx.replace(run, build_storage_record(StorageTableName.RUNS, value))
+
+        driver.transaction(tombstone)
+        page = driver.query(QueryRecordsCommand(StorageIndexName.RUNS_BY_PARENT, "env", 10))
+        return page.items == ()
+
+
+def idle_attempt_still_validates_its_reads(name: str) -> bool:
+    with store_of(name) as store:
+        first, second = store.connect(clock=Clock()), store.connect(clock=Clock())
+        [lease] = _leases(first, T0)
+        clock = [0.0]
+        attempts: list[int] = []
+
+        def slow_update(tx: Any) -> None:
+            [current] = tx.get([lease.key])
+            attempts.append(1)
+            if len(attempts) == 1:
+                second.transaction(
+                    lambda other: other.replace(
+                        other.get([lease.key])[0], _lease("l0", T0 + timedelta(hours=2))
+                    )
+                )
+                clock[0] += 3.0  # the attempt stays open three seconds
+            tx.replace(current, _lease("l0", T0 + timedelta(hours=1)))
+
+        import tests.mutants.blind_batch as batch
+
+        real = batch.time.monotonic
+        batch.time.monotonic = lambda: real() + clock[0]  # type: ignore[assignment]
+        try:
+            first.transaction(slow_update)
+        finally:
+            batch.time.monotonic = real  # type: ignore[assignment]
+        return len(attempts) == 2  # the lost race must replay
+
+
+def observation(data: int) -> dict[str, Any]:
+    return {"environment": "env", "source": {"kind": "test", "id": "s"}, "data": {"n": data}}
+
+
+def replayed_append_commits_once(name: str) -> bool:
+    with store_of(name) as store:
+        first, second = store.connect(clock=Clock()), store.connect(clock=Clock())
+        [lease] = _leases(first, T0)
+        calls: list[int] = []
+
+        def append_after_read(tx: Any) -> None:
+            tx.get([lease.key])
+            calls.append(1)
+            if len(calls) == 1:  # lose the race once, so the callback replays
+                second.transaction(
+                    lambda other: other.replace(
+                        other.get([lease.key])[0], _lease("l0", T0 + timedelta(hours=2))
+                    )
+                )
+            tx.append(AppendRecordsCommand(StorageStreamName.OBSERVATIONS, "env", (observation(1),)))
+
+        first.transaction(append_after_read)
+        page = first.query(QueryRecordsCommand(StorageIndexName.OBSERVATIONS_BY_POSITION, "env", 10))
+        return len(calls) == 2 and len(page.items) == 1
+
+
+def operator_history_hidden_on_page_two(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        run = new_run_value("env", "run", T0, status=RunStatus.SUCCEEDED)
+        run["counts"]["events"] = "2"
+        events = [
+            build_storage_record(StorageTableName.EVENTS, event_value("env", "run", n, T0)) for n in (1, 2)
+        ]
+        driver.transaction(
+            lambda tx: [
+                tx.create(build_storage_record(StorageTableName.RUNS, run)),
+                *[tx.create(e) for e in events],
+            ]
+        )
+        first = driver.list_run_events("env", "run", limit=1)
+
+        def tombstone(tx: Any) -> None:
+            [current] = tx.get([run_record_key("env", "run")])
+            value = thaw_json(current.document.value)
+            assert isinstance(value, dict)
+            value["tombstonedAt"] = _iso(T0)
+            tx.replace(current, build_storage_record(StorageTableName.RUNS, value))
+
+        driver.transaction(tombstone)
+        second = driver.list_run_events("env", "run", limit=1, cursor=first.cursor)
+        return second.items == ()
+
+
+def _run_with_input(payload: object) -> NewStorageRecord:
+    value = new_run_value("env", "shaped", T0)
+    value["input"] = payload
+    return build_storage_record(StorageTableName.RUNS, value)
+
+
+def _round_trip(name: str, payload: object) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        record = _run_with_input(payload)
+        try:
+            driver.transaction(lambda tx: tx.create(record))
+        except Exception:  # the contract says such a document commits
+            return False
+        [stored] = driver.transaction(lambda tx: tx.get([record.key]))
+        return stored is not None and stored.document == record.document
+
+
+def empty_object_kept(name: str) -> bool:
+    return _round_trip(name, {"options": {}, "list": []})
+
+
+def float_digits_kept(name: str) -> bool:
+    return _round_trip(name, {"ratio": 0.1 + 0.2})
+
+
+def deep_document_kept(name: str) -> bool:
+    payload: dict[str, Any] = {}
+    node = payload
+    for _ in range(120):
+        node["n"] = {}
+        node = node["n"]
+    return _round_trip(name, payload)
+
+
+def nul_kept(name: str) -> bool:
+    return _round_trip(name, {"text": "a\x00b"})
+
+
+def astral_kept(name: str) -> bool:
+    return _round_trip(name, {"text": "\U0001f600"})
+
+
 SCENARIOS: dict[str, Callable[[str], bool]] = {
+    "page_two_range_not_a_dependency": phantom_on_page_two_conflicts,
+    "page_two_exclusive_not_held": exclusive_page_two_is_held,
+    "exclusive_hold_is_a_thirty_second_lease": exclusive_hold_outlasts_thirty_seconds,
+    "exclusive_holds_evicted_after_64_rows": exclusive_holds_all_of_a_large_page,
+    "descending_runs_by_status_ties_ascending": descending_ties_by_key_descending,
+    "index_runs_by_parent_row_outlives_tombstone": parent_index_drops_a_tombstoned_run,
+    "attempt_idle_two_seconds_loses_read_set": idle_attempt_still_validates_its_reads,
+    "append_buffer_survives_replay": replayed_append_commits_once,
+    "operator_events_page_two_ignores_tombstone": operator_history_hidden_on_page_two,
+    "json_empty_object_becomes_array": empty_object_kept,
+    "json_floats_fourteen_digits": float_digits_kept,
+    "json_deep_nesting_refused": deep_document_kept,
+    "json_nul_stripped": nul_kept,
+    "json_astral_mangled": astral_kept,
     "ttl_events_retention_one_year": event_survives_a_year,
     "clock_leases_past_2038_sort_first": leases_past_2038_in_order,
     "instance_query_cache": query_sees_another_instances_commit,

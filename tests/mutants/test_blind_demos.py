@@ -11,7 +11,8 @@ should find the same bugs without being told the steps.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,14 +25,25 @@ from runlane_conformance import (
     StorageStreamName,
     StorageTableName,
 )
-from runlane_conformance.contract.encodings import iso_date_codec
+from runlane_conformance.contract.encodings import iso_date_codec, storage_tuple_codec
+from runlane_conformance.contract.errors import (
+    StorageCommitUnknownError,
+    StorageError,
+    StorageUnavailableError,
+)
 from runlane_conformance.contract.json_boundary import thaw_json
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.streams import AppendRecordsCommand
 from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
-from runlane_conformance.contract.values import NewStorageRecord, QueryRecordsCommand
-from runlane_conformance.core.runs import event_value, new_run_value
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageQueryRange,
+    StorageRangeBound,
+)
+from runlane_conformance.core.runs import event_value, new_run_value, outbox_message_value, step_value
 from runlane_conformance.core.wait_tokens import WaitTokenSpec, create_wait_token
+from runlane_conformance.faults.plan import InjectedFault
 from runlane_conformance.harness import load_harness
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -483,7 +495,202 @@ def astral_kept(name: str) -> bool:
     return _round_trip(name, {"text": "\U0001f600"})
 
 
+class CompetingHook:
+    """An in-process fault hook: round trip ``at`` breaks (``cut`` before the store sees it, or
+    ``lose`` after), and ``between`` runs while the connection is down (another instance's work)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.plan: tuple[int, str, Callable[[], object]] | None = None
+
+    def round_trip(self, action: Callable[[], Any]) -> Any:
+        self.calls += 1
+        plan = self.plan
+        if plan is None or self.calls != plan[0]:
+            return action()
+        self.plan = None
+        _at, kind, between = plan
+        if kind == "lose":
+            action()
+        between()
+        raise InjectedFault(f"{kind} at round trip {self.calls}")
+
+
+def failed_commit_reports_failure(name: str) -> bool:
+    with store_of(name) as store:
+        hook = CompetingHook()
+        faulty, other = store.connect_with_faults(hook, clock=Clock()), store.connect(clock=Clock())
+        first, second = _lease("first", T0), _lease("second", T0)
+        hook.plan = (1, "cut", lambda: other.transaction(lambda tx: tx.create(first)))
+        try:
+            faulty.transaction(lambda tx: (tx.create(first), tx.create(second)))
+        except (StorageUnavailableError, StorageCommitUnknownError):
+            return True
+        return other.transaction(lambda tx: tx.get([second.key]))[0] is not None
+
+
+def lost_reply_never_replays(name: str) -> bool:
+    with store_of(name) as store:
+        hook = CompetingHook()
+        faulty, other = store.connect_with_faults(hook, clock=Clock()), store.connect(clock=Clock())
+        first, second = _lease("first", T0), _lease("second", T0)
+
+        def move_on(tx: Any) -> None:
+            [current] = tx.get([first.key])
+            tx.replace(current, _lease("first", T0 + timedelta(hours=1)))
+
+        hook.plan = (1, "lose", lambda: other.transaction(move_on))
+        runs: list[int] = []
+
+        def write(tx: Any) -> None:
+            runs.append(1)
+            tx.create(first)
+            tx.create(second)
+
+        with suppress(StorageError):
+            faulty.transaction(write)
+        return len(runs) == 1
+
+
+def broken_read_keeps_earlier_reads_protected(name: str) -> bool:
+    with store_of(name) as store:
+        hook = CompetingHook()
+        faulty, other = store.connect_with_faults(hook, clock=Clock()), store.connect(clock=Clock())
+        [counted, _spare] = _leases(other, T0, T0)
+        hook.plan = (2, "cut", lambda: None)
+
+        def bump(tx: Any) -> None:
+            [current] = tx.get([counted.key])
+            other.transaction(
+                lambda o: o.replace(o.get([counted.key])[0], _lease("l0", T0 + timedelta(hours=2)))
+            )
+            tx.get([_spare.key])  # this read hits the broken connection
+            tx.replace(current, _lease("l0", T0 + timedelta(hours=1)))
+
+        with suppress(StorageError):
+            faulty.transaction(bump)
+        [final] = other.transaction(lambda tx: tx.get([counted.key]))
+        return final.document.value["expiresAt"] == _iso(T0 + timedelta(hours=2))
+
+
+def continued_scan_keeps_its_upper_bound(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        records = _leases(driver, T0, T0 + timedelta(hours=1), T0 + timedelta(hours=2))
+        upper = StorageRangeBound(storage_tuple_codec.encode((_iso(T0 + timedelta(hours=1)),)), True)
+        command = _leases_scan(limit=1, range=StorageQueryRange(None, upper))
+        seen, cursor = [], None
+        for _ in range(5):
+            page = driver.query(command.with_cursor(cursor))
+            seen.extend(ref.key for ref in page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return seen == [records[0].key, records[1].key]
+
+
+def _pages(driver: Any, command: QueryRecordsCommand, most: int = 10) -> list[object]:
+    seen: list[object] = []
+    cursor = None
+    for _ in range(most):
+        page = driver.query(command.with_cursor(cursor))
+        seen.extend(ref.key for ref in page.items)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    return seen
+
+
+def descending_pages_through_ties(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        records = _leases(driver, T0, T0, T0)
+        command = _leases_scan(limit=1, direction=StorageQueryDirection.DESCENDING)
+        return _pages(driver, command) == [r.key for r in reversed(records)]
+
+
+def descending_keeps_exclusive_upper_bound(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        early, _late = _leases(driver, T0, T0 + timedelta(hours=1))
+        upper = StorageRangeBound(storage_tuple_codec.encode((_iso(T0 + timedelta(hours=1)),)), False)
+        command = _leases_scan(
+            range=StorageQueryRange(None, upper), direction=StorageQueryDirection.DESCENDING
+        )
+        return [ref.key for ref in driver.query(command).items] == [early.key]
+
+
+def _tombstone(run: str, prune_after: datetime) -> NewStorageRecord:
+    counts = {"events": "0", "outboxMessages": "0", "steps": "0", "waitTokenLinks": "0"}
+    return build_storage_record(
+        StorageTableName.TOMBSTONES,
+        {
+            "environment": "env",
+            "runId": run,
+            "tombstonedAt": _iso(T0),
+            "pruneAfter": _iso(prune_after),
+            "counts": counts,
+        },
+    )
+
+
+def only_due_tombstones_listed(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        due, later = _tombstone("due", T0), _tombstone("later", T0 + timedelta(days=30))
+        driver.transaction(lambda tx: (tx.create(due), tx.create(later)))
+        upper = StorageRangeBound(storage_tuple_codec.encode((_iso(T0 + timedelta(days=1)),)), True)
+        command = QueryRecordsCommand(
+            StorageIndexName.TOMBSTONES_BY_PRUNE_AFTER, "env", 10, StorageQueryRange(None, upper)
+        )
+        return [ref.key for ref in driver.query(command).items] == [due.key]
+
+
+def blind_step_creates_have_one_winner(name: str) -> bool:
+    with store_of(name) as store:
+        first, second = store.connect(clock=Clock()), store.connect(clock=Clock())
+        mine = build_storage_record(StorageTableName.STEPS, step_value("env", "run", "s", 1, T0))
+        theirs = build_storage_record(
+            StorageTableName.STEPS, step_value("env", "run", "s", 1, T0 + timedelta(seconds=1))
+        )
+
+        def race(tx: Any) -> None:
+            tx.create(mine)
+            second.transaction(lambda other: other.create(theirs))
+
+        with suppress(StorageError):
+            first.transaction(race)
+        [stored] = second.transaction(lambda tx: tx.get([mine.key]))
+        return stored.document == theirs.document
+
+
+def outbox_descending_is_reversed_ascending(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        messages = [
+            build_storage_record(
+                StorageTableName.OUTBOX_MESSAGES,
+                outbox_message_value("env", "run", f"m{n}", T0 + timedelta(seconds=n)),
+            )
+            for n in range(3)
+        ]
+        driver.transaction(lambda tx: [tx.create(m) for m in messages])
+        command = QueryRecordsCommand(StorageIndexName.OUTBOX_BY_RUN, "env", 2)
+        ascending = _pages(driver, command)
+        descending = _pages(driver, replace(command, direction=StorageQueryDirection.DESCENDING))
+        return descending == ascending[::-1]
+
+
 SCENARIOS: dict[str, Callable[[str], bool]] = {
+    "lost_reply_resolved_by_reading_the_key": failed_commit_reports_failure,
+    "lost_reply_replayed_when_key_moved_on": lost_reply_never_replays,
+    "read_fault_reconnects_with_fresh_snapshot": broken_read_keeps_earlier_reads_protected,
+    "page_two_drops_far_bound": continued_scan_keeps_its_upper_bound,
+    "page_two_descending_ties_flipped": descending_pages_through_ties,
+    "descending_leases_upper_bound_inclusive": descending_keeps_exclusive_upper_bound,
+    "index_tombstones_by_prune_after_ignores_range": only_due_tombstones_listed,
+    "table_steps_blind_create_overwrites": blind_step_creates_have_one_winner,
+    "descending_outbox_by_run_reverses_ascending_pages": outbox_descending_is_reversed_ascending,
     "page_two_range_not_a_dependency": phantom_on_page_two_conflicts,
     "page_two_exclusive_not_held": exclusive_page_two_is_held,
     "exclusive_hold_is_a_thirty_second_lease": exclusive_hold_outlasts_thirty_seconds,

@@ -34,7 +34,7 @@ from runlane_conformance.contract.errors import (
 from runlane_conformance.contract.json_boundary import thaw_json
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.streams import AppendRecordsCommand
-from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
+from runlane_conformance.contract.table_definitions import RunStatus, run_record_key, schedule_occurrence_id
 from runlane_conformance.contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -681,7 +681,37 @@ def outbox_descending_is_reversed_ascending(name: str) -> bool:
         return descending == ascending[::-1]
 
 
+def _schedule(environment: str, at: datetime) -> NewStorageRecord:
+    return build_storage_record(
+        StorageTableName.SCHEDULES,
+        {
+            "environment": environment,
+            "scheduleId": "nightly",
+            "workflow": "w",
+            "spec": {"kind": "interval", "everySeconds": 60},
+            "enabled": True,
+            "input": {},
+            "nextOccurrenceAt": _iso(at),
+            "nextOccurrenceId": schedule_occurrence_id(environment, "nightly", at),
+            "lastOccurrenceAt": None,
+            "lastOccurrenceId": None,
+            "createdAt": _iso(T0),
+            "updatedAt": _iso(T0),
+        },
+    )
+
+
+def schedules_stay_in_their_environment(name: str) -> bool:
+    with store_of(name) as store:
+        driver = store.connect(clock=Clock())
+        mine, theirs = _schedule("env", T0), _schedule("other", T0)
+        driver.transaction(lambda tx: (tx.create(mine), tx.create(theirs)))
+        page = driver.query(QueryRecordsCommand(StorageIndexName.SCHEDULES_BY_NEXT_OCCURRENCE, "env", 10))
+        return [ref.key for ref in page.items] == [mine.key]
+
+
 SCENARIOS: dict[str, Callable[[str], bool]] = {
+    "index_schedules_by_next_occurrence_ignores_partition": schedules_stay_in_their_environment,
     "lost_reply_resolved_by_reading_the_key": failed_commit_reports_failure,
     "lost_reply_replayed_when_key_moved_on": lost_reply_never_replays,
     "read_fault_reconnects_with_fresh_snapshot": broken_read_keeps_earlier_reads_protected,

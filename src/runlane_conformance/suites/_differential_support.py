@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hypothesis import given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from runlane_conformance.contract.catalog import (
@@ -111,6 +112,29 @@ class Divergence(AssertionError):
 
 #: Cells exercised by every program run in this process: (family, dimension, value) -> count.
 COVERAGE: Counter[tuple[str, str, str]] = Counter()
+
+
+def dimensions() -> dict[str, tuple[str, ...]]:
+    """Every value each dimension of the matrix can take: a value never recorded is an empty cell."""
+    return {
+        "instance": tuple(str(n) for n in range(INSTANCES)),
+        "process": ("this process", "another OS process"),
+        "jump": tuple(JUMPS),
+        "table": tuple(table.value for table in StorageTableName),
+        "write": ("put", "delete", "blind"),
+        "shape": (*_SHAPES, "template"),
+        "raises": ("no", *RAISES),
+        "outcome": ("committed", *(kind.__name__ for kind in _ERROR_KINDS)),
+        "index": tuple(index.value for index in StorageIndexName),
+        "direction": tuple(direction.value for direction in StorageQueryDirection),
+        "via": ("query", "candidates", "exclusive"),
+        "page": ("first-last", "first", "later", "later-last"),
+        "range": tuple(f"{low}..{high}" for low in _ENDS for high in _ENDS),
+        "fault": ("none", "lost commit reply", "broken connection"),
+    }
+
+
+_ENDS = ("open", "inclusive", "exclusive")
 
 
 def _cover(family: str, **cells: object) -> None:
@@ -337,12 +361,21 @@ RAISES: dict[str, type[BaseException]] = {"Exception": Boom, "BaseException": Ca
 
 # -- drawing a program ---------------------------------------------------------------------------------------
 
-_SLOT = st.builds(
-    Slot,
-    st.integers(0, 10_000),  # reduced modulo the number of templates
-    st.integers(0, len(ENVIRONMENTS) - 1),
-    st.integers(0, len(RUN_IDS) - 1),
-)
+_CHOICE = st.sampled_from(("fresh", "fresh", "again", "other run", "other run", "other template"))
+
+
+@functools.cache
+def _tables() -> tuple[StorageTableName, ...]:
+    """Every table a template exists for (all but the stream heads, which only ``append`` writes)."""
+    return tuple(sorted({base.key.table for base in _bases()}, key=lambda table: table.value))
+
+
+_TABLES = st.deferred(lambda: st.sampled_from(_tables()))
+
+
+@functools.cache
+def _templates_of(table: StorageTableName) -> tuple[int, ...]:
+    return tuple(i for i, base in enumerate(_bases()) if base.key.table is table)
 
 
 @dataclass
@@ -362,19 +395,23 @@ class Program:
         have something to cut; they share a table and environment and differ in the run id (ids that
         are prefixes of one another) or in the template.
         """
-        choice = draw(st.integers(0, 3)) if self.slots else 3
-        if choice == 0:
+        choice = draw(_CHOICE) if self.slots else "fresh"
+        if choice == "again":
             return self.slots[draw(st.integers(0, len(self.slots) - 1))]
-        if choice in (1, 2):
+        if choice in ("other run", "other template"):
             near = self.slots[draw(st.integers(0, len(self.slots) - 1))]
-            if choice == 1:
+            if choice == "other run":
                 slot = Slot(near.base, near.environment, draw(st.integers(0, len(RUN_IDS) - 1)))
             else:
-                siblings = [i for i, base in enumerate(_bases()) if base.key.table is near.table]
+                siblings = _templates_of(near.table)
                 slot = Slot(siblings[draw(st.integers(0, len(siblings) - 1))], near.environment, near.run)
         else:
-            drawn = draw(_SLOT)
-            slot = Slot(drawn.base % len(_bases()), drawn.environment, drawn.run)
+            siblings = _templates_of(draw(_TABLES))
+            slot = Slot(
+                siblings[draw(st.integers(0, len(siblings) - 1))],
+                draw(st.integers(0, len(ENVIRONMENTS) - 1)),
+                draw(st.integers(0, len(RUN_IDS) - 1)),
+            )
         self.slots.append(slot)
         return slot
 
@@ -427,7 +464,12 @@ class Program:
             return Scan(
                 0, StorageIndexName.LEASES_BY_EXPIRY, "a", StorageQueryRange(), *self._scan_shape(draw)
             )
-        entry = entries[draw(st.integers(0, len(entries) - 1))]
+        # Of two entries drawn, the one whose scope holds more: scans with second pages, cuttable ranges.
+        population = Counter((e.index, e.partition) for e in entries)
+        entry = max(
+            (entries[draw(st.integers(0, len(entries) - 1))] for _ in range(2)),
+            key=lambda e: population[(e.index, e.partition)],
+        )
         sorts = sorted(
             {
                 other.sort
@@ -661,6 +703,8 @@ def do_transact(sides: Sides, step: Transact) -> None:
     got = run_transact(sides.tested[step.instance], step)
     _cover(
         READS,
+        process="this process",
+        fault="none",
         instance=step.instance,
         outcome=expected.error or "committed",
         raises=step.raises or "no",
@@ -680,7 +724,7 @@ def do_transact(sides: Sides, step: Transact) -> None:
             sides.scopes.update((entry.index, entry.partition) for entry in write.record.indexes)
 
 
-def do_scan(sides: Sides, step: Scan, *, eventual: bool) -> None:
+def do_scan(sides: Sides, step: Scan, *, eventual: bool, cover: bool = True) -> None:
     expected, _ = run_scan(sides.reference, step, max_pages=10_000)
     bound = len(expected) + 2
 
@@ -693,7 +737,7 @@ def do_scan(sides: Sides, step: Scan, *, eventual: bool) -> None:
                 _describe_scan(got),
                 _describe_scan(expected),
             )
-        for position in range(len(sizes)):
+        for position in range(len(sizes) if cover else 0):
             _cover(
                 SCANS,
                 page=("first" if position == 0 else "later")
@@ -701,8 +745,12 @@ def do_scan(sides: Sides, step: Scan, *, eventual: bool) -> None:
             )
 
     until_store_indexed(sides.store, compare, eventual=eventual)
+    if not cover:
+        return
     _cover(
         SCANS,
+        process="this process",
+        fault="none",
         instance=step.instance,
         index=step.index.value,
         direction=step.direction.value,
@@ -730,7 +778,7 @@ def _describe_scan(items: Sequence[ScanItem]) -> str:
     return f"{len(items)} references: {shown}{more}"
 
 
-def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits) -> None:
+def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits, scans: bool = True) -> None:
     """Every key and every index scope the program touched, read back on each instance of the driver."""
     keys = list(sides.keys.values())
     chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records))
@@ -753,13 +801,15 @@ def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits) -
                         _describe_content(theirs),
                     )
         _cover(READS, readback=f"instance {instance}")
+    if not scans:
+        return
     page = max(1, min(limits.max_query_results, 50))
     for index, partition in sorted(sides.scopes):
         for direction in StorageQueryDirection:
             step = Scan(
                 len(sides.tested) - 1, index, partition, StorageQueryRange(), direction, page, "query"
             )
-            do_scan(sides, step, eventual=eventual)
+            do_scan(sides, step, eventual=eventual, cover=False)
 
 
 def run_program(
@@ -798,7 +848,7 @@ def run_program(
             do_scan(sides, step, eventual=eventual)
         program.note(step)
     sides.history.append("(after the program) every touched key and index scope read back")
-    compare_everything(sides, eventual=eventual, limits=limits)
+    compare_everything(sides, eventual=eventual, limits=limits, scans=family_filter != READS)
 
 
 def coverage_json() -> str:
@@ -947,7 +997,9 @@ def _reference_store(limits: StorageLimits) -> Any:
     return LocalHarness(limits=limits).open_store()
 
 
-def differential_search(harness: DriverHarness, family: str, budget: SearchBudget) -> None:
+def differential_search(
+    harness: DriverHarness, family: str, budget: SearchBudget, *, seed: int | None = None
+) -> None:
     """The profile's programs on ``harness`` against the reference; fails with the first divergence of
     ``family`` after Hypothesis shrank it. A divergence of another family ends that program quietly: its
     own check reports it, under its own requirement."""
@@ -992,10 +1044,10 @@ def differential_search(harness: DriverHarness, family: str, budget: SearchBudge
             while opened:
                 opened.pop().close()
 
-    search()
+    (search if seed is None else hypothesis_seed(seed)(search))()
 
 
-def relations_search(harness: DriverHarness, budget: SearchBudget) -> None:
+def relations_search(harness: DriverHarness, budget: SearchBudget, *, seed: int | None = None) -> None:
     """The profile's programs of random writes on ``harness``, then the relations on random scopes."""
 
     @settings(settings(), max_examples=program_count(), report_multiple_bugs=False)
@@ -1009,7 +1061,7 @@ def relations_search(harness: DriverHarness, budget: SearchBudget) -> None:
         finally:
             store.close()
 
-    search()
+    (search if seed is None else hypothesis_seed(seed)(search))()
 
 
 def _relations_program(store: Any, data: st.DataObject, budget: SearchBudget) -> None:

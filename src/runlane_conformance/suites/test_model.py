@@ -659,10 +659,30 @@ DIFFERENTIAL_SCANS = requirement(
 )
 
 
+def _require_settle_hook(harness: DriverHarness) -> None:
+    """Skip (``NO_SETTLE_REASON``, which the verdict makes inconclusive) when the driver's indexes are
+    eventual and its store has no ``settle`` hook: a scan that lags a commit cannot be told from a wrong
+    one then, and waiting proves nothing."""
+    from runlane_conformance.fixtures.gating import NO_SETTLE_REASON
+    from runlane_conformance.harness import settle_store
+
+    store = harness.open_store()
+    try:
+        driver = store.connect()
+        eventual = indexes_are_eventual(driver)
+        driver.close()
+        if eventual and settle_store(store, timeout=1.0) is None:
+            pytest.skip(NO_SETTLE_REASON)
+    finally:
+        store.close()
+
+
 def _differential(runlane_harness: DriverHarness, request: pytest.FixtureRequest, family: str) -> None:
     """Run the profile's programs, failing with the first divergence of ``family`` (shrunk)."""
     from runlane_conformance.suites._differential_support import differential_search
 
+    if family == "scans":
+        _require_settle_hook(runlane_harness)
     budget = SearchBudget(check_seconds(request) * SEARCH_SHARE)
     try:
         with plain_hypothesis_errors(f"random programs against the reference ({family})", budget):
@@ -711,6 +731,7 @@ def test_scans_and_reads_keep_their_metamorphic_relations(
     with its own legitimate choices (eventual indexes, locks, short exclusive pages) is judged fairly."""
     from runlane_conformance.suites._differential_support import relations_search
 
+    _require_settle_hook(runlane_harness)
     budget = SearchBudget(check_seconds(request) * SEARCH_SHARE)
     try:
         with plain_hypothesis_errors("metamorphic relations on random programs", budget):

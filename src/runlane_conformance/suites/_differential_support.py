@@ -144,10 +144,11 @@ def _cover(family: str, **cells: object) -> None:
 
 # -- key and value shapes -----------------------------------------------------------------------------------
 
-#: Environments: "a" is a prefix of the next two, and the last two reach the top of the code-point range.
-ENVIRONMENTS = ("a", "ab", "a\U0010ffff", "\u00e9\U0001f600")
-#: Run ids, again prefixes of one another and spread over the code points.
-RUN_IDS = ("r", "r-1", "r\U0010ffffz")
+#: Environments: "a" is a prefix of the next three, "a/b" joined naively with the run id "b/r" collides with
+#: "a" and "a/b/r", and the last two reach the top of the code-point range.
+ENVIRONMENTS = ("a", "ab", "a/b", "a\U0010ffff", "\u00e9\U0001f600")
+#: Run ids, again prefixes of one another, one holding the separator a naive key join would use.
+RUN_IDS = ("r", "r-1", "b/r", "r\U0010ffffz")
 #: How far the injected clock may jump between two steps: nothing the contract keeps may expire.
 JUMPS: dict[str, timedelta] = {
     "none": timedelta(0),
@@ -156,7 +157,7 @@ JUMPS: dict[str, timedelta] = {
     "days": timedelta(days=3),
     "years": timedelta(days=365 * 40),
 }
-_TEXT = st.text(st.characters(min_codepoint=1, max_codepoint=0x10FFFF, exclude_categories=["Cs"]), max_size=6)
+_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=["Cs"]), max_size=6)
 _NUMBERS = st.one_of(
     st.integers(-(2**70), 2**70),
     st.integers(-(2**63), 2**64 - 1),
@@ -166,26 +167,32 @@ _NUMBERS = st.one_of(
 _SHAPES = ("flat", "numbers", "nested", "deep", "unicode")
 
 
+_NUMBER_LISTS = st.lists(_NUMBERS, min_size=1, max_size=4)
+_NESTED: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | _NUMBERS | _TEXT | st.just({}) | st.just([]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+_UNICODE = st.dictionaries(_TEXT, _TEXT, min_size=1, max_size=3)
+_DEPTH = st.integers(20, 130)
+_AMOUNT = st.integers(0, 99)
+
+
 def _shape_value(draw: Draw, shape: str) -> Any:
-    """A JSON value of ``shape`` for a document's free-form field."""
+    """A JSON value of ``shape`` for a document's free-form field (strategies built once: building
+    them per draw dominated the cost of a program)."""
     if shape == "numbers":
-        return draw(st.lists(_NUMBERS, min_size=1, max_size=4))
+        return draw(_NUMBER_LISTS)
     if shape == "unicode":
-        return {draw(_TEXT): draw(_TEXT) for _ in range(draw(st.integers(1, 3)))}
+        return draw(_UNICODE)
     if shape == "deep":
         value: Any = draw(_NUMBERS)
-        for level in range(draw(st.integers(20, 60))):
+        for level in range(draw(_DEPTH)):
             value = [value] if level % 2 else {"n": value}
         return value
     if shape == "nested":
-        return draw(
-            st.recursive(
-                st.none() | st.booleans() | _NUMBERS | _TEXT,
-                lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-                max_leaves=8,
-            )
-        )
-    return {"amount": draw(st.integers(0, 99))}
+        return draw(_NESTED)
+    return {"amount": draw(_AMOUNT)}
 
 
 @functools.cache
@@ -387,6 +394,15 @@ class Program:
     exclusive: bool
     slots: list[Slot] = field(default_factory=list)
     written: dict[str, NewStorageRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Each step is one draw of a composite strategy built once per program: Hypothesis checks its
+        # global random state on every ``data.draw``, which cost more than running the step.
+        self.steps: st.SearchStrategy[Step] = st.composite(lambda draw: self.draw(draw))()
+        self.writes: st.SearchStrategy[Transact] = st.composite(lambda draw: self._transact(draw))()
+        self.scopes: st.SearchStrategy[tuple[Scan, int]] = st.composite(
+            lambda draw: (self._scan(draw), draw(st.integers(0, 50)))
+        )()
 
     def _slot(self, draw: Draw) -> Slot:
         """A slot: one used before, a neighbour of one (same partition, another key), or a fresh one.
@@ -835,7 +851,7 @@ def run_program(
     for number in itertools.count(1):
         if number > steps:
             break
-        step = program.draw(draw)
+        step = draw(program.steps)
         sides.history.append(str(step))
         yield str(step)
         if isinstance(step, Jump):
@@ -847,7 +863,11 @@ def run_program(
         elif family_filter != READS:
             do_scan(sides, step, eventual=eventual)
         program.note(step)
-    sides.history.append("(after the program) every touched key and index scope read back")
+    # Read back decades later: nothing the contract keeps may expire, whatever dates it carries.
+    clock.at += JUMPS["years"]
+    sides.history.append(
+        "(after the program, the clock decades later) every touched key and index scope read back"
+    )
     compare_everything(sides, eventual=eventual, limits=limits, scans=family_filter != READS)
 
 
@@ -877,14 +897,6 @@ class Relation:
             f"{'' if self.range.upper is None else _decode_sort(self.range.upper.value)}"
             f", pages of {self.limit}"
         )
-
-
-def draw_relation(draw: Draw, program: Program) -> Relation | None:
-    """A scope over what ``program`` wrote: an index and partition it populated, bounds at its sorts."""
-    probe = program._scan(draw)
-    if not program.written:
-        return None
-    return Relation(probe.index, probe.partition, probe.range, probe.limit)
 
 
 def _scan_items(
@@ -1071,7 +1083,7 @@ def _relations_program(store: Any, data: st.DataObject, budget: SearchBudget) ->
     program = Program(INSTANCES, limits, bool(drivers[0].profile.exclusive_candidates))
     history: list[str] = []
     for _ in range(RELATION_WRITES):
-        drawn = program._transact(data.draw)
+        drawn = data.draw(program.writes)
         step = Transact(drawn.instance, drawn.reads, drawn.writes, None)
         history.append(str(step))
         if run_transact(drivers[step.instance], step).error is None:
@@ -1082,10 +1094,10 @@ def _relations_program(store: Any, data: st.DataObject, budget: SearchBudget) ->
     bound = len(program.written) + 2
     eventual = indexes_are_eventual(drivers[0])
     for _ in range(RELATION_SCOPES):
-        relation = draw_relation(data.draw, program)
-        if relation is None:
+        if not program.written:
             break
-        middle = data.draw(st.integers(0, 50))
+        probe, middle = data.draw(program.scopes)
+        relation = Relation(probe.index, probe.partition, probe.range, probe.limit)
         history.append(f"relations on {relation}")
         for start in range(0, max(1, len(keys)), chunk):
             part = keys[start : start + chunk]

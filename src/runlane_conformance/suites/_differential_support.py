@@ -608,7 +608,9 @@ def _candidates(tx: StorageTransaction, *, command: QueryRecordsCommand, mode: S
     return tx.query_candidates(command, mode=mode)
 
 
-def run_scan(driver: StorageDriver, step: Scan, *, max_pages: int) -> tuple[list[ScanItem], list[int]]:
+def run_scan(
+    driver: StorageDriver, step: Scan, *, max_pages: int, family: str = SCANS
+) -> tuple[list[ScanItem], list[int]]:
     """Every page of ``step`` joined, and each page's size; each page read in its own attempt."""
     command = step.command()
     items: list[ScanItem] = []
@@ -621,7 +623,13 @@ def run_scan(driver: StorageDriver, step: Scan, *, max_pages: int) -> tuple[list
         else:
             page_command = current
             raw = driver.transaction(functools.partial(_candidates, command=page_command, mode=mode))
-        page = parse_query_records_result(current, raw)
+        try:
+            page = parse_query_records_result(current, raw)
+        except StorageError as error:
+            raise Divergence(
+                family,
+                f"{step}: a page broke the query contract ({error_kind(error)}: {error})",
+            ) from None
         assert len(page.items) <= step.limit, (
             f"a page of limit {step.limit} returned {len(page.items)} references"
         )
@@ -630,7 +638,7 @@ def run_scan(driver: StorageDriver, step: Scan, *, max_pages: int) -> tuple[list
         if page.cursor is None:
             return items, sizes
         current = command.with_cursor(page.cursor)
-    raise Divergence(SCANS, f"{step} did not end within {max_pages} pages: the cursors never run out")
+    raise Divergence(family, f"{step} did not end within {max_pages} pages: the cursors never run out")
 
 
 # -- the clock -----------------------------------------------------------------------------------------------
@@ -930,7 +938,7 @@ def _scan_items(
     bound: int,
 ) -> list[ScanItem]:
     step = Scan(0, index, partition, scope, direction, limit, via)
-    return run_scan(driver, step, max_pages=bound)[0]
+    return run_scan(driver, step, max_pages=bound, family=RELATIONS)[0]
 
 
 def check_relations(
@@ -959,18 +967,31 @@ def check_relations(
         raise broke("the descending scan is the ascending scan reversed", list(reversed(descending)), whole)
     if whole:
         split = whole[middle % len(whole)][0]
-        lower = StorageQueryRange(scope.lower, StorageRangeBound(split, False))
-        upper = StorageQueryRange(StorageRangeBound(split, True), scope.upper)
-        parts = _scan_items(first, index, partition, lower, asc, limit, "query", bound) + _scan_items(
-            first, index, partition, upper, asc, limit, "candidates", bound
-        )
-        _cover(RELATIONS, relation="adjacent sub-ranges join to the range")
-        if parts != whole:
-            raise broke(
-                f"the range split at {_decode_sort(split)} into two adjacent sub-ranges joins to the whole",
-                parts,
-                whole,
-            )
+        # Cut at ``split`` both ways (it ends the first half, or starts the second), and read the
+        # halves in both directions: each bound kind then meets each direction.
+        for split_low in (True, False):
+            first_half = StorageQueryRange(scope.lower, StorageRangeBound(split, split_low))
+            second_half = StorageQueryRange(StorageRangeBound(split, not split_low), scope.upper)
+            halves = _scan_items(first, index, partition, first_half, asc, limit, "query", bound)
+            halves += _scan_items(first, index, partition, second_half, asc, limit, "candidates", bound)
+            _cover(RELATIONS, relation="adjacent sub-ranges join to the range")
+            if halves != whole:
+                raise broke(
+                    f"the range cut at {_decode_sort(split)} into two adjacent sub-ranges (ascending) "
+                    "joins to the whole",
+                    halves,
+                    whole,
+                )
+            backwards = _scan_items(first, index, partition, second_half, desc, limit, "query", bound)
+            backwards += _scan_items(first, index, partition, first_half, desc, limit, "candidates", bound)
+            _cover(RELATIONS, relation="adjacent sub-ranges join to the range", direction="desc")
+            if backwards != list(reversed(whole)):
+                raise broke(
+                    f"the range cut at {_decode_sort(split)} into two adjacent sub-ranges, each read "
+                    "descending, joins to the whole reversed",
+                    list(reversed(backwards)),
+                    whole,
+                )
     if first.profile.exclusive_candidates:
         for direction in (asc, desc):
             exclusive = _scan_items(first, index, partition, scope, direction, limit, "exclusive", bound)

@@ -131,6 +131,14 @@ def dimensions() -> dict[str, tuple[str, ...]]:
         "page": ("first-last", "first", "later", "later-last"),
         "range": tuple(f"{low}..{high}" for low in _ENDS for high in _ENDS),
         "fault": ("none", "lost commit reply", "broken connection"),
+        "relation": (
+            "descending is ascending reversed",
+            "adjacent sub-ranges join to the range",
+            "uncontended exclusive equals advisory",
+            "every instance reads the same",
+            "a tombstoned run vanishes everywhere at once",
+            "a tombstoned run leaves the operator read model",
+        ),
     }
 
 
@@ -1154,3 +1162,158 @@ def _relations_program(store: Any, data: st.DataObject, budget: SearchBudget) ->
                 budget.note_failure(message)
                 raise AssertionError(message) from None
         budget.step()
+    flow = data.draw(tombstonings(INSTANCES))
+    history.append(str(flow))
+    try:
+        run_tombstoning(drivers, flow, store, eventual=eventual)
+    except Divergence as divergence:
+        text = "\n".join(f"  step {n}: {line}" for n, line in enumerate(history, 1))
+        message = f"{divergence}\nthe program:\n{text}\nmodel.scan-relations"
+        budget.note_failure(message)
+        raise AssertionError(message) from None
+    budget.step()
+
+
+# -- the core flow: a run tombstoned vanishes from every index and read model at once ---------------------
+
+
+@dataclass(frozen=True)
+class Tombstoning:
+    """A run created on one instance (with events, steps and outbox messages), finished on another and
+    tombstoned on a third: the core flow whose last commit must hide the run everywhere at once."""
+
+    environment: str
+    run_id: str
+    instances: tuple[int, int, int]
+    children: tuple[int, int, int]
+
+    def __str__(self) -> str:
+        return (
+            f"run {self.environment!r}/{self.run_id!r}: created on instance {self.instances[0]} with "
+            f"{self.children[0]} events, {self.children[1]} steps, {self.children[2]} messages; finished "
+            f"on instance {self.instances[1]}; tombstoned on instance {self.instances[2]}"
+        )
+
+
+def tombstonings(instances: int) -> st.SearchStrategy[Tombstoning]:
+    index = st.integers(0, instances - 1)
+    return st.builds(
+        Tombstoning,
+        st.sampled_from(ENVIRONMENTS),
+        st.sampled_from(RUN_IDS),
+        st.tuples(index, index, index),
+        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 2)),
+    )
+
+
+def run_tombstoning(
+    drivers: Sequence[StorageDriver], flow: Tombstoning, store: object, *, eventual: bool
+) -> None:
+    """Run ``flow``; then every scope the visible run was indexed in, on every instance, and the operator
+    read model where offered, must show the tombstoned run exactly as its own record now says."""
+    from runlane_conformance.contract.table_definitions import run_record_key
+    from runlane_conformance.core.pruning import TombstoneOutcome, tombstone_run
+    from runlane_conformance.core.runs import RunChildren, add_run_children, create_run, finish_run
+
+    environment, run_id = flow.environment, flow.run_id
+    key = run_record_key(environment, run_id)
+    events, steps, messages = flow.children
+    children = RunChildren(
+        events, tuple(f"s{n}" for n in range(steps)), tuple(f"m{n}" for n in range(messages))
+    )
+    limits = drivers[0].profile.limits
+    if children.size + 1 > min(limits.max_transaction_records, limits.max_point_reads):
+        children = RunChildren()
+
+    def create(tx: StorageTransaction) -> None:
+        create_run(tx, environment, run_id)
+
+    def grow(tx: StorageTransaction) -> None:
+        add_run_children(tx, environment, run_id, children)
+
+    def read(tx: StorageTransaction) -> StoredRecord | None:
+        return tx.get([key])[0]
+
+    first, middle, last = (drivers[n] for n in flow.instances)
+    try:
+        first.transaction(create)
+    except StorageConflictError:
+        return  # an earlier flow of this program used the same run id: nothing new to judge
+    if children.size:
+        first.transaction(grow)
+    middle.transaction(lambda tx: finish_run(tx, environment, run_id))
+    visible = middle.transaction(read)
+    assert visible is not None, f"run {environment}/{run_id} vanished before it was tombstoned"
+    outcome = last.transaction(lambda tx: tombstone_run(tx, environment, run_id))
+    if outcome is not TombstoneOutcome.TOMBSTONED:
+        raise Divergence(RELATIONS, f"{flow}: tombstoning a finished run answered {outcome}, not tombstoned")
+
+    def check() -> None:
+        for number, driver in enumerate(drivers, 1):
+            hidden = driver.transaction(read)
+            if hidden is None:
+                raise Divergence(RELATIONS, f"{flow}: instance {number} no longer finds the tombstoned run")
+            now_in = {(e.index, e.partition, e.sort) for e in hidden.indexes}
+            for entry in visible.indexes:
+                step = Scan(
+                    0,
+                    entry.index,
+                    entry.partition,
+                    StorageQueryRange(),
+                    StorageQueryDirection.ASCENDING,
+                    1,
+                    "query",
+                )
+                found = {
+                    (entry.index, entry.partition, sort)
+                    for sort, encoded in run_scan(driver, step, max_pages=10_000, family=RELATIONS)[0]
+                    if encoded == key.encoded
+                }
+                expected = {item for item in now_in if item[:2] == (entry.index, entry.partition)}
+                _cover(
+                    RELATIONS,
+                    relation="a tombstoned run vanishes everywhere at once",
+                    index=entry.index.value,
+                )
+                if found != expected:
+                    raise Divergence(
+                        RELATIONS,
+                        f"relation broken: a tombstoned run vanishes from every index at once\n{flow}\n"
+                        f"instance {number}: index {entry.index.value} in {entry.partition!r} lists the run "
+                        "at "
+                        f"{sorted(_decode_sort(s) for _, _, s in found)}; the run's own record, read in the "
+                        f"same state, is indexed there at {sorted(_decode_sort(s) for _, _, s in expected)}",
+                    )
+            _operator_hides(driver, number, flow)
+
+    until_store_indexed(store, check, eventual=eventual)
+
+
+def _operator_hides(driver: StorageDriver, number: int, flow: Tombstoning) -> None:
+    """Where the driver offers operator reads: the tombstoned run and its history are gone from them."""
+    from runlane_conformance.suites._operator_support import collect_pages, document_of
+
+    get_run = getattr(driver, "get_run", None)
+    list_runs = getattr(driver, "list_runs", None)
+    list_events = getattr(driver, "list_run_events", None)
+    if not (callable(get_run) and callable(list_runs) and callable(list_events)):
+        return
+    _cover(RELATIONS, relation="a tombstoned run leaves the operator read model")
+    problems = []
+    if get_run(flow.environment, flow.run_id) is not None:
+        problems.append("get_run still returns it")
+    page = max(1, min(2, driver.profile.limits.max_query_results))
+    listed = collect_pages(lambda cursor: list_runs(flow.environment, limit=page, cursor=cursor), limit=page)
+    if any(document_of(item).get("runId") == flow.run_id for item in listed):
+        problems.append("list_runs still lists it")
+    history = collect_pages(
+        lambda cursor: list_events(flow.environment, flow.run_id, limit=page, cursor=cursor), limit=page
+    )
+    if history:
+        problems.append(f"list_run_events still returns {len(history)} events")
+    if problems:
+        raise Divergence(
+            RELATIONS,
+            f"relation broken: a tombstoned run leaves the operator read model in the same commit\n{flow}\n"
+            f"instance {number}: " + "; ".join(problems),
+        )

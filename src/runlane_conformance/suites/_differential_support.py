@@ -1219,7 +1219,7 @@ def run_tombstoning(
 ) -> None:
     """Run ``flow``; then every scope the visible run was indexed in, on every instance, and the operator
     read model where offered, must show the tombstoned run exactly as its own record now says."""
-    from runlane_conformance.contract.table_definitions import run_record_key
+    from runlane_conformance.contract.table_definitions import run_record_key, tombstone_record_key
     from runlane_conformance.core.pruning import TombstoneOutcome, tombstone_run
     from runlane_conformance.core.runs import RunChildren, add_run_children, create_run, finish_run
 
@@ -1233,8 +1233,13 @@ def run_tombstoning(
     if children.size + 1 > min(limits.max_transaction_records, limits.max_point_reads):
         children = RunChildren()
 
-    def create(tx: StorageTransaction) -> None:
+    def create(tx: StorageTransaction) -> bool:
+        # Only a run id the program left entirely free (no run, no tombstone) starts the flow: a template
+        # tombstone written at random would make core refuse to tombstone, which says nothing of the driver.
+        if any(record is not None for record in tx.get([key, tombstone_record_key(environment, run_id)])):
+            return False
         create_run(tx, environment, run_id)
+        return True
 
     def grow(tx: StorageTransaction) -> None:
         add_run_children(tx, environment, run_id, children)
@@ -1243,10 +1248,8 @@ def run_tombstoning(
         return tx.get([key])[0]
 
     first, middle, last = (drivers[n] for n in flow.instances)
-    try:
-        first.transaction(create)
-    except StorageConflictError:
-        return  # an earlier flow of this program used the same run id: nothing new to judge
+    if not first.transaction(create):
+        return
     if children.size:
         # The program's random writes may already have made one of these children: then it stays childless.
         with contextlib.suppress(StorageConflictError):

@@ -1,0 +1,1332 @@
+"""A differential workload: the driver under test and the reference driver run the same random program.
+
+A *program* is a sequence of steps drawn over every dimension at once: which
+of several driver instances runs the step, how far the injected clock jumps
+before it, which table and which key shapes a write touches (environments and
+run ids that are prefixes of one another, code points from the whole of
+Unicode), what JSON shape a document carries (deep nesting, every number
+spelling the codecs accept), whether the callback raises (an ``Exception``, a
+``BaseException`` subclass), and which index, partition, range, direction,
+page size and selection mode a scan uses.
+
+Each step runs on the driver under test and on a fresh reference store
+(``runlane_conformance.local``, given the same limits), strictly one after
+the other. With no two transactions in flight at once, the contract allows
+exactly one outcome for each step: the serial one. So every observable must
+match: what each point read returns position by position (documents, index
+entries, misses), the joined pages of each scan, the type of each error, and,
+at the end of the program, every key and every index scope the program
+touched. Versions are opaque and never compared by value: each driver's own
+versions must follow the contract's rules (equal within a read and while a
+record is unchanged, new on each commit that writes it, never handed out
+again for the key). An eventual index is settled before it is compared.
+
+A mismatch raises ``Divergence``: the rule family it breaks (the requirement
+the check reports), the program up to the step that diverged, and both
+answers in words; Hypothesis shrinks the program first.
+
+``COVERAGE`` records which cells of the dimension matrix the run exercised
+(``benchmarks/differential_matrix.py`` prints it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from runlane_conformance.contract.catalog import (
+    StorageCandidateMode,
+    StorageIndexName,
+    StorageQueryDirection,
+    StorageTableName,
+)
+from runlane_conformance.contract.cursors import parse_query_records_result
+from runlane_conformance.contract.errors import (
+    StorageConflictError,
+    StorageCorruptionError,
+    StorageCursorError,
+    StorageError,
+    StorageLimitError,
+    StorageUnsupportedError,
+    StorageUsageError,
+    StorageValidationError,
+)
+from runlane_conformance.contract.json_boundary import thaw_json
+from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
+from runlane_conformance.contract.records import build_storage_record
+from runlane_conformance.contract.values import (
+    NewStorageRecord,
+    QueryRecordsCommand,
+    StorageLimits,
+    StorageQueryRange,
+    StorageRangeBound,
+    StoredRecord,
+)
+from runlane_conformance.fixtures.convergence import indexes_are_eventual, until_store_indexed
+from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
+from runlane_conformance.fixtures.records import BASE_TIME
+from runlane_conformance.harness import DriverHarness
+from runlane_conformance.suites._callback_errors import CallbackAbort
+from runlane_conformance.suites._cursors_support import ScanItem, catalog_records
+from runlane_conformance.suites._hypothesis_support import SearchBudget
+
+__all__ = [
+    "COVERAGE",
+    "FAMILIES",
+    "Divergence",
+    "Program",
+    "run_program",
+]
+
+#: What a program draws with: ``data.draw`` of a Hypothesis ``st.data()``.
+Draw = Callable[..., Any]
+
+# -- the rule families a divergence is reported under ---------------------------------------------------
+
+#: Point reads, logical content, versions and errors: what a transaction reads and what it leaves.
+READS = "reads"
+#: Index scans: every index, partition, range, direction, page size, cursor and selection mode.
+SCANS = "scans"
+FAMILIES = (READS, SCANS)
+
+
+class Divergence(AssertionError):
+    """The driver under test answered a step differently from the one serial outcome the contract allows."""
+
+    def __init__(self, family: str, message: str) -> None:
+        super().__init__(message)
+        self.family = family
+
+
+# -- the dimension matrix ---------------------------------------------------------------------------------
+
+#: Cells exercised by every program run in this process: (family, dimension, value) -> count.
+COVERAGE: Counter[tuple[str, str, str]] = Counter()
+
+
+def dimensions() -> dict[str, tuple[str, ...]]:
+    """Every value each dimension of the matrix can take: a value never recorded is an empty cell."""
+    return {
+        "instance": tuple(str(n) for n in range(INSTANCES)),
+        "process": ("this process", "another OS process"),
+        "jump": tuple(JUMPS),
+        "table": tuple(table.value for table in StorageTableName),
+        "write": ("put", "delete", "blind"),
+        "shape": (*_SHAPES, "template"),
+        "raises": ("no", *RAISES),
+        "outcome": ("committed", *(kind.__name__ for kind in _ERROR_KINDS)),
+        "index": tuple(index.value for index in StorageIndexName),
+        "direction": tuple(direction.value for direction in StorageQueryDirection),
+        "via": ("query", "candidates", "exclusive"),
+        "page": ("first-last", "first", "later", "later-last"),
+        "range": tuple(f"{low}..{high}" for low in _ENDS for high in _ENDS),
+        "fault": ("none", "lost commit reply", "broken connection"),
+        "relation": (
+            "descending is ascending reversed",
+            "adjacent sub-ranges join to the range",
+            "uncontended exclusive equals advisory",
+            "every instance reads the same",
+            "a tombstoned run vanishes everywhere at once",
+            "a tombstoned run leaves the operator read model",
+        ),
+    }
+
+
+_ENDS = ("open", "inclusive", "exclusive")
+
+
+def _cover(family: str, **cells: object) -> None:
+    for dimension, value in cells.items():
+        COVERAGE[(family, dimension, str(value))] += 1
+
+
+# -- key and value shapes -----------------------------------------------------------------------------------
+
+#: Environments: "a" is a prefix of the next three, "a/b" joined naively with the run id "b/r" collides with
+#: "a" and "a/b/r", and the last two reach the top of the code-point range.
+ENVIRONMENTS = ("a", "ab", "a/b", "a\U0010ffff", "\u00e9\U0001f600")
+#: Run ids, again prefixes of one another, one holding the separator a naive key join would use.
+RUN_IDS = ("r", "r-1", "b/r", "r\U0010ffffz")
+#: How far the injected clock may jump between two steps: nothing the contract keeps may expire.
+JUMPS: dict[str, timedelta] = {
+    "none": timedelta(0),
+    "seconds": timedelta(seconds=7),
+    "hours": timedelta(hours=5),
+    "days": timedelta(days=3),
+    "years": timedelta(days=365 * 40),
+}
+_TEXT = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=["Cs"]), max_size=6)
+_NUMBERS = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from((0.1, 1e300, -1e-300, 5e-324, 2.5, 1e21, 123456789.125)),
+)
+_SHAPES = ("flat", "numbers", "nested", "deep", "unicode")
+
+
+_NUMBER_LISTS = st.lists(_NUMBERS, min_size=1, max_size=4)
+_NESTED: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | _NUMBERS | _TEXT | st.just({}) | st.just([]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+_UNICODE = st.dictionaries(_TEXT, _TEXT, min_size=1, max_size=3)
+_DEPTH = st.integers(20, 130)
+_AMOUNT = st.integers(0, 99)
+
+
+def _shape_value(draw: Draw, shape: str) -> Any:
+    """A JSON value of ``shape`` for a document's free-form field (strategies built once: building
+    them per draw dominated the cost of a program)."""
+    if shape == "numbers":
+        return draw(_NUMBER_LISTS)
+    if shape == "unicode":
+        return draw(_UNICODE)
+    if shape == "deep":
+        value: Any = draw(_NUMBERS)
+        for level in range(draw(_DEPTH)):
+            value = [value] if level % 2 else {"n": value}
+        return value
+    if shape == "nested":
+        return draw(_NESTED)
+    return {"amount": draw(_AMOUNT)}
+
+
+@functools.cache
+def _bases() -> tuple[NewStorageRecord, ...]:
+    """One valid record of every table (the golden vectors), the templates every slot is made from."""
+    return tuple(sorted(catalog_records(), key=lambda record: record.key.encoded))
+
+
+def _substituted(value: Any, swaps: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return swaps.get(value, value)
+    if isinstance(value, dict):
+        return {key: _substituted(child, swaps) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_substituted(child, swaps) for child in value]
+    return value
+
+
+@functools.cache
+def _variant(base: int, environment: int, run: int) -> NewStorageRecord:
+    """Template ``base`` moved to environment and run id number ``environment`` and ``run``.
+
+    Identities the codecs derive (step tokens, occurrence ids) make some moves
+    invalid; such a template keeps what it can (the run id, then the
+    environment), so every slot is a valid record.
+    """
+    record = _bases()[base]
+    value = thaw_json(record.document.value)
+    assert isinstance(value, dict)
+    swaps: dict[str, str] = {}
+    old_environment, old_run = value.get("environment"), value.get("runId")
+    if isinstance(old_environment, str):
+        swaps[old_environment] = ENVIRONMENTS[environment]
+    if isinstance(old_run, str):
+        swaps[old_run] = RUN_IDS[run]
+    for attempt in (swaps, {k: v for k, v in swaps.items() if k == value.get("environment")}):
+        try:
+            return build_storage_record(record.key.table, _substituted(value, attempt))
+        except (StorageError, ValueError, KeyError, TypeError):
+            continue
+    return record
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A record place: a template moved to an environment and run id, with a value shape when it has a
+    free-form field. Two slots with equal ``key`` are the same record place."""
+
+    base: int
+    environment: int
+    run: int
+
+    def record(self, shape: str, payload: Any) -> NewStorageRecord:
+        template = _variant(self.base, self.environment, self.run)
+        value = thaw_json(template.document.value)
+        assert isinstance(value, dict)
+        for free in ("input", "payload"):
+            if free in value and shape != "template":
+                value[free] = payload
+                try:
+                    return build_storage_record(template.key.table, value)
+                except (StorageError, ValueError):
+                    return template
+        return template
+
+    @property
+    def free_field(self) -> bool:
+        """Whether the template has a free-form JSON field a value shape can fill."""
+        value = _variant(self.base, self.environment, self.run).document.value
+        return "input" in value or "payload" in value
+
+    @property
+    def table(self) -> StorageTableName:
+        return _variant(self.base, self.environment, self.run).key.table
+
+    def __str__(self) -> str:
+        key = _variant(self.base, self.environment, self.run).key
+        return f"{key.table.value}{tuple(key.id)!r}"
+
+
+# -- steps ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Write:
+    """One planned mutation: ``put`` creates or replaces what the attempt read, ``delete`` removes what it
+    read, ``blind`` creates without reading first (a conditional insert of a key perhaps present)."""
+
+    slot: Slot
+    kind: str
+    record: NewStorageRecord
+    shape: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.slot} ({self.shape})"
+
+
+@dataclass(frozen=True)
+class Transact:
+    """A transaction on instance ``instance``: point reads (duplicates kept), writes, maybe a raise."""
+
+    instance: int
+    reads: tuple[Slot, ...]
+    writes: tuple[Write, ...]
+    raises: str | None
+
+    @property
+    def read_slots(self) -> tuple[Slot, ...]:
+        return self.reads + tuple(write.slot for write in self.writes if write.kind != "blind")
+
+    def __str__(self) -> str:
+        parts = [f"instance {self.instance}: transaction reading {[str(s) for s in self.read_slots]}"]
+        parts.extend(f"  {write}" for write in self.writes)
+        if self.raises:
+            parts.append(f"  then raises {self.raises}")
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Every page of one scan on instance ``instance``, each page read separately."""
+
+    instance: int
+    index: StorageIndexName
+    partition: str
+    range: StorageQueryRange
+    direction: StorageQueryDirection
+    limit: int
+    via: str  # "query", "candidates" or "exclusive"
+
+    def command(self) -> QueryRecordsCommand:
+        return QueryRecordsCommand(self.index, self.partition, self.limit, self.range, self.direction)
+
+    def __str__(self) -> str:
+        def bound(end: StorageRangeBound | None) -> str:
+            return "open" if end is None else f"{'[' if end.inclusive else '('}{_decode_sort(end.value)}"
+
+        return (
+            f"instance {self.instance}: {self.via} scan of {self.index.value} in {self.partition!r}, "
+            f"{self.direction.value}, pages of {self.limit}, range {bound(self.range.lower)} .. "
+            f"{bound(self.range.upper)}"
+        )
+
+
+@dataclass(frozen=True)
+class Jump:
+    """The injected clock of every instance moves forward by ``by``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"clock jumps forward by {self.name} ({JUMPS[self.name]})"
+
+
+Step = Transact | Scan | Jump
+
+
+def _decode_sort(encoded: str) -> str:
+    from runlane_conformance.contract.encodings import storage_tuple_codec
+
+    try:
+        return repr(storage_tuple_codec.decode(encoded))
+    except (StorageError, ValueError):
+        return repr(encoded)
+
+
+class Boom(Exception):
+    """Raised by a callback on purpose: the attempt rolls back and the same exception reaches the caller."""
+
+
+RAISES: dict[str, type[BaseException]] = {"Exception": Boom, "BaseException": CallbackAbort}
+
+
+# -- drawing a program ---------------------------------------------------------------------------------------
+
+_CHOICE = st.sampled_from(("fresh", "fresh", "again", "other run", "other run", "other template"))
+
+
+@functools.cache
+def _tables() -> tuple[StorageTableName, ...]:
+    """Every table a template exists for (all but the stream heads, which only ``append`` writes)."""
+    return tuple(sorted({base.key.table for base in _bases()}, key=lambda table: table.value))
+
+
+_TABLES = st.deferred(lambda: st.sampled_from(_tables()))
+
+
+@functools.cache
+def _templates_of(table: StorageTableName) -> tuple[int, ...]:
+    return tuple(i for i, base in enumerate(_bases()) if base.key.table is table)
+
+
+@dataclass
+class Program:
+    """Draws steps one at a time (each choice may depend on what the program wrote so far)."""
+
+    instances: int
+    limits: StorageLimits
+    exclusive: bool
+    slots: list[Slot] = field(default_factory=list)
+    written: dict[str, NewStorageRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Each step is one draw of a composite strategy built once per program: Hypothesis checks its
+        # global random state on every ``data.draw``, which cost more than running the step.
+        self.steps: st.SearchStrategy[Step] = st.composite(lambda draw: self.draw(draw))()
+        self.writes: st.SearchStrategy[Transact] = st.composite(lambda draw: self._transact(draw))()
+        self.scopes: st.SearchStrategy[tuple[Scan, int]] = st.composite(
+            lambda draw: (self._scan(draw), draw(st.integers(0, 50)))
+        )()
+
+    def _slot(self, draw: Draw) -> Slot:
+        """A slot: one used before, a neighbour of one (same partition, another key), or a fresh one.
+
+        Neighbours fill index partitions with several entries, so scans have second pages and ranges
+        have something to cut; they share a table and environment and differ in the run id (ids that
+        are prefixes of one another) or in the template.
+        """
+        choice = draw(_CHOICE) if self.slots else "fresh"
+        if choice == "again":
+            return self.slots[draw(st.integers(0, len(self.slots) - 1))]
+        if choice in ("other run", "other template"):
+            near = self.slots[draw(st.integers(0, len(self.slots) - 1))]
+            if choice == "other run":
+                slot = Slot(near.base, near.environment, draw(st.integers(0, len(RUN_IDS) - 1)))
+            else:
+                siblings = _templates_of(near.table)
+                slot = Slot(siblings[draw(st.integers(0, len(siblings) - 1))], near.environment, near.run)
+        else:
+            siblings = _templates_of(draw(_TABLES))
+            slot = Slot(
+                siblings[draw(st.integers(0, len(siblings) - 1))],
+                draw(st.integers(0, len(ENVIRONMENTS) - 1)),
+                draw(st.integers(0, len(RUN_IDS) - 1)),
+            )
+        self.slots.append(slot)
+        return slot
+
+    def draw(self, draw: Draw) -> Step:
+        kind = draw(st.sampled_from(("write", "write", "write", "scan", "scan", "jump")))
+        if kind == "jump":
+            return Jump(draw(st.sampled_from(tuple(JUMPS))))
+        if kind == "scan" and self.written:
+            return self._scan(draw)
+        return self._transact(draw)
+
+    def _transact(self, draw: Draw) -> Transact:
+        instance = draw(st.integers(0, self.instances - 1))
+        targets: dict[str, Slot] = {}
+        for _ in range(draw(st.integers(1, 3))):
+            slot = self._slot(draw)
+            targets.setdefault(_variant(slot.base, slot.environment, slot.run).key.encoded, slot)
+        writes = []
+        for slot in targets.values():
+            kind = draw(st.sampled_from(("put", "put", "put", "delete", "blind")))
+            shape = draw(st.sampled_from(_SHAPES)) if slot.free_field else "template"
+            record = slot.record(shape, _shape_value(draw, shape) if shape != "template" else None)
+            writes.append(Write(slot, kind, record, shape))
+        reads = tuple(self._slot(draw) for _ in range(draw(st.integers(0, 2))))
+        raises = draw(st.sampled_from((None, None, None, None, None, None, "Exception", "BaseException")))
+        return self._fit(Transact(instance, reads, tuple(writes), raises))
+
+    def _fit(self, step: Transact) -> Transact:
+        """``step`` cut to what one attempt may do under the driver's limits (reads first, then writes)."""
+        reads, writes = list(step.reads), list(step.writes)
+
+        def fits() -> bool:
+            positions = len(reads) + sum(1 for w in writes if w.kind != "blind")
+            keys = {_key(s) for s in reads} | {_key(w.slot) for w in writes}
+            return (
+                positions <= self.limits.max_point_reads and len(keys) <= self.limits.max_transaction_records
+            )
+
+        while not fits():
+            if reads:
+                reads.pop()
+            else:
+                writes.pop()
+        return Transact(step.instance, tuple(reads), tuple(writes), step.raises)
+
+    def _scan(self, draw: Draw) -> Scan:
+        records = list(self.written.values())
+        entries = [entry for record in records for entry in record.indexes]
+        if not entries:
+            return Scan(
+                0, StorageIndexName.LEASES_BY_EXPIRY, "a", StorageQueryRange(), *self._scan_shape(draw)
+            )
+        # Of two entries drawn, the one whose scope holds more: scans with second pages, cuttable ranges.
+        population = Counter((e.index, e.partition) for e in entries)
+        entry = max(
+            (entries[draw(st.integers(0, len(entries) - 1))] for _ in range(2)),
+            key=lambda e: population[(e.index, e.partition)],
+        )
+        sorts = sorted(
+            {
+                other.sort
+                for other in entries
+                if other.index is entry.index and other.partition == entry.partition
+            }
+        )
+
+        def bound() -> StorageRangeBound | None:
+            if draw(st.integers(0, 2)) == 0:
+                return None
+            return StorageRangeBound(sorts[draw(st.integers(0, len(sorts) - 1))], draw(st.booleans()))
+
+        scope = StorageQueryRange(bound(), bound())
+        instance = draw(st.integers(0, self.instances - 1))
+        direction, limit, via = self._scan_shape(draw)
+        return Scan(instance, entry.index, entry.partition, scope, direction, limit, via)
+
+    def _scan_shape(self, draw: Draw) -> tuple[StorageQueryDirection, int, str]:
+        direction = draw(st.sampled_from(tuple(StorageQueryDirection)))
+        limit = draw(st.integers(1, max(1, min(3, self.limits.max_query_results))))
+        vias = ("query", "candidates", "exclusive") if self.exclusive else ("query", "candidates")
+        return direction, limit, draw(st.sampled_from(vias))
+
+    def note(self, step: Step) -> None:
+        if isinstance(step, Transact):
+            for write in step.writes:
+                self.written[write.record.key.encoded] = write.record
+
+
+def _key(slot: Slot) -> str:
+    return _variant(slot.base, slot.environment, slot.run).key.encoded
+
+
+# -- running a step on one driver ----------------------------------------------------------------------------
+
+Content = tuple[str, frozenset[Any]] | None
+
+
+def _content(record: StoredRecord | NewStorageRecord | None) -> Content:
+    return None if record is None else (record.document.text, frozenset(record.indexes))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one driver did with one transaction: the reads it returned, or the kind of error it raised."""
+
+    reads: tuple[Content, ...] | None
+    versions: tuple[str | None, ...]
+    error: str | None
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"raised {self.error}"
+        shown = [_describe_content(content) for content in self.reads or ()]
+        return f"committed, having read {shown}"
+
+
+def _describe_content(content: Content) -> str:
+    if content is None:
+        return "absent"
+    text, indexes = content
+    return f"{text[:160]}{'...' if len(text) > 160 else ''} with {len(indexes)} index entries"
+
+
+_ERROR_KINDS: tuple[type[BaseException], ...] = (
+    StorageConflictError,
+    StorageLimitError,
+    StorageCursorError,
+    StorageValidationError,
+    StorageUnsupportedError,
+    StorageCorruptionError,
+    StorageUsageError,
+    Boom,
+    CallbackAbort,
+)
+
+
+def error_kind(error: BaseException) -> str:
+    """The contract's name for what ``error`` means: its family, never its message or driver class."""
+    for kind in _ERROR_KINDS:
+        if isinstance(error, kind):
+            return kind.__name__
+    return f"{type(error).__name__} (not a contract error)"
+
+
+def run_transact(driver: StorageDriver, step: Transact) -> Answer:
+    """``step`` as one callback on ``driver``; errors (any ``BaseException``) become their kind."""
+    keys = [_variant(s.base, s.environment, s.run).key for s in step.read_slots]
+
+    def body(tx: StorageTransaction) -> list[StoredRecord | None]:
+        got = list(tx.get(keys)) if keys else []
+        # The attempt's time seals the reads; a driver that keys housekeeping (expiry, retention) on the
+        # attempt times it has seen now sees the injected clock's jumps.
+        tx.now()
+        current = {key.encoded: record for key, record in zip(keys, got, strict=True)}
+        for write in step.writes:
+            existing = current.get(write.record.key.encoded)
+            if write.kind == "blind" or (write.kind == "put" and existing is None):
+                tx.create(write.record)
+            elif write.kind == "put" and existing is not None:
+                tx.replace(existing, write.record)
+            elif existing is not None:
+                tx.delete(existing)
+        if step.raises is not None:
+            raise RAISES[step.raises]("the callback raised on purpose")
+        return got
+
+    try:
+        got = driver.transaction(body)
+    except BaseException as error:
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise
+        return Answer(None, (), error_kind(error))
+    return Answer(
+        tuple(_content(record) for record in got),
+        tuple(None if record is None else record.version.value for record in got),
+        None,
+    )
+
+
+def _candidates(tx: StorageTransaction, *, command: QueryRecordsCommand, mode: StorageCandidateMode) -> Any:
+    return tx.query_candidates(command, mode=mode)
+
+
+def run_scan(
+    driver: StorageDriver, step: Scan, *, max_pages: int, family: str = SCANS
+) -> tuple[list[ScanItem], list[int]]:
+    """Every page of ``step`` joined, and each page's size; each page read in its own attempt."""
+    command = step.command()
+    items: list[ScanItem] = []
+    sizes: list[int] = []
+    current = command
+    mode = StorageCandidateMode.EXCLUSIVE if step.via == "exclusive" else StorageCandidateMode.ADVISORY
+    for _ in range(max_pages):
+        if step.via == "query":
+            raw: object = driver.query(current)
+        else:
+            page_command = current
+            raw = driver.transaction(functools.partial(_candidates, command=page_command, mode=mode))
+        try:
+            page = parse_query_records_result(current, raw)
+        except StorageError as error:
+            raise Divergence(
+                family,
+                f"{step}: a page broke the query contract ({error_kind(error)}: {error})",
+            ) from None
+        assert len(page.items) <= step.limit, (
+            f"a page of limit {step.limit} returned {len(page.items)} references"
+        )
+        items.extend((item.sort, item.key.encoded) for item in page.items)
+        sizes.append(len(page.items))
+        if page.cursor is None:
+            return items, sizes
+        current = command.with_cursor(page.cursor)
+    raise Divergence(family, f"{step} did not end within {max_pages} pages: the cursors never run out")
+
+
+# -- the clock -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class InjectedClock:
+    """The clock every instance of both stores is connected with; only the program moves it."""
+
+    at: datetime = BASE_TIME
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+# -- the differential run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sides:
+    """The driver under test (several instances on one store) and the reference (one instance)."""
+
+    tested: Sequence[StorageDriver]
+    reference: StorageDriver
+    store: object
+    reference_store: object
+    clock: InjectedClock
+    history: list[str] = field(default_factory=list)
+    versions: dict[str, set[str]] = field(default_factory=dict)
+    current: dict[str, str] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+    keys: dict[str, Any] = field(default_factory=dict)
+    scopes: set[tuple[StorageIndexName, str]] = field(default_factory=set)
+
+    def fail(self, family: str, what: str, tested: str, reference: str) -> Divergence:
+        program = "\n".join(f"  step {n}: {line}" for n, line in enumerate(self.history, 1))
+        return Divergence(
+            family,
+            f"{what}\nthe driver under test: {tested}\nthe one serial outcome (reference driver): "
+            f"{reference}\nthe program, up to the step that diverged (step {len(self.history)}):\n{program}",
+        )
+
+
+def _check_versions(sides: Sides, step: Transact, answer: Answer) -> None:
+    """The driver's own versions follow the contract's rules; their values are never compared."""
+    assert answer.reads is not None
+    within: dict[str, str | None] = {}
+    for slot, version in zip(step.read_slots, answer.versions, strict=True):
+        key = _key(slot)
+        if key in within and within[key] != version:
+            raise sides.fail(
+                READS,
+                f"one get() returned two versions for {slot}",
+                f"{within[key]} and {version}",
+                "one version per key within a read",
+            )
+        within[key] = version
+    for key, version in within.items():
+        if version is None:
+            sides.current.pop(key, None)
+            continue
+        seen = sides.versions.setdefault(key, set())
+        if key in sides.dirty or key not in sides.current:
+            if version in seen:
+                raise sides.fail(
+                    READS,
+                    f"a commit wrote {key} but the record came back with version {version}, which this key "
+                    "already had: every commit that writes a record gives it a new version",
+                    f"version {version} again",
+                    "a version never handed out for this key before",
+                )
+        elif sides.current[key] != version:
+            raise sides.fail(
+                READS,
+                f"{key} changed version from {sides.current[key]} to {version} though nothing wrote it",
+                f"version {version}",
+                f"version {sides.current[key]} (unchanged record, unchanged version)",
+            )
+        seen.add(version)
+        sides.current[key] = version
+        sides.dirty.discard(key)
+
+
+def do_transact(sides: Sides, step: Transact) -> None:
+    expected = run_transact(sides.reference, step)
+    got = run_transact(sides.tested[step.instance], step)
+    _cover(
+        READS,
+        process="this process",
+        fault="none",
+        instance=step.instance,
+        outcome=expected.error or "committed",
+        raises=step.raises or "no",
+        shapes="+".join(sorted({w.shape for w in step.writes})) or "read-only",
+        tables="+".join(sorted({w.slot.table.value for w in step.writes})) or "none",
+    )
+    for write in step.writes:
+        _cover(READS, table=write.slot.table.value, write=write.kind, shape=write.shape)
+    if got.error != expected.error or got.reads != expected.reads:
+        raise sides.fail(READS, "a transaction's outcome differs", got.describe(), expected.describe())
+    if got.error is None:
+        _check_versions(sides, step, got)
+        for write in step.writes:
+            key = write.record.key.encoded
+            sides.keys[key] = write.record.key
+            sides.dirty.add(key)
+            sides.scopes.update((entry.index, entry.partition) for entry in write.record.indexes)
+
+
+def do_scan(sides: Sides, step: Scan, *, eventual: bool, cover: bool = True) -> None:
+    expected, _ = run_scan(sides.reference, step, max_pages=10_000)
+    bound = len(expected) + 2
+
+    def compare() -> None:
+        got, sizes = run_scan(sides.tested[step.instance], step, max_pages=bound)
+        if got != expected:
+            raise sides.fail(
+                SCANS,
+                "the scan's pages, joined, differ from the one right answer",
+                _describe_scan(got),
+                _describe_scan(expected),
+            )
+        for position in range(len(sizes) if cover else 0):
+            _cover(
+                SCANS,
+                page=("first" if position == 0 else "later")
+                + ("-last" if position == len(sizes) - 1 else ""),
+            )
+
+    until_store_indexed(sides.store, compare, eventual=eventual)
+    if not cover:
+        return
+    _cover(
+        SCANS,
+        process="this process",
+        fault="none",
+        instance=step.instance,
+        index=step.index.value,
+        direction=step.direction.value,
+        via=step.via,
+        range=f"{_end(step.range.lower)}..{_end(step.range.upper)}",
+    )
+
+
+def _variants(step: Scan) -> tuple[Scan, ...]:
+    """The drawn scan, the same scope the other way round, and the same scope one entry per page.
+
+    Running a scope three ways costs far less than drawing three scans, and every scope with two
+    entries then has a second page in both directions, where paging and ordering bugs hide.
+    """
+    other = (
+        StorageQueryDirection.DESCENDING
+        if step.direction is StorageQueryDirection.ASCENDING
+        else StorageQueryDirection.ASCENDING
+    )
+    return (
+        step,
+        replace(step, direction=other),
+        replace(step, limit=1, direction=other if step.limit == 1 else step.direction),
+    )
+
+
+def _end(bound: StorageRangeBound | None) -> str:
+    return "open" if bound is None else ("inclusive" if bound.inclusive else "exclusive")
+
+
+def _describe_scan(items: Sequence[ScanItem]) -> str:
+    from runlane_conformance.contract.encodings import storage_record_key_codec
+
+    shown = []
+    for sort, key in items[:12]:
+        try:
+            table, parts = storage_record_key_codec.decode_parts(key)
+            name = f"{table}{parts!r}"
+        except (StorageError, ValueError):
+            name = key
+        shown.append(f"{name} at {_decode_sort(sort)}")
+    more = f" and {len(items) - 12} more" if len(items) > 12 else ""
+    return f"{len(items)} references: {shown}{more}"
+
+
+def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits, scans: bool = True) -> None:
+    """Every key and every index scope the program touched, read back on each instance of the driver."""
+    keys = list(sides.keys.values())
+    for driver in (*sides.tested, sides.reference):
+        driver.transaction(lambda tx: tx.now())  # every instance has now lived through the last jump
+    chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records))
+    for instance, driver in enumerate(sides.tested):
+        for start in range(0, len(keys), chunk):
+            part = keys[start : start + chunk]
+
+            def read(tx: StorageTransaction, part: Sequence[Any] = part) -> list[StoredRecord | None]:
+                found = list(tx.get(part))
+                tx.now()
+                return found
+
+            got = [_content(r) for r in driver.transaction(read)]
+            expected = [_content(r) for r in sides.reference.transaction(read)]
+            for key, mine, theirs in zip(part, got, expected, strict=True):
+                if mine != theirs:
+                    raise sides.fail(
+                        READS,
+                        f"after the program, instance {instance} reads {key.table.value}{tuple(key.id)!r} "
+                        "differently from the store's logical content",
+                        _describe_content(mine),
+                        _describe_content(theirs),
+                    )
+        _cover(READS, readback=f"instance {instance}")
+    if not scans:
+        return
+    # One entry per page: every scope holding two entries then continues a cursor in both directions.
+    page = 1
+    for index, partition in sorted(sides.scopes):
+        for direction in StorageQueryDirection:
+            step = Scan(
+                len(sides.tested) - 1, index, partition, StorageQueryRange(), direction, page, "query"
+            )
+            do_scan(sides, step, eventual=eventual, cover=False)
+
+
+def run_program(
+    open_tested: Callable[[InjectedClock], tuple[object, Sequence[StorageDriver]]],
+    open_reference: Callable[[InjectedClock, StorageLimits], tuple[object, StorageDriver]],
+    draw: Draw,
+    *,
+    steps: int,
+    instances: int,
+    family_filter: str | None = None,
+) -> Iterator[str]:
+    """Run one random program of ``steps`` steps; yields each step's description as it runs.
+
+    Raises ``Divergence`` at the first step whose answers differ.
+    """
+    clock = InjectedClock()
+    store, tested = open_tested(clock)
+    limits = tested[0].profile.limits
+    reference_store, reference = open_reference(clock, limits)
+    sides = Sides(tested, reference, store, reference_store, clock)
+    eventual = indexes_are_eventual(tested[0])
+    program = Program(instances, limits, bool(tested[0].profile.exclusive_candidates))
+    for number in itertools.count(1):
+        if number > steps:
+            break
+        step = draw(program.steps)
+        sides.history.append(str(step))
+        yield str(step)
+        if isinstance(step, Jump):
+            clock.at += JUMPS[step.name]
+            _cover(READS, jump=step.name)
+            _cover(SCANS, jump=step.name)
+        elif isinstance(step, Transact):
+            do_transact(sides, step)
+        elif family_filter != READS:
+            for variant in _variants(step):
+                do_scan(sides, variant, eventual=eventual)
+        program.note(step)
+    # Read back decades later: nothing the contract keeps may expire, whatever dates it carries.
+    clock.at += JUMPS["years"]
+    sides.history.append(
+        "(after the program, the clock decades later) every touched key and index scope read back"
+    )
+    compare_everything(sides, eventual=eventual, limits=limits, scans=family_filter != READS)
+
+
+def coverage_json() -> str:
+    return json.dumps(sorted([[*cell, count] for cell, count in COVERAGE.items()]))
+
+
+# -- metamorphic relations: what must hold whatever legitimate choices a driver makes ------------------------
+
+RELATIONS = "relations"
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One scope to judge by relations: a range split at ``middle`` into two adjacent sub-ranges."""
+
+    index: StorageIndexName
+    partition: str
+    range: StorageQueryRange
+    limit: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.index.value} in {self.partition!r}, range {_end(self.range.lower)} "
+            f"{'' if self.range.lower is None else _decode_sort(self.range.lower.value)} .. "
+            f"{_end(self.range.upper)} "
+            f"{'' if self.range.upper is None else _decode_sort(self.range.upper.value)}"
+            f", pages of {self.limit}"
+        )
+
+
+def _scan_items(
+    driver: StorageDriver,
+    index: StorageIndexName,
+    partition: str,
+    scope: StorageQueryRange,
+    direction: StorageQueryDirection,
+    limit: int,
+    via: str,
+    bound: int,
+) -> list[ScanItem]:
+    step = Scan(0, index, partition, scope, direction, limit, via)
+    return run_scan(driver, step, max_pages=bound, family=RELATIONS)[0]
+
+
+def check_relations(
+    drivers: Sequence[StorageDriver], relation: Relation, keys: Sequence[Any], middle: int, *, bound: int
+) -> None:
+    """Every relation on ``relation``'s scope, with no reference: each side must equal the other.
+
+    Raises ``Divergence(RELATIONS, ...)`` naming the relation that broke.
+    """
+    first = drivers[0]
+    index, partition, scope, limit = relation.index, relation.partition, relation.range, relation.limit
+    asc = StorageQueryDirection.ASCENDING
+    desc = StorageQueryDirection.DESCENDING
+    whole = _scan_items(first, index, partition, scope, asc, limit, "query", bound)
+
+    def broke(name: str, got: Sequence[ScanItem], expected: Sequence[ScanItem]) -> Divergence:
+        return Divergence(
+            RELATIONS,
+            f"relation broken: {name}\nscope: {relation}\ngot: {_describe_scan(got)}\n"
+            f"the whole ascending scan: {_describe_scan(expected)}",
+        )
+
+    descending = _scan_items(first, index, partition, scope, desc, limit, "candidates", bound)
+    _cover(RELATIONS, relation="descending is ascending reversed", index=index.value)
+    if descending != list(reversed(whole)):
+        raise broke("the descending scan is the ascending scan reversed", list(reversed(descending)), whole)
+    if whole:
+        split = whole[middle % len(whole)][0]
+        # Cut at ``split`` both ways (it ends the first half, or starts the second), and read the
+        # halves in both directions: each bound kind then meets each direction.
+        for split_low in (True, False):
+            first_half = StorageQueryRange(scope.lower, StorageRangeBound(split, split_low))
+            second_half = StorageQueryRange(StorageRangeBound(split, not split_low), scope.upper)
+            halves = _scan_items(first, index, partition, first_half, asc, limit, "query", bound)
+            halves += _scan_items(first, index, partition, second_half, asc, limit, "candidates", bound)
+            _cover(RELATIONS, relation="adjacent sub-ranges join to the range")
+            if halves != whole:
+                raise broke(
+                    f"the range cut at {_decode_sort(split)} into two adjacent sub-ranges (ascending) "
+                    "joins to the whole",
+                    halves,
+                    whole,
+                )
+            backwards = _scan_items(first, index, partition, second_half, desc, limit, "query", bound)
+            backwards += _scan_items(first, index, partition, first_half, desc, limit, "candidates", bound)
+            _cover(RELATIONS, relation="adjacent sub-ranges join to the range", direction="desc")
+            if backwards != list(reversed(whole)):
+                raise broke(
+                    f"the range cut at {_decode_sort(split)} into two adjacent sub-ranges, each read "
+                    "descending, joins to the whole reversed",
+                    list(reversed(backwards)),
+                    whole,
+                )
+    if first.profile.exclusive_candidates:
+        for direction in (asc, desc):
+            exclusive = _scan_items(first, index, partition, scope, direction, limit, "exclusive", bound)
+            expected = whole if direction is asc else list(reversed(whole))
+            _cover(RELATIONS, relation="uncontended exclusive equals advisory", direction=direction.value)
+            if exclusive != expected:
+                raise broke(
+                    f"an uncontended exclusive selection ({direction.value}) returns what an advisory "
+                    "one does",
+                    exclusive if direction is asc else list(reversed(exclusive)),
+                    whole,
+                )
+    for number, other in enumerate(drivers[1:], 2):
+        theirs = _scan_items(other, index, partition, scope, asc, limit, "query", bound)
+        _cover(RELATIONS, relation="every instance reads the same", instance=number - 1)
+        if theirs != whole:
+            raise broke(f"instance {number} scans what instance 1 scans", theirs, whole)
+    if keys:
+        readings = []
+        for driver in drivers:
+            records = driver.transaction(lambda tx: list(tx.get(keys)))
+            readings.append([None if r is None else (_content(r), r.version.value) for r in records])
+        for number, reading in enumerate(readings[1:], 2):
+            if reading != readings[0]:
+                changed = [
+                    f"{key.table.value}{tuple(key.id)!r}"
+                    for key, mine, theirs in zip(keys, reading, readings[0], strict=True)
+                    if mine != theirs
+                ]
+                raise Divergence(
+                    RELATIONS,
+                    f"relation broken: every instance reads the same record and version after a commit\n"
+                    f"instance {number} differs from instance 1 on {changed}",
+                )
+
+
+# -- the searches the model checks run (and the coverage benchmark runs directly) ----------------------------
+
+#: Driver instances on the store under test; each step runs on one of them, drawn at random.
+INSTANCES = 3
+#: Programs per search: a fifth of the profile's examples (5 in quick, 20 in default), at most this many.
+MAX_PROGRAMS = 40
+#: Random writes before the relations are judged, and scopes judged per store.
+RELATION_WRITES = 8
+RELATION_SCOPES = 3
+
+
+def program_count() -> int:
+    """How many programs one search runs under the active Hypothesis profile (never the clock)."""
+    return max(2, min(settings().max_examples // 5, MAX_PROGRAMS))
+
+
+def _reference_store(limits: StorageLimits) -> Any:
+    from runlane_conformance.local.harness import LocalHarness
+
+    return LocalHarness(limits=limits).open_store()
+
+
+def differential_search(
+    harness: DriverHarness, family: str, budget: SearchBudget, *, seed: int | None = None
+) -> None:
+    """The profile's programs on ``harness`` against the reference; fails with the first divergence of
+    ``family`` after Hypothesis shrank it. A divergence of another family ends that program quietly: its
+    own check reports it, under its own requirement."""
+    opened: list[Any] = []
+
+    def open_tested(clock: InjectedClock) -> tuple[object, list[StorageDriver]]:
+        store = harness.open_store()
+        opened.append(store)
+        return store, [store.connect(clock=clock) for _ in range(INSTANCES)]
+
+    def open_reference(clock: InjectedClock, limits: StorageLimits) -> tuple[object, StorageDriver]:
+        store = _reference_store(limits)
+        opened.append(store)
+        return store, store.connect(clock=clock)
+
+    @settings(settings(), max_examples=program_count(), report_multiple_bugs=False)
+    @given(data=st.data())
+    def search(data: st.DataObject) -> None:
+        if not budget.active():
+            return
+        try:
+            for _step in run_program(
+                open_tested,
+                open_reference,
+                data.draw,
+                steps=stateful_step_count(),
+                instances=INSTANCES,
+                family_filter=family,
+            ):
+                budget.step()
+                if budget.expired():
+                    return
+        except Divergence as divergence:
+            if divergence.family != family:
+                return
+            budget.note_failure(str(divergence))
+            raise AssertionError(
+                f"{divergence}\nmodel.differential-{family}: no two transactions of the program overlap, so "
+                "the contract allows exactly one outcome for each step"
+            ) from None
+        finally:
+            while opened:
+                opened.pop().close()
+
+    (search if seed is None else hypothesis_seed(seed)(search))()
+
+
+def relations_search(harness: DriverHarness, budget: SearchBudget, *, seed: int | None = None) -> None:
+    """The profile's programs of random writes on ``harness``, then the relations on random scopes."""
+
+    @settings(settings(), max_examples=program_count(), report_multiple_bugs=False)
+    @given(data=st.data())
+    def search(data: st.DataObject) -> None:
+        if not budget.active():
+            return
+        store = harness.open_store()
+        try:
+            _relations_program(store, data, budget)
+        finally:
+            store.close()
+
+    (search if seed is None else hypothesis_seed(seed)(search))()
+
+
+def _relations_program(store: Any, data: st.DataObject, budget: SearchBudget) -> None:
+    clock = InjectedClock()
+    drivers = [store.connect(clock=clock) for _ in range(INSTANCES)]
+    limits = drivers[0].profile.limits
+    program = Program(INSTANCES, limits, bool(drivers[0].profile.exclusive_candidates))
+    history: list[str] = []
+    for _ in range(RELATION_WRITES):
+        drawn = data.draw(program.writes)
+        step = Transact(drawn.instance, drawn.reads, drawn.writes, None)
+        history.append(str(step))
+        if run_transact(drivers[step.instance], step).error is None:
+            program.note(step)
+        budget.step()
+    keys = [record.key for record in program.written.values()]
+    chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records))
+    bound = len(program.written) + 2
+    eventual = indexes_are_eventual(drivers[0])
+    for _ in range(RELATION_SCOPES):
+        if not program.written:
+            break
+        probe, middle = data.draw(program.scopes)
+        relation = Relation(probe.index, probe.partition, probe.range, probe.limit)
+        history.append(f"relations on {relation}")
+        for start in range(0, max(1, len(keys)), chunk):
+            part = keys[start : start + chunk]
+            try:
+                until_store_indexed(
+                    store,
+                    functools.partial(check_relations, drivers, relation, part, middle, bound=bound),
+                    eventual=eventual,
+                )
+            except Divergence as divergence:
+                text = "\n".join(f"  step {n}: {line}" for n, line in enumerate(history, 1))
+                message = f"{divergence}\nthe program:\n{text}\nmodel.scan-relations"
+                budget.note_failure(message)
+                raise AssertionError(message) from None
+        budget.step()
+    flow = data.draw(tombstonings(INSTANCES))
+    history.append(str(flow))
+    try:
+        run_tombstoning(drivers, flow, store, eventual=eventual)
+    except Divergence as divergence:
+        text = "\n".join(f"  step {n}: {line}" for n, line in enumerate(history, 1))
+        message = f"{divergence}\nthe program:\n{text}\nmodel.scan-relations"
+        budget.note_failure(message)
+        raise AssertionError(message) from None
+    budget.step()
+
+
+# -- the core flow: a run tombstoned vanishes from every index and read model at once ---------------------
+
+
+@dataclass(frozen=True)
+class Tombstoning:
+    """A run created on one instance (with events, steps and outbox messages), finished on another and
+    tombstoned on a third: the core flow whose last commit must hide the run everywhere at once."""
+
+    environment: str
+    run_id: str
+    instances: tuple[int, int, int]
+    children: tuple[int, int, int]
+
+    def __str__(self) -> str:
+        return (
+            f"run {self.environment!r}/{self.run_id!r}: created on instance {self.instances[0]} with "
+            f"{self.children[0]} events, {self.children[1]} steps, {self.children[2]} messages; finished "
+            f"on instance {self.instances[1]}; tombstoned on instance {self.instances[2]}"
+        )
+
+
+def tombstonings(instances: int) -> st.SearchStrategy[Tombstoning]:
+    index = st.integers(0, instances - 1)
+    return st.builds(
+        Tombstoning,
+        st.sampled_from(ENVIRONMENTS),
+        st.sampled_from(RUN_IDS),
+        st.tuples(index, index, index),
+        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 2)),
+    )
+
+
+def run_tombstoning(
+    drivers: Sequence[StorageDriver], flow: Tombstoning, store: object, *, eventual: bool
+) -> None:
+    """Run ``flow``; then every scope the visible run was indexed in, on every instance, and the operator
+    read model where offered, must show the tombstoned run exactly as its own record now says."""
+    from runlane_conformance.contract.table_definitions import run_record_key, tombstone_record_key
+    from runlane_conformance.core.pruning import TombstoneOutcome, tombstone_run
+    from runlane_conformance.core.runs import RunChildren, add_run_children, create_run, finish_run
+
+    environment, run_id = flow.environment, flow.run_id
+    key = run_record_key(environment, run_id)
+    events, steps, messages = flow.children
+    children = RunChildren(
+        events, tuple(f"s{n}" for n in range(steps)), tuple(f"m{n}" for n in range(messages))
+    )
+    limits = drivers[0].profile.limits
+    if children.size + 1 > min(limits.max_transaction_records, limits.max_point_reads):
+        children = RunChildren()
+
+    def create(tx: StorageTransaction) -> bool:
+        # Only a run id the program left entirely free (no run, no tombstone) starts the flow: a template
+        # tombstone written at random would make core refuse to tombstone, which says nothing of the driver.
+        if any(record is not None for record in tx.get([key, tombstone_record_key(environment, run_id)])):
+            return False
+        create_run(tx, environment, run_id)
+        return True
+
+    def grow(tx: StorageTransaction) -> None:
+        add_run_children(tx, environment, run_id, children)
+
+    def read(tx: StorageTransaction) -> StoredRecord | None:
+        return tx.get([key])[0]
+
+    first, middle, last = (drivers[n] for n in flow.instances)
+    if not first.transaction(create):
+        return
+    if children.size:
+        # The program's random writes may already have made one of these children: then it stays childless.
+        with contextlib.suppress(StorageConflictError):
+            first.transaction(grow)
+    middle.transaction(lambda tx: finish_run(tx, environment, run_id))
+    visible = middle.transaction(read)
+    assert visible is not None, f"run {environment}/{run_id} vanished before it was tombstoned"
+    outcome = last.transaction(lambda tx: tombstone_run(tx, environment, run_id))
+    if outcome is not TombstoneOutcome.TOMBSTONED:
+        raise Divergence(RELATIONS, f"{flow}: tombstoning a finished run answered {outcome}, not tombstoned")
+
+    def check() -> None:
+        for number, driver in enumerate(drivers, 1):
+            hidden = driver.transaction(read)
+            if hidden is None:
+                raise Divergence(RELATIONS, f"{flow}: instance {number} no longer finds the tombstoned run")
+            now_in = {(e.index, e.partition, e.sort) for e in hidden.indexes}
+            for entry in visible.indexes:
+                step = Scan(
+                    0,
+                    entry.index,
+                    entry.partition,
+                    StorageQueryRange(),
+                    StorageQueryDirection.ASCENDING,
+                    1,
+                    "query",
+                )
+                found = {
+                    (entry.index, entry.partition, sort)
+                    for sort, encoded in run_scan(driver, step, max_pages=10_000, family=RELATIONS)[0]
+                    if encoded == key.encoded
+                }
+                expected = {item for item in now_in if item[:2] == (entry.index, entry.partition)}
+                _cover(
+                    RELATIONS,
+                    relation="a tombstoned run vanishes everywhere at once",
+                    index=entry.index.value,
+                )
+                if found != expected:
+                    raise Divergence(
+                        RELATIONS,
+                        f"relation broken: a tombstoned run vanishes from every index at once\n{flow}\n"
+                        f"instance {number}: index {entry.index.value} in {entry.partition!r} lists the run "
+                        "at "
+                        f"{sorted(_decode_sort(s) for _, _, s in found)}; the run's own record, read in the "
+                        f"same state, is indexed there at {sorted(_decode_sort(s) for _, _, s in expected)}",
+                    )
+            _operator_hides(driver, number, flow)
+
+    until_store_indexed(store, check, eventual=eventual)
+
+
+def _operator_hides(driver: StorageDriver, number: int, flow: Tombstoning) -> None:
+    """Where the driver offers operator reads: the tombstoned run and its history are gone from them."""
+    from runlane_conformance.suites._operator_support import collect_pages, document_of
+
+    get_run = getattr(driver, "get_run", None)
+    list_runs = getattr(driver, "list_runs", None)
+    list_events = getattr(driver, "list_run_events", None)
+    if not (callable(get_run) and callable(list_runs) and callable(list_events)):
+        return
+    _cover(RELATIONS, relation="a tombstoned run leaves the operator read model")
+    problems = []
+    if get_run(flow.environment, flow.run_id) is not None:
+        problems.append("get_run still returns it")
+    page = max(1, min(2, driver.profile.limits.max_query_results))
+    listed = collect_pages(lambda cursor: list_runs(flow.environment, limit=page, cursor=cursor), limit=page)
+    if any(document_of(item).get("runId") == flow.run_id for item in listed):
+        problems.append("list_runs still lists it")
+    history = collect_pages(
+        lambda cursor: list_events(flow.environment, flow.run_id, limit=page, cursor=cursor), limit=page
+    )
+    if history:
+        problems.append(f"list_run_events still returns {len(history)} events")
+    if problems:
+        raise Divergence(
+            RELATIONS,
+            f"relation broken: a tombstoned run leaves the operator read model in the same commit\n{flow}\n"
+            f"instance {number}: " + "; ".join(problems),
+        )

@@ -54,6 +54,7 @@ from .environment import closed_process_environment
 from .model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunBrokenError
 from .plan import PlannedCheck, deadline_for, planned_from_event
 from .raw import RawCheck
+from .reaper import is_subreaper, reap_adopted
 from .scaling import IDLE_SHARE_TO_GROW, WINDOW_SECONDS, IdleMeter
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
@@ -214,6 +215,8 @@ class Supervisor:
         self._problems: list[str] = []
         self._plugins: list[tuple[str, str]] = []
         self._outputs: list[str] = []
+        # As the subreaper (the CLI's own process), orphans the driver leaves are ours to reap.
+        self._reaping = is_subreaper()
 
     # --- children -------------------------------------------------------------------------------
     def _spawn(self, probe: bool) -> _Worker:
@@ -748,6 +751,8 @@ class Supervisor:
                     self._kill(worker)
                     worker.cleanup_since = None
                     self._close(worker)
+            if self._reaping:
+                reap_adopted({w.process.pid for w in self._workers if w.process.returncode is None})
             if planned:
                 self._maybe_grow(now)
                 self._replace_workers()

@@ -1089,6 +1089,17 @@ def run(
         except OutputFileError as error:
             targets[what], refused = None, [*refused, str(error)]
     report_target, junit_target = targets["report"], targets["JUnit file"]
+    if report_target is not None and junit_target is not None:
+        if report_target.is_stdout and junit_target.is_stdout:
+            refused.append("--report and --junit cannot both write to standard output")
+        elif report_target.path is not None and report_target.path == junit_target.path:
+            refused.append(f"--report and --junit name the same file {str(report_target.given)!r}")
+    if refused:
+        # Refused before the run: nothing is created, and nothing an earlier run left there survives.
+        for target in (report_target, junit_target):
+            if target is not None and target.path is not None:
+                invalidate(target.path)
+        _stop(ExitCode.USAGE, refused[0])
     seed = secrets.randbelow(2**32) if seed is None else seed
     outputs = _RunOutputs(
         report_target,
@@ -1105,19 +1116,12 @@ def run(
     outputs.start()
     try:
         release_termination()  # a SIGTERM held since the program's first line is an interrupt from here on
-        if refused:
-            _stop(ExitCode.USAGE, refused[0])
-        if report_target is not None and junit_target is not None:
-            if report_target.is_stdout and junit_target.is_stdout:
-                _stop(ExitCode.USAGE, "--report and --junit cannot both write to standard output")
-            if report_target.path is not None and report_target.path == junit_target.path:
-                _stop(ExitCode.USAGE, f"--report and --junit name the same file {str(report_target.given)!r}")
         if any(target is not None and target.is_stdout for target in (report_target, junit_target)):
             console.file = sys.stderr  # standard output carries the machine output alone
         try:
             workers_given = _workers_flag(workers)
         except ValueError as error:
-            _stop(ExitCode.USAGE, f"--workers: {error}")
+            _stop(ExitCode.USAGE, f"Invalid value for '--workers': {error}")
         settings = _run_settings(config, driver, option, profile, workers_given, expect_fail)
         driver, option, profile = settings.driver, list(settings.options), settings.profile
         worker_count, expect_fail = settings.workers, list(settings.expect_fail)

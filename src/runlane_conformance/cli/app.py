@@ -49,6 +49,7 @@ from rich.text import Text
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..requirements import AREAS
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
+from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, WorkerCount, parse_workers
 from ..safe_text import (
     MESSAGE_LIMIT,
@@ -853,6 +854,7 @@ def _execute(
     expected_failures: Sequence[ExpectedFailure] = (),
     examples: Path | None = None,
     isolation: Isolation = DEFAULT_ISOLATION,
+    sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     from ..harness import HarnessError, parse_driver_options
@@ -877,6 +879,7 @@ def _execute(
                 expected_failures=expected_failures,
                 examples=examples,
                 isolation=isolation,
+                sandbox_network=sandbox_network,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -1067,6 +1070,15 @@ def run(
         ),
     ] = None,
     isolation: IsolationOption = DEFAULT_ISOLATION,
+    sandbox_network: Annotated[
+        SandboxNetwork,
+        typer.Option(
+            "--sandbox-network",
+            help="The network an isolated driver's sandbox sees: none (a private loopback only) or "
+            "host (the machine's network, for a driver that talks to a database server).",
+            case_sensitive=False,
+        ),
+    ] = SandboxNetwork.NONE,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -1149,6 +1161,7 @@ def run(
             verbose=verbose,
             tb=tb,
             isolation=isolation,
+            sandbox_network=sandbox_network,
         )
     except _Stopped as stopped:
         outputs.abandon(int(stopped.exit_code), stopped.message)
@@ -1179,6 +1192,7 @@ def _run_and_judge(
     verbose: bool,
     tb: TracebackStyle,
     isolation: Isolation = DEFAULT_ISOLATION,
+    sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
 ) -> NoReturn:
     """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
     from ..fixtures.driver_frame import path_from_here
@@ -1245,6 +1259,7 @@ def _run_and_judge(
             expected_failures=expected,
             examples=database,
             isolation=isolation,
+            sandbox_network=sandbox_network,
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()

@@ -334,6 +334,12 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                     "description": "where the driver's code ran: process (a backend process of its own, "
                     "never loaded by the checks' processes) or none (next to the checks)",
                 },
+                "sandbox": {
+                    "type": ["string", "null"],
+                    "description": "with isolation process: the sandbox the backend ran in "
+                    "('bubblewrap: ...') or why it had none ('unavailable: ...'); null otherwise. "
+                    "Only a sandboxed run's badge says (isolated)",
+                },
             },
         },
         "python": _PYTHON,
@@ -816,6 +822,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
             "plugins": [{"name": name, "version": ver} for name, ver in environment.plugins],
             "supervised": environment.supervised,
             "isolation": environment.isolation,
+            "sandbox": environment.sandbox,
         },
         "python": {"version": platform.python_version(), "implementation": sys.implementation.name},
         "platform": platform.platform(),

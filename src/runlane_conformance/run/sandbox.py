@@ -39,6 +39,7 @@ from enum import StrEnum
 
 __all__ = [
     "BWRAP",
+    "WRITABLE_VARIABLE",
     "SandboxNetwork",
     "bwrap_program",
     "sandbox_argv",
@@ -48,6 +49,16 @@ __all__ = [
 
 #: The bubblewrap program.
 BWRAP = "bwrap"
+#: Names directories (``os.pathsep``-separated) the sandbox may write at their own paths. Set by
+#: whoever runs the CLI (a driver cannot set the judge's environment), e.g. a test that collects
+#: markers from the backend; the report's ``environment.sandbox`` lists them.
+WRITABLE_VARIABLE = "RUNLANE_SANDBOX_WRITABLE"
+
+
+def writable_directories() -> list[str]:
+    """The existing directories ``WRITABLE_VARIABLE`` names, absolute."""
+    named = os.environ.get(WRITABLE_VARIABLE, "")
+    return [os.path.abspath(d) for d in named.split(os.pathsep) if d and os.path.isdir(d)]
 
 
 class SandboxNetwork(StrEnum):
@@ -88,6 +99,7 @@ def sandbox_argv(
         "--bind",
         private_tmp,
         "/tmp",
+        *[flag for directory in writable_directories() for flag in ("--bind", directory, directory)],
         "--setenv",
         "TMPDIR",
         "/tmp",
@@ -118,7 +130,9 @@ def sandbox_unavailable(network: SandboxNetwork = SandboxNetwork.NONE) -> str | 
 
 def sandbox_description(network: SandboxNetwork) -> str:
     """What the report records for a sandboxed run."""
-    return f"bubblewrap: pid, mount, user, ipc, uts namespaces; network {network.value}"
+    writable = writable_directories()
+    also = f"; also writable: {', '.join(writable)}" if writable else ""
+    return f"bubblewrap: pid, mount, user, ipc, uts namespaces; network {network.value}{also}"
 
 
 def bwrap_program() -> str:

@@ -1589,7 +1589,7 @@ def check_history_command(
     _begin()
     try:
         recorded = load(history)
-    except (OSError, HistoryFormatError) as error:
+    except (OSError, HistoryFormatError, ValueError, RecursionError) as error:
         _stop(ExitCode.USAGE, f"cannot read history {str(history)!r}: {error}")
     verdict = check_history(recorded)
     for line in verdict.render(recorded).splitlines():

@@ -1111,6 +1111,8 @@ def read_report(path: Path) -> dict[str, Any]:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise ReportError(f"report {str(path)!r} is not JSON: {error}") from None
+    except RecursionError:
+        raise ReportError(f"report {str(path)!r} is not a report: its JSON nests too deeply") from None
     try:
         validate_report(document)
     except ReportError as error:

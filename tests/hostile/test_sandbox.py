@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,36 @@ def test_no_option_value_of_an_isolated_run_is_on_any_command_line(tmp_path: Pat
     assert all(entry["secret"] == SECRET for entry in seen), seen  # it did reach the driver
     assert all(SECRET not in " ".join(entry["cmdline"]) for entry in seen)
     assert process.returncode == 0, stdout + stderr
+
+
+def test_startup_code_installed_with_the_driver_runs_only_in_the_backend_of_its_own_environment(
+    tmp_path: Path, markers: Path
+) -> None:
+    # The driver's environment: an interpreter whose site directory carries a sitecustomize (what a
+    # .pth file or a sitecustomize installed with the driver amounts to), recording who runs it.
+    site = tmp_path / "driver-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import json, os\n"
+        f"path = os.path.join({str(markers)!r}, f'startup.{{os.getpid()}}')\n"
+        "open(path, 'w').write(json.dumps(open('/proc/self/cmdline').read().split(chr(0))))\n",
+        encoding="utf-8",
+    )
+    python = tmp_path / "driver-python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site}:{ROOT} exec {sys.executable} "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
+    code, output, report = _run(
+        tmp_path, "--driver", "local", "-r", TARGET, *PROCESS, "--backend-python", str(python)
+    )
+    assert code == 0, output
+    ran = [json.loads(path.read_text()) for path in markers.glob("startup.*")]
+    assert ran, "the driver's environment never ran: the backend did not use --backend-python"
+    assert all("runlane_conformance.backend" in argv for argv in ran), ran
+    assert _requirement(report, TARGET)["outcome"] == "passed"
+
+
+def test_backend_python_without_isolation_is_refused_with_one_line(tmp_path: Path) -> None:
+    code, output, report = _run(tmp_path, "--driver", "local", "--backend-python", sys.executable)
+    assert code == 2
+    assert "--backend-python needs --isolation process" in output
+    assert report["run"]["status"] == "broken"

@@ -855,6 +855,7 @@ def _execute(
     examples: Path | None = None,
     isolation: Isolation = DEFAULT_ISOLATION,
     sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
+    backend_python: str | None = None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     from ..harness import HarnessError, parse_driver_options
@@ -880,6 +881,7 @@ def _execute(
                 examples=examples,
                 isolation=isolation,
                 sandbox_network=sandbox_network,
+                backend_python=backend_python,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -1079,6 +1081,17 @@ def run(
             case_sensitive=False,
         ),
     ] = SandboxNetwork.NONE,
+    backend_python: Annotated[
+        str | None,
+        typer.Option(
+            "--backend-python",
+            metavar="PYTHON",
+            help="With --isolation process: the interpreter of the driver's own virtual environment, "
+            "which serves it; install the toolkit alone where runlane-certify runs, so nothing "
+            "installed with the driver runs in the judge (docs/trust.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -1162,6 +1175,7 @@ def run(
             tb=tb,
             isolation=isolation,
             sandbox_network=sandbox_network,
+            backend_python=backend_python,
         )
     except _Stopped as stopped:
         outputs.abandon(int(stopped.exit_code), stopped.message)
@@ -1193,6 +1207,7 @@ def _run_and_judge(
     tb: TracebackStyle,
     isolation: Isolation = DEFAULT_ISOLATION,
     sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
+    backend_python: str | None = None,
 ) -> NoReturn:
     """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
     from ..fixtures.driver_frame import path_from_here
@@ -1260,6 +1275,7 @@ def _run_and_judge(
             examples=database,
             isolation=isolation,
             sandbox_network=sandbox_network,
+            backend_python=backend_python,
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()

@@ -411,6 +411,7 @@ def certify_driver(
     examples: Path | None = None,
     isolation: Isolation = DEFAULT_ISOLATION,
     sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
+    backend_python: str | None = None,
 ) -> RunResult:
     """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
 
@@ -451,7 +452,13 @@ def certify_driver(
         request = replace(request, examples=Path(examples).absolute())
     source = _suite_source()
     sandbox, prefix, private_tmp = _sandbox_for(request.driver, isolation, sandbox_network)
-    served, served_options = served_driver(request.driver, request.options, isolation, prefix)
+    if backend_python is not None:
+        if isolation is Isolation.NONE:
+            raise RunUsageError("--backend-python needs --isolation process (the backend is what it runs)")
+        if not (os.path.isfile(backend_python) and os.access(backend_python, os.X_OK)):
+            raise RunUsageError(f"--backend-python {backend_python!r} is not an executable file")
+        backend_python = os.path.abspath(backend_python)
+    served, served_options = served_driver(request.driver, request.options, isolation, prefix, backend_python)
     cwd_on_path = os.getcwd() if ":" in served else None
     spec = ChildSpec(
         served,

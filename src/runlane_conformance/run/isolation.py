@@ -44,16 +44,19 @@ class Isolation(StrEnum):
 DEFAULT_ISOLATION = Isolation.NONE
 
 
-def backend_command(driver: str, sandbox: Sequence[str] = ()) -> str:
+def backend_command(driver: str, sandbox: Sequence[str] = (), python: str | None = None) -> str:
     """The shell-quoted command line that serves ``driver`` from its own process (in ``sandbox``).
 
     The interpreter is this one, so the backend sees the same installed packages; ``-m`` puts the
     working directory first on ``sys.path``, so a ``module:factory`` from the current directory
     loads there as it would in process. The driver's options are not on it: a command line is
     visible to every local user (``ps``), so they travel on a private pipe (``served_driver``).
-    ``sandbox`` is the bubblewrap prefix (``run.sandbox``), or empty.
+    ``sandbox`` is the bubblewrap prefix (``run.sandbox``), or empty. ``python`` is the
+    interpreter of the driver's own environment (``--backend-python``) when the judge and the
+    driver are installed apart, so nothing installed with the driver (a ``.pth`` file, a
+    ``sitecustomize``) ever runs in the judge; by default it is this interpreter.
     """
-    return shlex.join([*sandbox, sys.executable, "-m", BACKEND_MODULE, "--driver", driver])
+    return shlex.join([*sandbox, python or sys.executable, "-m", BACKEND_MODULE, "--driver", driver])
 
 
 def served_driver(
@@ -61,6 +64,7 @@ def served_driver(
     options: Mapping[str, str],
     isolation: Isolation,
     sandbox: Sequence[str] = (),
+    python: str | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The driver spec and options the supervised children are given for a run in ``isolation``.
 
@@ -71,7 +75,7 @@ def served_driver(
     """
     if isolation is Isolation.NONE or driver == "process":
         return driver, dict(options)
-    served = {"command": backend_command(driver, sandbox)}
+    served = {"command": backend_command(driver, sandbox, python)}
     if options:
         served["backend_options"] = json.dumps(dict(options))
     return "process", served

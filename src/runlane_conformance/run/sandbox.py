@@ -10,10 +10,10 @@ sandbox takes away what a process of the same user could still do to the judge f
   ``--die-with-parent`` ends it when the check process that started it dies.
 * **its own mount namespace**, where the whole file system is mounted read-only (the driver and
   its packages can be read and loaded; the report, the JUnit file, the judge's run directory and
-  the toolkit's installation cannot be written), with one private writable directory as ``/tmp``
-  (``TMPDIR`` points there). Every backend of one run shares that directory, so a store one
-  backend creates there can be attached by another (a cross-process competitor); it is removed
-  when the run ends.
+  the toolkit's installation cannot be written), with one private writable directory, made for
+  the run and named by ``TMPDIR`` (``/tmp`` itself stays read-only: a driver or its environment
+  may live there). Every backend of one run shares that directory, so a store one backend creates
+  there can be attached by another (a cross-process competitor); it is removed when the run ends.
 * **its own user, IPC and UTS namespaces** (the user namespace is what lets an unprivileged user
   create the others), and **its own network namespace** with only a private loopback, unless the
   run says ``--sandbox-network host`` (a driver that talks to a database server needs the
@@ -35,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from enum import StrEnum
 
 __all__ = [
@@ -82,7 +83,8 @@ def sandbox_argv(
 ) -> list[str]:
     """The bubblewrap command line that runs what follows it in the sandbox (see the module docstring).
 
-    ``private_tmp`` becomes the sandbox's writable ``/tmp``. The caller appends the command.
+    ``private_tmp`` is the one directory the sandbox may write (``TMPDIR`` names it). The caller
+    appends the command.
     """
     return [
         program,
@@ -98,11 +100,11 @@ def sandbox_argv(
         "/proc",
         "--bind",
         private_tmp,
-        "/tmp",
+        private_tmp,
         *[flag for directory in writable_directories() for flag in ("--bind", directory, directory)],
         "--setenv",
         "TMPDIR",
-        "/tmp",
+        private_tmp,
         "--chdir",
         cwd or os.getcwd(),
         "--",
@@ -117,7 +119,7 @@ def sandbox_unavailable(network: SandboxNetwork = SandboxNetwork.NONE) -> str | 
     program = shutil.which(BWRAP)
     if program is None:
         return "bubblewrap (bwrap) is not installed"
-    probe = [*sandbox_argv(program, network, "/tmp", "/"), sys.executable, "-c", "pass"]
+    probe = [*sandbox_argv(program, network, tempfile.gettempdir(), "/"), sys.executable, "-c", "pass"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:

@@ -249,7 +249,12 @@ def test_every_job_asks_for_its_own_least_privilege() -> None:
         name: sorted(scope for scope, level in job["permissions"].items() if level == "write")
         for name, job in jobs.items()
     }
-    assert writes == {"certify": [], "junit": ["checks"], "badge": ["contents"]}
+    assert writes == {
+        "certify": [],
+        "junit": ["checks"],
+        "attest": ["attestations", "id-token"],
+        "badge": ["contents"],
+    }
     junit_steps = [step.get("uses", "") for step in jobs["junit"]["steps"]]
     assert any(uses.startswith("mikepenz/action-junit-report") for uses in junit_steps)
     assert not any("junit-report" in step.get("uses", "") for step in jobs["certify"]["steps"])

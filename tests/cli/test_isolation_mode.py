@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from typing import Any
@@ -14,25 +15,29 @@ def _document(isolation: str, *, certified: bool = True) -> dict[str, Any]:
     return {
         "certification": {"certified": certified, "complete": True, "level": "core+append"},
         "driver": {"spec": "mydriver"},
-        "environment": {"isolation": isolation},
+        "environment": {"isolation": isolation, "sandbox": "bubblewrap" if isolation == "process" else None},
     }
 
 
-def test_an_isolated_run_hands_the_children_the_process_driver_serving_the_driver_with_its_options() -> None:
+def test_an_isolated_run_hands_the_backend_its_options_off_the_command_line() -> None:
     options = {"dsn": "postgres://u:p w@h/db", "limit": "3"}
     driver, served = served_driver("mypkg.harness:factory", options, Isolation.PROCESS)
-    assert driver == "process" and set(served) == {"command"}
+    assert driver == "process" and set(served) == {"command", "backend_options"}
+    # The command line is visible to every local user (ps): no option value may be on it.
     assert shlex.split(served["command"]) == [
         sys.executable,
         "-m",
         BACKEND_MODULE,
         "--driver",
         "mypkg.harness:factory",
-        "--option",
-        "dsn=postgres://u:p w@h/db",
-        "--option",
-        "limit=3",
     ]
+    assert json.loads(served["backend_options"]) == options
+
+
+def test_a_sandboxed_run_prefixes_the_backend_command_with_the_sandbox() -> None:
+    _, served = served_driver("local", {}, Isolation.PROCESS, ["bwrap", "--unshare-pid", "--"])
+    assert shlex.split(served["command"])[:4] == ["bwrap", "--unshare-pid", "--", sys.executable]
+    assert "backend_options" not in served
 
 
 def test_without_isolation_the_children_get_the_driver_as_asked_for() -> None:

@@ -248,7 +248,7 @@ def test_report_refuses_an_unwritable_target_before_the_run(targets: dict[str, P
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to tell the temp file's fd apart")
-def test_a_disk_that_fills_during_the_run_is_one_line_exit_2_and_the_old_report_survives(
+def test_a_disk_too_full_for_the_running_marker_is_one_line_exit_2_and_empties_the_old_report(
     fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     report = tmp_path / "report.json"
@@ -257,7 +257,10 @@ def test_a_disk_that_fills_during_the_run_is_one_line_exit_2_and_the_old_report_
     result = CliRunner().invoke(app, ["run", "--driver", fake_suite, "--seed", "1", "--report", str(report)])
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.splitlines()
-    assert line == f"runlane-certify: error: cannot write report {str(report)!r}: No space left on device"
+    assert line == (
+        f"runlane-certify: error: cannot write report {str(report)!r}: No space left on device; "
+        "any earlier file there was emptied"
+    )
     assert "Traceback" not in result.output
-    assert report.read_text() == "previous"
+    assert report.read_text() == ""  # an earlier run's report must not pass for this one
     assert only(tmp_path) == ["report.json"]

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.run.sandbox import WRITABLE_VARIABLE
+
 ROOT = Path(__file__).resolve().parents[2]
 DRIVERS = "tests.hostile.drivers"
 ENTRY = "import sys; from runlane_conformance.cli.app import main; main(sys.argv[1:])"
@@ -39,7 +41,14 @@ def certify_command(*args: str) -> list[str]:
 
 
 def hostile_env(directory: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "RUNLANE_HOSTILE_DIR": str(directory), "COLUMNS": "200", **extra}
+    # The markers directory is the one place a sandboxed backend may write (besides its own /tmp).
+    env = {
+        **os.environ,
+        "RUNLANE_HOSTILE_DIR": str(directory),
+        WRITABLE_VARIABLE: str(directory),
+        "COLUMNS": "200",
+        **extra,
+    }
     env.pop("PYTEST_CURRENT_TEST", None)
     env.pop("PYTEST_XDIST_WORKER", None)
     return env

@@ -1,8 +1,8 @@
 """What a run's start-up reuses or narrows must never change what the run covers.
 
-The parent reads the requirement catalogue from a cache keyed by the suite sources
-(``run.catalog``), and a restricted run collects only its areas' suite modules
-(``run.certify._collected``). Both are only correct under the conditions tested here.
+The parent computes the requirement catalogue from the installed suites, never from a file a
+driver could rewrite (``run.catalog``), and a restricted run collects only its areas' suite
+modules (``run.certify._collected``). Both are only correct under the conditions tested here.
 """
 
 from __future__ import annotations
@@ -17,54 +17,25 @@ from pathlib import Path
 import pytest
 
 from runlane_conformance.requirements import all_requirements
-from runlane_conformance.run import catalog
-from runlane_conformance.run.catalog import CATALOG_CACHE_VARIABLE, suite_catalog
+from runlane_conformance.run.catalog import suite_catalog
 
 
-def test_the_cached_catalogue_equals_the_one_the_suites_declare(
+def test_the_catalogue_is_the_one_the_suites_declare_whatever_the_cache_directories_hold(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(CATALOG_CACHE_VARIABLE, str(tmp_path))
-    first = suite_catalog()  # imports the suites and writes the cache
-    written = list(tmp_path.glob("catalog-*.json"))
-    assert len(written) == 1
-    assert written[0].name == f"catalog-{catalog.catalog_digest()}.json"
-    monkeypatch.setattr(catalog, "all_requirements", lambda: pytest.fail("the cache was not read"))
-    second = suite_catalog()
-    assert first == second == all_requirements()
-    assert list(second) == list(all_requirements())
-
-
-def test_a_damaged_cache_file_is_ignored_and_replaced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(CATALOG_CACHE_VARIABLE, str(tmp_path))
-    path = tmp_path / f"catalog-{catalog.catalog_digest()}.json"
-    path.write_text('[{"id": 1}]', encoding="utf-8")
-    assert suite_catalog() == all_requirements()
-    assert len(json.loads(path.read_text(encoding="utf-8"))) == len(all_requirements())
-
-
-def test_switching_the_catalogue_cache_off_writes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(CATALOG_CACHE_VARIABLE, "off")
+    # A catalogue planted where the toolkit once cached it, every level turned into SHOULD.
+    forged = [
+        {"id": r.id, "level": "SHOULD", "clause": r.clause, "summary": r.summary, "capability": r.capability}
+        for r in all_requirements().values()
+    ]
+    for directory in (tmp_path / "runlane-conformance" / "catalog", tmp_path / "chosen"):
+        directory.mkdir(parents=True)
+        for name in ("catalog.json", "catalog-planted.json"):
+            (directory / name).write_text(json.dumps(forged), encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("RUNLANE_CATALOG_CACHE", str(tmp_path / "chosen"))
     assert suite_catalog() == all_requirements()
-    assert not (tmp_path / "runlane-conformance").exists()
-
-
-def test_the_digest_changes_when_a_suite_file_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    package = tmp_path / "pkg"
-    (package / "suites").mkdir(parents=True)
-    (package / "requirements.py").write_text("", encoding="utf-8")
-    (package / "suites" / "test_a.py").write_text("A = 1\n", encoding="utf-8")
-    monkeypatch.setattr(catalog, "_PACKAGE", package)
-    before = catalog.catalog_digest()
-    (package / "suites" / "test_a.py").write_text("A = 2\n", encoding="utf-8")
-    assert catalog.catalog_digest() != before
+    assert list(suite_catalog()) == list(all_requirements())
 
 
 _COLLECT = """

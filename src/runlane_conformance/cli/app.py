@@ -49,6 +49,7 @@ from rich.text import Text
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..requirements import AREAS
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
+from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, WorkerCount, parse_workers
 from ..safe_text import (
     MESSAGE_LIMIT,
@@ -70,10 +71,13 @@ from .output_files import (
     OutputTarget,
     check_output_directory,
     check_output_path,
+    invalidate,
     output_target,
+    same_file,
     write_output,
     write_text_atomically,
 )
+from .termination import interrupt_on_termination, release_termination
 from .wording import count
 
 if TYPE_CHECKING:
@@ -274,7 +278,19 @@ class _RunOutputs:
             self._write(self._unfinished(RunStatus.RUNNING, None, ()), files_only=True)
         except OutputFileError as error:
             self.done = True  # nothing of ours is there to mark broken
-            _stop(ExitCode.USAGE, error)
+            # The marker could not be written (a full disk, a read-only directory): whatever an
+            # earlier run left there must not pass for this one, so it is emptied (or removed).
+            left = [
+                target.given
+                for target in (self.report, self.junit)
+                if target is not None and target.path is not None and not invalidate(target.path)
+            ]
+            note = (
+                f"; {', '.join(repr(given) for given in left)} could not be emptied either"
+                if left
+                else "; any earlier file there was emptied"
+            )
+            _stop(ExitCode.USAGE, f"{error}{note}")
 
     def finish(self, document: dict[str, Any]) -> None:
         """Write the verdict's report and JUnit (a failure to write is exit 2, the files marked broken)."""
@@ -357,6 +373,7 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    context: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -369,6 +386,8 @@ def _root(
     ] = False,
 ) -> None:
     """Options of the program itself (the app's help text above is what users see)."""
+    if context.invoked_subcommand != "run":
+        release_termination()  # ``run`` releases SIGTERM once its outputs say running
 
 
 def _complete_driver(incomplete: str) -> list[str]:
@@ -835,6 +854,8 @@ def _execute(
     expected_failures: Sequence[ExpectedFailure] = (),
     examples: Path | None = None,
     isolation: Isolation = DEFAULT_ISOLATION,
+    sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
+    backend_python: str | None = None,
 ) -> RunResult:
     """Run the suites, turning every way the run can go wrong into the right exit code."""
     from ..harness import HarnessError, parse_driver_options
@@ -859,6 +880,8 @@ def _execute(
                 expected_failures=expected_failures,
                 examples=examples,
                 isolation=isolation,
+                sandbox_network=sandbox_network,
+                backend_python=backend_python,
             )
     except (HarnessError, RunUsageError) as error:
         _stop(ExitCode.USAGE, error, options)
@@ -883,18 +906,8 @@ def _report_for(result: RunResult, kind: str) -> dict[str, Any]:
 
 
 def _workers_flag(value: str | None) -> int | Literal["auto"] | None:
-    """``--workers`` as given: a positive count or ``auto`` (checked by ``_check_workers`` already)."""
+    """``--workers`` as given: a count from 1 to ``MAX_WORKERS`` or ``auto``; ``ValueError`` otherwise."""
     return None if value is None else parse_workers(value)
-
-
-def _check_workers(value: str | None) -> str | None:
-    """Refuse a ``--workers`` value that is neither a positive count nor ``auto`` as a usage error."""
-    if value is not None:
-        try:
-            parse_workers(value)
-        except ValueError:
-            raise typer.BadParameter(f"{value!r} is neither a positive integer nor auto") from None
-    return value
 
 
 def _run_settings(
@@ -982,7 +995,6 @@ def run(
         str | None,
         typer.Option(
             metavar="N|auto",
-            callback=_check_workers,
             help="Run checks in N supervised processes at once (default 1). auto starts one per "
             "processor and adds more while the processors sit idle, as they do while a driver waits "
             "on its database or on locks (up to 4 per processor).",
@@ -1060,6 +1072,26 @@ def run(
         ),
     ] = None,
     isolation: IsolationOption = DEFAULT_ISOLATION,
+    sandbox_network: Annotated[
+        SandboxNetwork,
+        typer.Option(
+            "--sandbox-network",
+            help="The network an isolated driver's sandbox sees: none (a private loopback only) or "
+            "host (the machine's network, for a driver that talks to a database server).",
+            case_sensitive=False,
+        ),
+    ] = SandboxNetwork.NONE,
+    backend_python: Annotated[
+        str | None,
+        typer.Option(
+            "--backend-python",
+            metavar="PYTHON",
+            help="With --isolation process: the interpreter of the driver's own virtual environment, "
+            "which serves it; install the toolkit alone where runlane-certify runs, so nothing "
+            "installed with the driver runs in the judge (docs/trust.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suites against a driver and print a verdict.
 
@@ -1072,32 +1104,63 @@ def run(
     """
     _begin()
     started_at = datetime.now(UTC)
-    settings = _run_settings(config, driver, option, profile, _workers_flag(workers), expect_fail)
-    driver, option, profile = settings.driver, list(settings.options), settings.profile
-    worker_count, expect_fail = settings.workers, list(settings.expect_fail)
-    report_target = _output_target(report, "report")
-    junit_target = _output_target(junit, "JUnit file")
+    # Nothing that can fail comes before the running marker: each output target is checked on its
+    # own, so a refused --junit still replaces an earlier report at --report (and vice versa).
+    targets: dict[str, OutputTarget | None] = {}
+    refused: list[str] = []
+    for given, what in ((report, "report"), (junit, "JUnit file")):
+        try:
+            targets[what] = None if given is None else output_target(given, what)
+        except OutputFileError as error:
+            targets[what], refused = None, [*refused, str(error)]
+    report_target, junit_target = targets["report"], targets["JUnit file"]
     if report_target is not None and junit_target is not None:
         if report_target.is_stdout and junit_target.is_stdout:
-            _stop(ExitCode.USAGE, "--report and --junit cannot both write to standard output")
-        if report_target.path is not None and report_target.path == junit_target.path:
-            _stop(ExitCode.USAGE, f"--report and --junit name the same file {str(report_target.given)!r}")
-    if any(target is not None and target.is_stdout for target in (report_target, junit_target)):
-        console.file = sys.stderr  # standard output carries the machine output alone
+            refused.append("--report and --junit cannot both write to standard output")
+        elif report_target.path is not None and report_target.path == junit_target.path:
+            refused.append(f"--report and --junit name the same file {str(report_target.given)!r}")
+    if refused:
+        # Refused before the run: nothing is created, and nothing an earlier run left there survives.
+        for target in (report_target, junit_target):
+            if target is not None and target.path is not None:
+                invalidate(target.path)
+        _stop(ExitCode.USAGE, refused[0])
     seed = secrets.randbelow(2**32) if seed is None else seed
     outputs = _RunOutputs(
         report_target,
         junit_target,
-        driver=driver,
+        driver=driver or "?",
         seed=seed,
-        profile=profile,
+        profile=profile if profile in HYPOTHESIS_PROFILES else "quick",
         areas=tuple(area or ()),
         requirements=tuple(requirement or ()),
-        workers=worker_count,
+        workers=1,
         started_at=started_at,
     )
     _adopt_orphans()
     outputs.start()
+    try:
+        release_termination()  # a SIGTERM held since the program's first line is an interrupt from here on
+        if any(target is not None and target.is_stdout for target in (report_target, junit_target)):
+            console.file = sys.stderr  # standard output carries the machine output alone
+        try:
+            workers_given = _workers_flag(workers)
+        except ValueError as error:
+            _stop(ExitCode.USAGE, f"Invalid value for '--workers': {error}")
+        settings = _run_settings(config, driver, option, profile, workers_given, expect_fail)
+        driver, option, profile = settings.driver, list(settings.options), settings.profile
+        worker_count, expect_fail = settings.workers, list(settings.expect_fail)
+        outputs.driver, outputs.profile, outputs.workers = driver, profile, worker_count
+    except _Stopped as stopped:
+        outputs.abandon(int(stopped.exit_code), stopped.message)
+        raise
+    except KeyboardInterrupt:
+        outputs.abandon(int(ExitCode.INTERRUPTED), "Ctrl-C or SIGTERM")
+        typer.echo("runlane-certify: interrupted before the run had a verdict", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BaseException as error:
+        outputs.abandon(int(ExitCode.BROKEN), f"internal error: {describe_exception(error)}")
+        raise
     try:
         _run_and_judge(
             outputs,
@@ -1111,6 +1174,8 @@ def run(
             verbose=verbose,
             tb=tb,
             isolation=isolation,
+            sandbox_network=sandbox_network,
+            backend_python=backend_python,
         )
     except _Stopped as stopped:
         outputs.abandon(int(stopped.exit_code), stopped.message)
@@ -1141,6 +1206,8 @@ def _run_and_judge(
     verbose: bool,
     tb: TracebackStyle,
     isolation: Isolation = DEFAULT_ISOLATION,
+    sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
+    backend_python: str | None = None,
 ) -> NoReturn:
     """``run`` once its outputs are marked running: load, run, judge, print, write, exit."""
     from ..fixtures.driver_frame import path_from_here
@@ -1207,6 +1274,8 @@ def _run_and_judge(
             expected_failures=expected,
             examples=database,
             isolation=isolation,
+            sandbox_network=sandbox_network,
+            backend_python=backend_python,
         )
     # Nothing the driver started may outlive the run, nor see (or rewrite) what is written next.
     _end_driver_processes()
@@ -1467,7 +1536,12 @@ def badge(
     if svg is None and endpoint is None:
         _stop(ExitCode.USAGE, "give --svg PATH and/or --endpoint PATH")
     for path, what in ((svg, "SVG badge"), (endpoint, "endpoint JSON")):
+        if path is not None and same_file(path, report):
+            # Writing the badge would destroy the very report it vouches for.
+            _stop(ExitCode.USAGE, f"the {what} {str(path)!r} is the report being read; choose another path")
         _check_output_path(path, what)
+    if svg is not None and endpoint is not None and same_file(svg, endpoint):
+        _stop(ExitCode.USAGE, f"--svg and --endpoint name the same file {str(svg)!r}")
     try:
         document = read_report(report)
         check_claim(document)
@@ -1531,7 +1605,7 @@ def check_history_command(
     _begin()
     try:
         recorded = load(history)
-    except (OSError, HistoryFormatError) as error:
+    except (OSError, HistoryFormatError, ValueError, RecursionError) as error:
         _stop(ExitCode.USAGE, f"cannot read history {str(history)!r}: {error}")
     verdict = check_history(recorded)
     for line in verdict.render(recorded).splitlines():
@@ -1550,6 +1624,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """
     global _OWNS_PROCESS
     _OWNS_PROCESS = True
+    interrupt_on_termination()
     command = typer.main.get_command(app)
     try:
         code = command.main(args=list(argv) if argv is not None else None, standalone_mode=False)

@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ..run.isolation import Isolation
 from ..safe_text import one_line, xml_safe
 
-__all__ = ["Badge", "badge_for", "endpoint_json", "isolation_note", "render_svg"]
+__all__ = ["Badge", "badge_for", "endpoint_json", "is_sandboxed", "isolation_note", "render_svg"]
 
 _COLORS = {"brightgreen": "#4c1", "yellow": "#dfb317", "red": "#e05d44"}
 
@@ -50,14 +50,34 @@ def badge_for(report: Mapping[str, Any]) -> Badge:
         return Badge(label, "not certified", "red", True)
     if not certification["complete"]:
         return Badge(label, f"{certification['level']} (partial run)", "yellow", False)
-    isolated = report["environment"]["isolation"] == Isolation.PROCESS.value
+    isolated = is_sandboxed(report)
     return Badge(label, certification["level"] + (" (isolated)" if isolated else ""), "brightgreen", False)
+
+
+def is_sandboxed(report: Mapping[str, Any]) -> bool:
+    """Whether the report's driver ran isolated *and* sandboxed: only then is a run marked isolated."""
+    environment = report["environment"]
+    sandbox = environment.get("sandbox")
+    return (
+        environment["isolation"] == Isolation.PROCESS.value
+        and isinstance(sandbox, str)
+        and sandbox.startswith("bubblewrap")
+    )
 
 
 def isolation_note(report: Mapping[str, Any]) -> str:
     """One line saying where the report's driver ran, and what that means for the verdict."""
+    if is_sandboxed(report):
+        return (
+            "isolation: process, sandboxed (the driver ran in a process of its own, in namespaces "
+            f"of its own: {report['environment']['sandbox'].removeprefix('bubblewrap: ')})"
+        )
     if report["environment"]["isolation"] == Isolation.PROCESS.value:
-        return "isolation: process (the driver ran in a process of its own)"
+        why = str(report["environment"].get("sandbox") or "unavailable").removeprefix("unavailable: ")
+        return (
+            "isolation: process, NOT sandboxed (the driver ran in a process of its own, but as any "
+            f"program of this user could: {why}); not marked isolated"
+        )
     return "isolation: none (the driver ran next to the checks; see --isolation)"
 
 

@@ -154,7 +154,7 @@ def load_run_config(explicit: Path | None, directory: Path) -> RunConfig:
         raise ConfigError(f"config file {shown!r} does not exist") from None
     except OSError as error:
         raise ConfigError(f"cannot read config file {shown!r}: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise ConfigError(f"{shown} is not valid TOML: {error}") from None
     tool = document.get("tool", {})
     section = tool.get("runlane") if isinstance(tool, dict) else None

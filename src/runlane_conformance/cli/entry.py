@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
+from .termination import hold_termination
 
 __all__ = ["main", "version_text"]
 
@@ -43,6 +44,8 @@ def use_private_bytecode_cache() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (see the module docstring)."""
+    # First of all: a SIGTERM from here on waits until ``run`` has marked its outputs (``termination``).
+    hold_termination()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments == ["--version"]:
         sys.stdout.write(version_text() + "\n")

@@ -46,7 +46,9 @@ __all__ = [
     "check_output_directory",
     "check_output_path",
     "current_umask",
+    "invalidate",
     "output_target",
+    "same_file",
     "write_output",
     "write_text_atomically",
 ]
@@ -276,3 +278,40 @@ def write_text_atomically(path: Path, text: str, what: str = "file") -> None:
             os.fsync(directory_fd)
         finally:
             os.close(directory_fd)
+
+
+def invalidate(path: Path) -> bool:
+    """Make sure whatever regular file ``path`` leads to can no longer be read as a report; true if so.
+
+    Used when the ``running`` marker could not be written (a full disk, a read-only
+    directory): the file an earlier run left there must not outlive this run's failure as
+    its verdict. Emptying it in place needs no free space and no write access to its
+    directory; where even that is refused it is removed. A path that is not there (or not a
+    regular file) holds nothing to refuse.
+    """
+    target = _resolved(Path(path))
+    try:
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        os.truncate(target, 0)
+        return True
+    with contextlib.suppress(OSError):
+        os.unlink(target)
+        return True
+    return False
+
+
+def same_file(first: Path | str, second: Path | str) -> bool:
+    """Whether two paths name one file: the same path once links are followed, or the same inode."""
+    a, b = _resolved(Path(first)), _resolved(Path(second))
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False

@@ -334,6 +334,12 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                     "description": "where the driver's code ran: process (a backend process of its own, "
                     "never loaded by the checks' processes) or none (next to the checks)",
                 },
+                "sandbox": {
+                    "type": ["string", "null"],
+                    "description": "with isolation process: the sandbox the backend ran in "
+                    "('bubblewrap: ...') or why it had none ('unavailable: ...'); null otherwise. "
+                    "Only a sandboxed run's badge says (isolated)",
+                },
             },
         },
         "python": _PYTHON,
@@ -816,6 +822,7 @@ def build_report(result: RunResult, *, kind: str = "certification") -> dict[str,
             "plugins": [{"name": name, "version": ver} for name, ver in environment.plugins],
             "supervised": environment.supervised,
             "isolation": environment.isolation,
+            "sandbox": environment.sandbox,
         },
         "python": {"version": platform.python_version(), "implementation": sys.implementation.name},
         "platform": platform.platform(),
@@ -1104,6 +1111,8 @@ def read_report(path: Path) -> dict[str, Any]:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise ReportError(f"report {str(path)!r} is not JSON: {error}") from None
+    except RecursionError:
+        raise ReportError(f"report {str(path)!r} is not a report: its JSON nests too deeply") from None
     try:
         validate_report(document)
     except ReportError as error:

@@ -67,7 +67,13 @@ from .errors import (
 )
 from .wire import date_to_wire
 
-__all__ = ["CPU_SLOT_VARIABLE", "PROTOCOL_VERSION", "BackendProcess", "MessageTap"]
+__all__ = [
+    "CPU_SLOT_VARIABLE",
+    "PRIVATE_OPTIONS_FD_VARIABLE",
+    "PROTOCOL_VERSION",
+    "BackendProcess",
+    "MessageTap",
+]
 
 #: The protocol version this toolkit speaks.
 PROTOCOL_VERSION = 1
@@ -148,6 +154,25 @@ class AttemptOutcomes:
     errors: dict[str, BaseException] = field(default_factory=dict)
 
 
+#: Names the file descriptor a backend reads its driver's options from (one JSON object, then EOF).
+PRIVATE_OPTIONS_FD_VARIABLE = "RUNLANE_BACKEND_OPTIONS_FD"
+
+
+def _private_pipe(options: Mapping[str, str]) -> int:
+    """A pipe's read end holding ``options`` as JSON (written whole, write end closed)."""
+    data = json.dumps(dict(options)).encode("utf-8")
+    if len(data) > 60_000:  # a pipe's buffer holds 64 KiB; more would block this write
+        raise BackendExitedError("the driver options are too long to hand to a backend (more than 60 kB)")
+    read_end, write_end = os.pipe()
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_end, view) :]
+    finally:
+        os.close(write_end)
+    return read_end
+
+
 class BackendProcess:
     """A running backend and the pending requests on its pipe.
 
@@ -164,6 +189,7 @@ class BackendProcess:
         tap: MessageTap | None = None,
         env: Mapping[str, str] | None = None,
         colocate: bool = False,
+        private: Mapping[str, str] | None = None,
     ) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
@@ -180,6 +206,12 @@ class BackendProcess:
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         # Before the start: the backend inherits the starting thread's CPU set.
         self._colocated = _colocate() if colocate else None
+        # ``private`` (the driver's options: passwords, DSNs) goes on a pipe the backend inherits,
+        # never on its command line or in its environment, which other local users can read.
+        private_fd = None if private is None else _private_pipe(private)
+        variables = dict(env or {})
+        if private_fd is not None:
+            variables[PRIVATE_OPTIONS_FD_VARIABLE] = str(private_fd)
         try:
             self._process = subprocess.Popen(
                 list(self.argv),
@@ -187,7 +219,8 @@ class BackendProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 bufsize=0,
-                env=None if env is None else {**os.environ, **env},
+                env={**os.environ, **variables} if variables else None,
+                pass_fds=() if private_fd is None else (private_fd,),
                 # A process group of its own: a terminal's Ctrl-C reaches the toolkit, which closes
                 # the backend itself, and a kill reaches whatever the backend started too.
                 start_new_session=True,
@@ -195,6 +228,9 @@ class BackendProcess:
         except OSError as error:
             self._release_cpu()
             raise BackendExitedError(f"could not start backend {self.command!r}: {error}") from error
+        finally:
+            if private_fd is not None:
+                os.close(private_fd)
         assert self._process.stdin is not None and self._process.stdout is not None
         self._stdin: IO[bytes] = self._process.stdin
         self._stdout = self._process.stdout.fileno()

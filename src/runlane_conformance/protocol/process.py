@@ -19,6 +19,10 @@ Options:
 * ``max_line_bytes``: the longest line accepted from the backend (default 64 MiB);
 * ``validate``: ``true`` to check every message in both directions against
   the protocol's JSON Schema (slower; the toolkit's own tests use it);
+* ``backend_options``: a JSON object of the backend driver's own options. They are handed to
+  the backend on an inherited pipe (its number in ``RUNLANE_BACKEND_OPTIONS_FD``), never on its
+  command line, where every local user could read them with ``ps``; ``runlane_conformance.backend``
+  reads them there. ``--isolation process`` passes the run's ``--option`` values this way;
 * ``colocate``: ``false`` to let the operating system place the backend on any
   CPU. By default (Linux) it runs on the CPU of the toolkit thread that starts
   it, which stays there while it lives: the two take turns, and a wake-up
@@ -27,6 +31,7 @@ Options:
 
 from __future__ import annotations
 
+import json
 import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -76,7 +81,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_OPTIONS = ("command", "timeout", "max_line_bytes", "validate", "colocate")
+_OPTIONS = ("command", "timeout", "max_line_bytes", "validate", "colocate", "backend_options")
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -407,7 +412,9 @@ class ProcessHarness:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         tap: MessageTap | None = None,
         colocate: bool = True,
+        backend_options: Mapping[str, str] | None = None,
     ) -> None:
+        self._backend_options = None if backend_options is None else dict(backend_options)
         try:
             self.argv = shlex.split(command)
         except ValueError as error:
@@ -433,6 +440,7 @@ class ProcessHarness:
             max_line_bytes=self.max_line_bytes,
             tap=self._tap,
             colocate=self.colocate,
+            private=self._backend_options,
         )
         try:
             answer = backend.request("hello", {"protocol": [PROTOCOL_VERSION]})
@@ -532,11 +540,27 @@ def process_harness(options: Mapping[str, str]) -> ProcessHarness:
         raise DriverOptionError(
             f"process driver option colocate={options['colocate']!r} is not true or false"
         )
+    backend_options: dict[str, str] | None = None
+    if "backend_options" in options:
+        try:
+            parsed = json.loads(options["backend_options"])
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
+        ):
+            raise DriverOptionError("process driver option backend_options is not a JSON object of strings")
+        backend_options = parsed
     tap = None
     if validate == "true":
         from .schema import validating_tap
 
         tap = validating_tap()
     return ProcessHarness(
-        command, timeout=timeout, max_line_bytes=max_line, tap=tap, colocate=colocate == "true"
+        command,
+        timeout=timeout,
+        max_line_bytes=max_line,
+        tap=tap,
+        colocate=colocate == "true",
+        backend_options=backend_options,
     )

@@ -55,7 +55,7 @@ from ..harness import (
     load_harness,
     parse_driver_options,
 )
-from .client import PROTOCOL_VERSION
+from .client import PRIVATE_OPTIONS_FD_VARIABLE, PROTOCOL_VERSION
 from .errors import CALLBACK_FAILED, ERROR_KINDS, error_from_wire, error_to_wire
 from .wire import (
     append_from_wire,
@@ -628,6 +628,31 @@ def _operator_page(page: Any) -> object:
     return {"items": [_operator_record(item) for item in items], "cursor": cursor}
 
 
+def _private_options() -> dict[str, str]:
+    """The driver options the toolkit handed over on an inherited pipe (``PRIVATE_OPTIONS_FD_VARIABLE``).
+
+    They come this way rather than as ``--option`` so that no password or DSN is ever on a
+    command line, where every local user can read it. Raises ``ValueError`` for anything but a
+    JSON object of strings.
+    """
+    named = os.environ.pop(PRIVATE_OPTIONS_FD_VARIABLE, None)
+    if named is None:
+        return {}
+    fd = int(named)
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    options = json.loads(b"".join(chunks) or b"{}")
+    if not isinstance(options, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in options.items()
+    ):
+        raise ValueError("the private driver options are not a JSON object of strings")
+    return options
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve one driver until the toolkit closes stdin or asks for ``shutdown``; 2 for a usage error."""
     parser = argparse.ArgumentParser(
@@ -645,12 +670,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="driver harness option (repeatable)",
     )
     args = parser.parse_args(argv)
+    try:
+        options = {**parse_driver_options(args.option), **_private_options()}
+    except (HarnessError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     # Protocol messages get a private copy of fd 1; fd 1 itself (and sys.stdout) now go to stderr.
     protocol_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        harness = load_harness(args.driver, parse_driver_options(args.option))
+        harness = load_harness(args.driver, options)
     except HarnessError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,107 +1,29 @@
-"""The requirement catalogue without importing the suites, when it was read before.
+"""The requirement catalogue the parent of a run judges by: read from the installed suites, every time.
 
-``requirements.all_requirements`` imports every suite module (and through them pytest,
-Hypothesis and the contract) so that each declares its requirements: about half a second of CPU
-that the parent of a supervised run would pay only to learn ids, levels, clauses and summaries.
-``suite_catalog`` keeps what it returns in a small JSON file under the toolkit's cache directory,
-named by a digest of the toolkit version, ``requirements.py`` and every file of the suites
-package. Any change to those files names another file, so a stale catalogue is never read; a
-cache that cannot be read or written only means the suites are imported as before.
+The catalogue sets each requirement's level and the capability that gates it, so it decides
+what certifies. It is therefore computed in this process from the toolkit's own modules
+(``requirements.all_requirements`` imports every suite module, which declares its requirements)
+and kept only in memory. It used to be cached in a JSON file under the user's cache directory,
+which saved about a quarter of a second of CPU per run, but any program running as the user (the
+driver under test among them) could rewrite that file and turn every MUST into a SHOULD; a
+digest kept next to it could be rewritten just as easily. Nothing the judge decides from lives
+where the judged can write it (``docs/trust.md``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-import tempfile
-from pathlib import Path
+from functools import cache
 
-from .. import __version__
-from ..requirements import Requirement, RequirementLevel, all_requirements
+from ..requirements import Requirement, all_requirements
 
-__all__ = ["CATALOG_CACHE_VARIABLE", "catalog_digest", "suite_catalog"]
-
-#: Names the directory the catalogue is kept in, or ``off`` (then the suites are always imported).
-CATALOG_CACHE_VARIABLE = "RUNLANE_CATALOG_CACHE"
-
-_PACKAGE = Path(__file__).resolve().parents[1]
+__all__ = ["suite_catalog"]
 
 
-def catalog_digest() -> str:
-    """sha256 over the toolkit version and the sources the catalogue is declared in."""
-    digest = hashlib.sha256(__version__.encode() + b"\0")
-    sources = [_PACKAGE / "requirements.py", *sorted((_PACKAGE / "suites").rglob("*.py"))]
-    for path in sources:
-        digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0")
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            digest.update(b"<unreadable>")
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def _directory() -> Path | None:
-    chosen = os.environ.get(CATALOG_CACHE_VARIABLE, "")
-    if chosen.lower() == "off":
-        return None
-    if chosen:
-        return Path(chosen).expanduser()
-    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
-    return Path(cache_home) / "runlane-conformance" / "catalog"
-
-
-def _read(path: Path) -> dict[str, Requirement] | None:
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        return {
-            entry["id"]: Requirement(
-                entry["id"],
-                RequirementLevel(entry["level"]),
-                entry["clause"],
-                entry["summary"],
-                entry["capability"],
-            )
-            for entry in entries
-        }
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _write(path: Path, catalog: dict[str, Requirement]) -> None:
-    entries = [
-        {
-            "id": r.id,
-            "level": r.level.value,
-            "clause": r.clause,
-            "summary": r.summary,
-            "capability": r.capability,
-        }
-        for r in catalog.values()
-    ]
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".catalog-")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(entries, stream)
-            os.replace(temporary, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+@cache
+def _catalog() -> dict[str, Requirement]:
+    return all_requirements()
 
 
 def suite_catalog() -> dict[str, Requirement]:
-    """What ``all_requirements()`` returns, from the cache when this toolkit's suites were read before."""
-    directory = _directory()
-    if directory is None:
-        return all_requirements()
-    path = directory / f"catalog-{catalog_digest()}.json"
-    cached = _read(path)
-    if cached is not None:
-        return cached
-    catalog = all_requirements()
-    _write(path, catalog)
-    return catalog
+    """What ``all_requirements()`` returns (a fresh copy; computed once per process)."""
+    return dict(_catalog())

@@ -27,7 +27,9 @@ import io
 import os
 import platform
 import secrets
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +64,7 @@ from .model import (
 from .plan import Plan, PlannedCheck, build_plan, longest_first, planned_from_event, scope_catalog
 from .probe import probe_driver, probe_facts
 from .raw import RawCheck
+from .sandbox import SandboxNetwork, bwrap_program, sandbox_argv, sandbox_description, sandbox_unavailable
 from .scaling import WorkerCount, parse_workers
 from .supervise import ChildSpec, Supervisor
 from .verdict import fold_requirements, judge_check, limit_problems, unfinished_check
@@ -267,6 +270,8 @@ def _environment(
     plugins: Sequence[tuple[str, str]],
     supervised: bool,
     isolation: Isolation = Isolation.NONE,
+    sandbox: str | None = None,
+    sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
 ) -> RunEnvironment:
     # Read from the installed distributions: a supervised run's parent never imports pytest or
     # Hypothesis (its children do); these are the versions those children import.
@@ -279,6 +284,8 @@ def _environment(
         plugins=tuple(plugins),
         supervised=supervised,
         isolation=isolation.value,
+        sandbox=sandbox,
+        sandbox_network=sandbox_network.value,
     )
 
 
@@ -403,6 +410,8 @@ def certify_driver(
     expected_failures: Sequence[ExpectedFailure] = (),
     examples: Path | None = None,
     isolation: Isolation = DEFAULT_ISOLATION,
+    sandbox_network: SandboxNetwork = SandboxNetwork.NONE,
+    backend_python: str | None = None,
 ) -> RunResult:
     """Certify ``driver`` with the checks in supervised child processes (see the module docstring).
 
@@ -442,7 +451,14 @@ def certify_driver(
     if examples is not None:
         request = replace(request, examples=Path(examples).absolute())
     source = _suite_source()
-    served, served_options = served_driver(request.driver, request.options, isolation)
+    sandbox, prefix, private_tmp = _sandbox_for(request.driver, isolation, sandbox_network)
+    if backend_python is not None:
+        if isolation is Isolation.NONE:
+            raise RunUsageError("--backend-python needs --isolation process (the backend is what it runs)")
+        if not (os.path.isfile(backend_python) and os.access(backend_python, os.X_OK)):
+            raise RunUsageError(f"--backend-python {backend_python!r} is not an executable file")
+        backend_python = os.path.abspath(backend_python)
+    served, served_options = served_driver(request.driver, request.options, isolation, prefix, backend_python)
     cwd_on_path = os.getcwd() if ":" in served else None
     spec = ChildSpec(
         served,
@@ -495,7 +511,11 @@ def certify_driver(
         on_end=on_end,
         on_shrinking=on_shrinking,
     )
-    outcome = supervisor.run()
+    try:
+        outcome = supervisor.run()
+    finally:
+        if private_tmp is not None:
+            shutil.rmtree(private_tmp, ignore_errors=True)
     return _result(
         request,
         holder["plan"],
@@ -504,11 +524,38 @@ def certify_driver(
         duration=time.perf_counter() - started,
         status=_status_for(request, outcome.interrupted, outcome.stopped),
         facts=outcome.facts,
-        environment=_environment(source, outcome.plugins, supervised=True, isolation=isolation),
+        environment=_environment(
+            source,
+            outcome.plugins,
+            supervised=True,
+            isolation=isolation,
+            sandbox=sandbox,
+            sandbox_network=sandbox_network,
+        ),
         problems=outcome.problems,
         output=outcome.output,
         peak_workers=outcome.peak_workers,
     )
+
+
+def _sandbox_for(
+    driver: str, isolation: Isolation, network: SandboxNetwork
+) -> tuple[str | None, list[str], str | None]:
+    """The sandbox an isolated backend runs in: (what the report records, the command prefix, its /tmp).
+
+    Not isolated: nothing. Isolated where bubblewrap can make the namespaces: its prefix and a
+    private directory every backend of the run shares as ``/tmp``. Isolated without them: the
+    reason, recorded as ``unavailable: ...`` (the run is then not marked isolated).
+    """
+    if isolation is Isolation.NONE:
+        return None, [], None
+    if driver == "process":
+        return "unavailable: --driver process runs the given backend command as it is", [], None
+    reason = sandbox_unavailable(network)
+    if reason is not None:
+        return f"unavailable: {reason}", [], None
+    private_tmp = tempfile.mkdtemp(prefix="runlane-sandbox-")
+    return sandbox_description(network), sandbox_argv(bwrap_program(), network, private_tmp), private_tmp
 
 
 # --- in-process (the toolkit's own tests) ---------------------------------------------------------

@@ -330,6 +330,11 @@ class RunEnvironment:
     #: Where the driver's code ran: ``process`` (a backend process of its own, never loaded by the
     #: judge) or ``none`` (next to the checks); see ``run.isolation``.
     isolation: str = "none"
+    #: With ``isolation`` ``process``: the sandbox the backend ran in (``bubblewrap: ...``), or why
+    #: it ran without one (``unavailable: REASON``); ``None`` when the driver was not isolated.
+    sandbox: str | None = None
+    #: The network the sandbox gave the backend (``none`` or ``host``), for the reproduce line.
+    sandbox_network: str = "none"
 
 
 @dataclass(frozen=True)
@@ -464,6 +469,8 @@ class RunResult:
         words += [*scope, "--profile", self.hypothesis_profile, "--seed", str(self.seed)]
         if self.environment.isolation != DEFAULT_ISOLATION.value:
             words += ["--isolation", self.environment.isolation]
+        if self.environment.sandbox_network != "none":
+            words += ["--sandbox-network", self.environment.sandbox_network]
         # Run from the same directory, the default database is this run's: the line replays its saved
         # failure. Another database is named, so the replay reads the one this run filled.
         if self.examples is not None and Path(self.examples) != Path.cwd() / DEFAULT_EXAMPLES:

@@ -35,7 +35,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["ProcessEntry", "become_subreaper", "descendants", "end_descendants", "is_subreaper"]
+__all__ = [
+    "ProcessEntry",
+    "become_subreaper",
+    "descendants",
+    "end_descendants",
+    "is_subreaper",
+    "reap_adopted",
+]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -195,3 +202,30 @@ def end_descendants(timeout: float = END_SECONDS) -> int:
     for entry in descendants(me):
         _reap(entry, me)
     return len(killed)
+
+
+def reap_adopted(keep: set[int]) -> int:
+    """Reap every exited child of ours whose pid is not in ``keep``; how many were reaped.
+
+    A subreaper inherits every orphan below it, and an orphan that exits stays a zombie (a pid
+    and a process-table slot) until its new parent waits for it. A driver that forks without
+    waiting would otherwise fill the process table during a run (one did: 11,900 zombies in
+    45 s). The supervisor calls this on every turn of its loop with the pids of its own
+    children in ``keep``: those are waited for by their ``Popen`` objects, which need their
+    exit status. Each exited child is first looked at without being reaped (``WNOWAIT``); the
+    scan stops at one of ``keep`` (the supervisor collects it on its next turn) and never
+    blocks (``WNOHANG``).
+    """
+    reaped = 0
+    while True:
+        try:
+            seen = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except (ChildProcessError, OSError, AttributeError):
+            return reaped
+        if seen is None or seen.si_pid == 0 or seen.si_pid in keep:
+            return reaped
+        try:
+            os.waitpid(seen.si_pid, os.WNOHANG)
+        except (ChildProcessError, OSError):
+            return reaped
+        reaped += 1

@@ -26,6 +26,7 @@ __all__ = [
     "AUTO",
     "AUTO_CEILING",
     "AUTO_PER_PROCESSOR",
+    "MAX_WORKERS",
     "IdleMeter",
     "WorkerCount",
     "parse_workers",
@@ -37,6 +38,11 @@ AUTO: Final = "auto"
 AUTO_PER_PROCESSOR: Final = 4
 #: ... nor more than this many in all.
 AUTO_CEILING: Final = 16
+#: The most children a run may be asked for. Each child holds a driver, its pipes and, isolated, a
+#: backend; past a few dozen they only compete for the same processors and file descriptors (and a
+#: typo such as ``--workers 1000000`` would fork until the machine gave out). The bound is the same
+#: on every machine, so a configuration valid on one is valid on all.
+MAX_WORKERS: Final = 64
 #: The share of the machine's processor time that must have gone unused in a window to add a child.
 IDLE_SHARE_TO_GROW: Final = 0.5
 #: Seconds between two decisions to add a child.
@@ -51,11 +57,17 @@ def parse_workers(value: object) -> int | Literal["auto"]:
         text = value.strip().lower()
         if text == AUTO:
             return AUTO
-        if text.isdigit() and int(text) >= 1:
-            return int(text)
+        if text.isascii() and text.isdigit() and int(text) >= 1:
+            return _bounded(int(text))
     elif isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
+        return _bounded(value)
     raise ValueError(f"workers must be a positive integer or 'auto', got {value!r}")
+
+
+def _bounded(count: int) -> int:
+    if count > MAX_WORKERS:
+        raise ValueError(f"workers must be at most {MAX_WORKERS}, got {count}")
+    return count
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,7 @@ class WorkerCount:
         """``requested`` as a count: a number is used as given; ``auto`` is described above."""
         if requested != AUTO:
             return cls.fixed(requested)
-        cpus = max(1, processors if processors is not None else (os.cpu_count() or 1))
+        cpus = min(MAX_WORKERS, max(1, processors if processors is not None else (os.cpu_count() or 1)))
         ceiling = min(AUTO_CEILING, AUTO_PER_PROCESSOR * cpus) if IdleMeter.available() else cpus
         return cls(cpus, max(cpus, ceiling))
 

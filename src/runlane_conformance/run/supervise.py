@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..contract.errors import RunlaneError
 from ..contract.values import StorageLimits, StorageProfile
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverLoadError
@@ -54,6 +55,7 @@ from .environment import closed_process_environment
 from .model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunBrokenError
 from .plan import PlannedCheck, deadline_for, planned_from_event
 from .raw import RawCheck
+from .reaper import is_subreaper, reap_adopted
 from .scaling import IDLE_SHARE_TO_GROW, WINDOW_SECONDS, IdleMeter
 
 __all__ = ["ChildSpec", "Supervisor", "SupervisorOutcome"]
@@ -139,6 +141,10 @@ class _Worker:
     slot: int = 0
     dead: bool = False
     timed_out: bool = False
+    #: The check whose end this child reported last (a second end for it is a forgery).
+    last_ended: str | None = None
+    #: The one-time events (probe, plugins, collected) this child already sent.
+    seen: set[str] = field(default_factory=set)
 
 
 def _signal_name(number: int) -> str:
@@ -214,6 +220,9 @@ class Supervisor:
         self._problems: list[str] = []
         self._plugins: list[tuple[str, str]] = []
         self._outputs: list[str] = []
+        # As the subreaper (the CLI's own process), orphans the driver leaves are ours to reap.
+        self._reaping = is_subreaper()
+        self._rejected = 0
 
     # --- children -------------------------------------------------------------------------------
     def _spawn(self, probe: bool) -> _Worker:
@@ -396,8 +405,55 @@ class Supervisor:
             worker.stopped = True
             self._send(worker, {"op": "stop"})
 
-    def _handle(self, worker: _Worker, event: dict[str, Any]) -> None:
+    def _reject(self, worker: _Worker, what: str) -> None:
+        """An event the child that sent it had no business sending: a run problem, never evidence.
+
+        Each child's events follow one order (probe, plugins and collection from the probe child
+        only, once; then for each check handed to it a start and one end, for that check alone),
+        so anything else was forged or reordered by something that can write into the pipe.
+        """
+        self._rejected += 1
+        if self._rejected == 1:
+            self._problems.append(
+                f"a check process's event stream was tampered with ({what}); "
+                "events outside the order the judge expects are never accepted as results"
+            )
+
+    def _overrule(self, nodeid: str) -> None:
+        """Replace a check's recorded result with a failure: its events cannot be told from forgeries."""
+        from .verdict import unfinished_check
+
+        planned = self._planned.get(nodeid, PlannedCheck(nodeid, None))
+        self._checks[nodeid] = self._on_end(
+            unfinished_check(
+                planned,
+                f"two different ends were reported for `{self._label(nodeid)}`: "
+                "its events were tampered with, so neither is evidence",
+                outcome=Outcome.FAILED,
+            )
+        )
+
+    def _handle(self, worker: _Worker, event: object) -> None:
+        if not isinstance(event, dict):
+            self._reject(worker, "an event that is not an object")
+            return
+        try:
+            self._accept(worker, event)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            if isinstance(error, RunlaneError):
+                raise
+            self._reject(worker, f"a malformed {str(event.get('event'))[:40]!r} event")
+
+    def _accept(self, worker: _Worker, event: dict[str, Any]) -> None:
         kind = event.get("event")
+        if kind in ("probe", "probe_error") and not worker.probe:
+            self._reject(worker, f"a {kind} event from a child that is not the probe")
+            return
+        if kind in ("probe", "probe_error", "plugins", "collected", "ready"):
+            if kind in worker.seen:
+                self._reject(worker, f"a second {kind} event from one child")
+                return
+            worker.seen.add(str(kind))
         if kind == "probe":
             self._facts = ProfileFacts(
                 profile=_profile_from_json(event["profile"]),
@@ -407,7 +463,7 @@ class Supervisor:
             )
         elif kind == "probe_error":
             raise DriverLoadError(str(event.get("message", "the driver could not be loaded")))
-        elif kind == "plugins":
+        elif kind == "plugins" and (worker.probe or not self._plugins):
             self._plugins = [(str(name), str(version)) for name, version in event["plugins"]]
         elif kind == "collect_error":
             raise RunBrokenError(f"collecting the suites failed: {event.get('message')}", self._output())
@@ -423,6 +479,9 @@ class Supervisor:
             worker.ready = True
         elif kind == "start":
             nodeid = str(event["nodeid"])
+            if worker.in_flight is not None or nodeid not in worker.assigned:
+                self._reject(worker, f"a start of `{nodeid[:200]}`, which this child was not about to run")
+                return
             worker.in_flight = nodeid
             worker.started_at = time.monotonic()
             worker.ran_any = True
@@ -431,11 +490,22 @@ class Supervisor:
                 self._on_start(self._planned[nodeid])
         elif kind == "shrinking":
             nodeid = str(event.get("nodeid"))
-            if nodeid in self._planned:
+            if nodeid != worker.in_flight:
+                self._reject(
+                    worker, f"a shrinking notice for `{nodeid[:200]}`, which is not the check in flight"
+                )
+            elif nodeid in self._planned:
                 self._on_shrinking(self._planned[nodeid])
         elif kind == "end":
             raw = RawCheck.from_json(event["check"])
+            if raw.nodeid != worker.in_flight:
+                self._reject(worker, f"an end of `{raw.nodeid[:200]}`, which is not the check in flight")
+                if raw.nodeid == worker.last_ended:
+                    # Two ends for one check: one of them was forged, and nothing says which.
+                    self._overrule(raw.nodeid)
+                return
             worker.in_flight = None
+            worker.last_ended = raw.nodeid
             with contextlib.suppress(ValueError):
                 worker.assigned.remove(raw.nodeid)
             if raw.nodeid not in self._checks:
@@ -462,6 +532,7 @@ class Supervisor:
                     try:
                         event = json.loads(line)
                     except ValueError:
+                        self._reject(worker, "a line that is not JSON")
                         continue
                     self._handle(worker, event)
 
@@ -496,9 +567,13 @@ class Supervisor:
             lines += self._lines(worker, chunk)
         lines += self._lines(worker, b"\n")
         for line in lines:
-            with contextlib.suppress(ValueError):
-                if line.strip():
-                    self._handle(worker, json.loads(line))
+            if line.strip():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    self._reject(worker, "a line that is not JSON")
+                    continue
+                self._handle(worker, event)
 
     def _fail_in_flight(
         self,
@@ -748,6 +823,8 @@ class Supervisor:
                     self._kill(worker)
                     worker.cleanup_since = None
                     self._close(worker)
+            if self._reaping:
+                reap_adopted({w.process.pid for w in self._workers if w.process.returncode is None})
             if planned:
                 self._maybe_grow(now)
                 self._replace_workers()

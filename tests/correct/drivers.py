@@ -29,7 +29,7 @@ from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.values import StorageRecordVersion
 from runlane_conformance.harness import load_harness
 from tests.locking.drivers import LockingDriver
-from tests.mutants.wrapping import WrappedDriver, WrappedHarness, WrappedStore, WrappedTransaction
+from tests.mutants.wrapping import WrappedHarness, WrappedStore, WrappedTransaction
 from tests.profiles.drivers import (
     DurableDriver,
     OperatorReadsDriver,
@@ -188,7 +188,7 @@ class KeyLockDriver(TransactionAuthoritativeDriver, OperatorReadsDriver):
             for _ in range(MAX_ATTEMPTS):
                 attempts: list[KeyLockTransaction] = []
 
-                def attempt(tx: Any) -> T:
+                def attempt(tx: Any, attempts: list[KeyLockTransaction] = attempts) -> T:
                     wrapped = self.transaction_class(tx, self)
                     assert isinstance(wrapped, KeyLockTransaction)
                     attempts.append(wrapped)
@@ -323,5 +323,7 @@ class OpaqueVersionTransaction(WrappedTransaction):
 
 def opaque_versions(options: Mapping[str, str]) -> WrappedHarness:
     """Versions that are opaque positive decimals in no order."""
-    driver_class = type("OpaqueVersionDriver", (ProfiledDriver,), {"transaction_class": OpaqueVersionTransaction})
+    driver_class = type(
+        "OpaqueVersionDriver", (ProfiledDriver,), {"transaction_class": OpaqueVersionTransaction}
+    )
     return WrappedHarness(load_harness("local", options), driver_class)

@@ -47,6 +47,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import groupby
 
 from .model import Attempt, History, Outcome, Read, Scan, Seen, Write, WriteKind
 from .search import Edge, EdgeKind, search_cycles
@@ -698,7 +699,8 @@ class _Builder:
             if result.steps is None:
                 continue
             steps = tuple(Step(self.name(s), e, self.name(t)) for s, e, t in result.steps)
-            kinds = ", ".join(f"{s.edge.kind.value}" for s in steps)
+            counted = [(kind, len(list(run))) for kind, run in groupby(s.edge.kind.value for s in steps)]
+            kinds = ", ".join(kind if count == 1 else f"{kind} x{count}" for kind, count in counted)
             shortest = (
                 "shortest such cycle" if result.bounded is None else "shortest cycle found within the bound"
             )

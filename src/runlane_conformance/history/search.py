@@ -174,6 +174,21 @@ def _restricted(graph: Graph, allowed: frozenset[EdgeKind]) -> dict[int, list[tu
     return out
 
 
+def _within_components(graph: Graph) -> Graph:
+    """Only the edges inside a strongly connected component of the whole graph: every cycle lies in one.
+
+    A serializable history has none, so its search ends here.
+    """
+    nodes = sorted(set(graph) | {t for targets in graph.values() for t in targets})
+    component = _components(nodes, lambda n: graph.get(n, {}).keys())
+    kept: Graph = {}
+    for source, targets in graph.items():
+        inside = {t: labels for t, labels in targets.items() if component[t] == component[source]}
+        if inside:
+            kept[source] = inside
+    return kept
+
+
 def _components(nodes: Iterable[int], out: Callable[[int], Iterable[int]]) -> dict[int, int]:
     """Strongly connected components (iterative Tarjan): node -> component number."""
     index: dict[int, int] = {}
@@ -376,9 +391,10 @@ def search_cycles(graph: Graph) -> list[Search]:
     """
     size = sum(len(targets) for targets in graph.values()) + len(graph)
     steps = max(SEARCH_STEPS_FLOOR, SEARCH_STEPS_PER_EDGE * size)
+    cyclic = _within_components(graph)
     results: list[Search] = []
     for spec in SPECS:
-        edges = _restricted(graph, spec.allowed)
+        edges = _restricted(cyclic, spec.allowed)
         qualifying = _qualifying_starts(spec, edges)
         if not qualifying:
             results.append(Search(spec.name, None, None))

@@ -66,3 +66,47 @@ def scan(
         tuple(ScanItem(sort, key, value) for sort, key, value in items),
         more,
     )
+
+
+def unfindable_g_single(ring: int, noise: int) -> tuple[Attempt, ...]:
+    """Our translation of Elle's ``unfindable-g-single`` history (list_append_test.clj), sized by the caller.
+
+    ``ring`` attempts append to one list in order (a chain of ``ww`` edges); the first also creates
+    ``anti`` and the last reads ``anti`` absent: one cycle with a single anti-dependency, ``ring``
+    attempts long. Off every ring attempt but the ends hangs a chain of ``noise - 1`` attempts on a key
+    of its own, whose last two close a cycle through two adjacent anti-dependencies back to the ring's
+    first attempt (write skew, not read skew). Elle's search times out on the G-single at
+    ``ring=1000, noise=30``; each list version is translated as a version of its key (the list read
+    gives the order; an append supersedes the list before it).
+    """
+
+    def element(key: str, items: list[int]) -> Write:
+        value = f"{key}:{items[-1]}"
+        if len(items) == 1:
+            return create(key, value)
+        before = items[:-1]
+        return replace(key, ",".join(map(str, before)), f"{key}:{before[-1]}", value)
+
+    attempts: list[Attempt] = []
+    for i in range(ring):
+        ops: list[Operation] = [element("ring", list(range(i + 1)))]
+        if i == 0:
+            ops.append(create("anti", "anti:first"))
+        elif i == ring - 1:
+            ops.append(read("anti"))
+        else:
+            ops.append(element(f"k{i}", [0]))
+        attempts.append(txn(f"ring{i}", *ops))
+    attempts.append(txn("order", read("ring", ",".join(map(str, range(ring))), f"ring:{ring - 1}")))
+    for i in range(1, ring - 1):
+        for j in range(1, noise):
+            name = f"noise{i}.{j}"
+            if j == noise - 2:
+                seen = list(range(noise - 2))
+                ops = [read(f"k{i}", ",".join(map(str, seen)), f"k{i}:{seen[-1]}"), read(f"anti{i}")]
+            elif j == noise - 1:
+                ops = [create(f"anti{i}", f"anti{i}:0"), read("ring")]
+            else:
+                ops = [element(f"k{i}", list(range(j + 1)))]
+            attempts.append(txn(name, *ops))
+    return tuple(attempts)

@@ -61,8 +61,8 @@ def test_g1a_aborted_read() -> None:
     assert found == {Anomaly.G1A}
 
 
-def test_g1a_a_value_no_attempt_wrote() -> None:
-    assert anomalies(txn("t1", read("x", "7", "garbage"))) == {Anomaly.G1A}
+def test_a_value_no_attempt_wrote_is_a_garbage_read_not_an_aborted_one() -> None:
+    assert anomalies(txn("t1", read("x", "7", "garbage"))) == {Anomaly.GARBAGE_READ}
 
 
 def test_g1a_through_an_index_scan() -> None:

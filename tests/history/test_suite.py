@@ -33,3 +33,33 @@ def test_a_failing_check_saves_a_history_that_rechecks_the_same(
     # The witness printed by the check is the one the file alone gives.
     witness = report.render(history, only=[Anomaly.G2_ITEM]).splitlines()[1:]
     assert all(line in message for line in witness), (witness, message)
+
+
+def test_a_driver_error_mid_workload_keeps_the_history_and_names_what_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot-isolation store whose reads start failing: write skew is still named, the error is its own
+    failure, and the checks the partial history cannot decide are inconclusive, never passed."""
+    monkeypatch.chdir(tmp_path)
+    result = run_suites(
+        "tests.mutants.m_histories:skewed_then_corrupt",
+        requirements=[
+            "histories.no-write-skew",
+            "histories.no-lost-updates",
+            "histories.transactions-end-as-the-contract-allows",
+        ],
+        seed=0,
+    )
+    outcomes = {judged.requirement.id: judged for judged in result.requirements}
+    skew = outcomes["histories.no-write-skew"]
+    assert skew.outcome.value == "failed"
+    skew_text = "\n".join(test.full_message or test.message or "" for test in skew.failures)
+    assert "G2-item" in skew_text and "stopped early on a driver error" in skew_text
+    assert outcomes["histories.no-lost-updates"].outcome.value == "inconclusive"
+    ended = outcomes["histories.transactions-end-as-the-contract-allows"]
+    assert ended.outcome.value == "failed"
+    text = "\n".join(test.full_message or test.message or "" for test in ended.failures)
+    assert "page checksum mismatch" in text and "G2-item" in text
+    match = re.search(r"history saved to (\S+\.json)", text)
+    assert match, text
+    assert Anomaly.G2_ITEM in check_history(load(Path(match.group(1)))).anomalies

@@ -12,7 +12,12 @@ commit), each in the cheapest way a driver author gets that rule wrong:
 * ``reads-latest-committed``: every get() reads the latest commit instead of
   the attempt's snapshot (read committed): read skew in read-only attempts;
 * ``commits-raising-callbacks``: a callback that raises still has its writes
-  committed (the error is re-raised after): others read aborted writes.
+  committed (the error is re-raised after): others read aborted writes;
+* ``corrupts-records-midway``: after a number of transactions on one store,
+  every read fails with an untyped error, as a store whose pages went bad
+  would: the workload cannot finish (``skewed-then-corrupt`` is the same
+  failure on a snapshot-isolation store, for the suite's own test that the
+  history recorded before the failure is still judged).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any, TypeVar
 from runlane_conformance.contract.errors import StorageError
 from tests.mutants.catalog import Mutant
 from tests.mutants.m_model import _PatchedStoreDriver
-from tests.mutants.wrapping import WrappedDriver, mutant_harness
+from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
 T = TypeVar("T")
 
@@ -94,6 +99,35 @@ class CommitsRaisingCallbacks(WrappedDriver):
         return result  # type: ignore[no-any-return]
 
 
+#: Transactions a corrupting store serves before its reads start to fail (the quick profile runs 240).
+HEALTHY_TRANSACTIONS = 120
+
+
+class CorruptsRecordsMidway(WrappedDriver):
+    healthy = HEALTHY_TRANSACTIONS
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        shared = self.store.shared
+        shared["transactions"] = shared.get("transactions", 0) + 1
+        return super().transaction(callback)
+
+
+class CorruptReads(WrappedTransaction):
+    def get(self, keys: Sequence[Any]) -> list[Any]:
+        if self.driver.store.shared.get("transactions", 0) > self.driver.healthy:
+            raise ValueError("stored document failed to decode: page checksum mismatch")
+        return super().get(keys)
+
+
+class SkewedThenCorrupt(FirstCommitterWins):
+    healthy = 2 * HEALTHY_TRANSACTIONS - 40  # late enough for write skew to show first
+
+    def transaction(self, callback: Callable[[Any], T]) -> T:
+        shared = self.store.shared
+        shared["transactions"] = shared.get("transactions", 0) + 1
+        return super().transaction(callback)
+
+
 MUTANTS = [
     Mutant(
         "histories-unconditional-writes",
@@ -125,6 +159,12 @@ MUTANTS = [
         "histories.reads-only-committed-writes",
         "commits the staged writes of a callback that raised, then re-raises its error",
     ),
+    Mutant(
+        "histories-corrupts-records-midway",
+        "tests.mutants.m_histories:corrupts_records_midway",
+        "histories.transactions-end-as-the-contract-allows",
+        "after some transactions every read fails with an untyped error (a store whose pages went bad)",
+    ),
 ]
 
 unconditional_writes = mutant_harness(UnconditionalWrites)
@@ -132,3 +172,5 @@ first_committer_wins = mutant_harness(FirstCommitterWins)
 unvalidated_scans = mutant_harness(UnvalidatedScans)
 reads_latest_committed = mutant_harness(ReadsLatestCommitted)
 commits_raising_callbacks = mutant_harness(CommitsRaisingCallbacks)
+corrupts_records_midway = mutant_harness(CorruptsRecordsMidway, transaction_class=CorruptReads)
+skewed_then_corrupt = mutant_harness(SkewedThenCorrupt, transaction_class=CorruptReads)

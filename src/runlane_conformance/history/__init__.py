@@ -9,7 +9,20 @@ a saved history can be re-checked anywhere with
 
 from __future__ import annotations
 
-from .check import MEANING, Anomaly, Edge, EdgeKind, Finding, Report, Step, check_history, describe_attempt
+from .check import (
+    LEVELS,
+    MEANING,
+    PROSCRIBED_BY,
+    Anomaly,
+    Edge,
+    EdgeKind,
+    Finding,
+    Level,
+    Report,
+    Step,
+    check_history,
+    describe_attempt,
+)
 from .model import (
     Append,
     Attempt,
@@ -29,7 +42,9 @@ from .store import FORMAT, SCHEMA_VERSION, HistoryFormatError, from_json, load, 
 
 __all__ = [
     "FORMAT",
+    "LEVELS",
     "MEANING",
+    "PROSCRIBED_BY",
     "SCHEMA_VERSION",
     "Anomaly",
     "Append",
@@ -41,6 +56,7 @@ __all__ = [
     "History",
     "HistoryFormatError",
     "IndexEntry",
+    "Level",
     "Operation",
     "Outcome",
     "Read",

@@ -16,43 +16,54 @@ Where the history cannot say which state a read saw (a key read as absent
 after it was deleted, or a key created more than once), no edge is drawn:
 the checker only reports cycles it can prove, never guesses.
 
-Classes, most severe first, each with the *shortest* cycle of its kind:
+Cycle classes, each with the *shortest* simple cycle of its kind (see
+``search``: whether a class occurs is decided completely; only the choice of
+the shortest witness has a bound, and the report names it when reached):
 ``G0`` (only ``ww``), ``G1c`` (``ww``/``wr`` with at least one ``wr``),
-``G-single`` (exactly one anti-dependency), ``G2-item`` (two or more item
-anti-dependencies, no predicate one), ``G2`` (at least one predicate
-anti-dependency, two or more in all). Non-cycle findings: ``G1a`` (a committed
-attempt observed a value only an aborted attempt wrote, or that no attempt
-wrote), ``G1b`` (it observed a value its writer later overwrote in the same
-attempt) and ``lost-update`` (two committed attempts superseded the same
-version, or both created a key that was never deleted).
+``G-single`` (exactly one anti-dependency), ``G-nonadjacent`` (two or more,
+no two in a row), ``G2-item`` (two or more item anti-dependencies, no
+predicate one), ``G2`` (at least one predicate anti-dependency, two or more
+in all). Findings that are not cycles: ``G1a`` (a committed attempt observed
+a value only an aborted attempt wrote), ``garbage-read`` (a value no attempt
+wrote), ``G1b`` (a value its writer overwrote in the same attempt),
+``dirty-update`` (a committed write superseded a value only an aborted attempt
+wrote), ``internal`` (a read disagrees with the attempt's own earlier reads
+or writes), ``future-read`` (a read saw a value the attempt itself writes only
+later), ``lost-update`` (two committed attempts superseded the same version,
+or both created a key that was never deleted) and ``version-reused`` (one
+version of a key carried two different values).
 
-Cycle search uses networkx (strongly connected components; only a
-component with more than one attempt can hold a cycle) and a breadth-first
-search over (attempt, edge-count) states inside each component, so the
-witness is a shortest cycle with the required edge kinds. Output is
-deterministic: attempts are visited in history order, edges in sorted order.
+Each class rules out the isolation levels in ``PROSCRIBED_BY``; the report
+says which levels the history is still consistent with and the weakest it
+violates. Output is deterministic: attempts are numbered in history order and
+edges visited in sorted order.
 """
 
 from __future__ import annotations
 
 import bisect
 import gc
-from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import networkx as nx
+from itertools import groupby
 
 from .model import Attempt, History, Outcome, Read, Scan, Seen, Write, WriteKind
+from .search import Edge, EdgeKind, search_cycles
 
-__all__ = ["Anomaly", "Edge", "EdgeKind", "Finding", "Report", "Step", "check_history"]
-
-#: At most this many start attempts per component and class are searched (a healthy history has no
-#: component at all; a broken one needs one witness, not every cycle).
-MAX_STARTS = 64
+__all__ = [
+    "LEVELS",
+    "PROSCRIBED_BY",
+    "Anomaly",
+    "Edge",
+    "EdgeKind",
+    "Finding",
+    "Level",
+    "Report",
+    "Step",
+    "check_history",
+]
 
 
 class Anomaly(StrEnum):
@@ -61,9 +72,15 @@ class Anomaly(StrEnum):
     G1B = "G1b"
     G1C = "G1c"
     G_SINGLE = "G-single"
+    G_NONADJACENT = "G-nonadjacent"
     G2_ITEM = "G2-item"
     G2 = "G2"
     LOST_UPDATE = "lost-update"
+    DIRTY_UPDATE = "dirty-update"
+    INTERNAL = "internal"
+    FUTURE_READ = "future-read"
+    GARBAGE_READ = "garbage-read"
+    VERSION_REUSED = "version-reused"
 
 
 #: What each class means, for messages.
@@ -73,26 +90,51 @@ MEANING: dict[Anomaly, str] = {
     Anomaly.G1B: "intermediate read: a committed transaction observed a value its writer overwrote itself",
     Anomaly.G1C: "circular information flow: transactions read or overwrote each other's writes in a cycle",
     Anomaly.G_SINGLE: "read skew: a cycle with exactly one anti-dependency (a read overtaken by a write)",
+    Anomaly.G_NONADJACENT: "a cycle whose anti-dependencies never follow one another (snapshot isolation "
+    "forbids it)",
     Anomaly.G2_ITEM: "write skew: a cycle with two or more item anti-dependencies",
     Anomaly.G2: "predicate skew (phantom): a cycle through a predicate anti-dependency of an index scan",
     Anomaly.LOST_UPDATE: "lost update: two committed transactions superseded the same version of a key",
+    Anomaly.DIRTY_UPDATE: "dirty update: a committed write superseded a value only an aborted attempt wrote",
+    Anomaly.INTERNAL: "internal inconsistency: a read disagrees with what the same attempt read or wrote "
+    "before it",
+    Anomaly.FUTURE_READ: "future read: a read saw a value its own attempt writes only later",
+    Anomaly.GARBAGE_READ: "garbage read: a committed transaction observed a value no recorded attempt wrote",
+    Anomaly.VERSION_REUSED: "version reused: one version of a key was seen with two different values",
 }
 
 
-class EdgeKind(StrEnum):
-    WW = "ww"
-    WR = "wr"
-    RW = "rw"
-    PRW = "prw"
+class Level(StrEnum):
+    """Isolation levels, as Adya's thesis and Elle name them (PL-1, PL-2, PL-2.99, PL-SI, PL-3)."""
+
+    READ_UNCOMMITTED = "read uncommitted"
+    READ_COMMITTED = "read committed"
+    REPEATABLE_READ = "repeatable read"
+    SNAPSHOT_ISOLATION = "snapshot isolation"
+    SERIALIZABLE = "serializable"
 
 
-@dataclass(frozen=True, order=True)
-class Edge:
-    """One dependency between two attempts: its kind, the key it is about, and what happened."""
+_RU = frozenset({Anomaly.G0, Anomaly.GARBAGE_READ, Anomaly.VERSION_REUSED})
+_RC = _RU | {Anomaly.G1A, Anomaly.G1B, Anomaly.G1C, Anomaly.DIRTY_UPDATE, Anomaly.FUTURE_READ}
+#: The classes each level rules out (a level rules out everything a weaker one does). Repeatable read
+#: (PL-2.99) forbids item cycles with any anti-dependency and lost updates, but allows phantoms; snapshot
+#: isolation forbids G-single, G-nonadjacent, lost updates and internal inconsistency, but allows write
+#: skew. Our G-single may run through a predicate anti-dependency, which PL-2.99 alone would allow: it
+#: is counted against repeatable read all the same (the stricter reading).
+PROSCRIBED_BY: dict[Level, frozenset[Anomaly]] = {
+    Level.READ_UNCOMMITTED: _RU,
+    Level.READ_COMMITTED: _RC,
+    Level.REPEATABLE_READ: _RC | {Anomaly.LOST_UPDATE, Anomaly.G2_ITEM, Anomaly.G_SINGLE, Anomaly.INTERNAL},
+    Level.SNAPSHOT_ISOLATION: _RC
+    | {Anomaly.LOST_UPDATE, Anomaly.G_SINGLE, Anomaly.G_NONADJACENT, Anomaly.INTERNAL},
+    Level.SERIALIZABLE: frozenset(Anomaly),
+}
+#: Weakest first.
+LEVELS: tuple[Level, ...] = tuple(Level)
 
-    kind: EdgeKind
-    key: str
-    detail: str
+
+def _stronger(level: Level, other: Level) -> bool:
+    return PROSCRIBED_BY[level] > PROSCRIBED_BY[other]
 
 
 @dataclass(frozen=True)
@@ -116,16 +158,26 @@ class Finding:
 
 @dataclass(frozen=True)
 class Report:
-    """The verdict on a history: every anomaly class found, each with its witness."""
+    """The verdict on a history: every anomaly class found, each with its witness.
+
+    ``bounds`` names, per cycle class, the bound that stopped its witness search: with a finding of
+    that class, a shorter witness may exist; without one, the class is *inconclusive* (neither found
+    nor ruled out), and ``inconclusive`` lists it.
+    """
 
     findings: tuple[Finding, ...]
     attempts: int
     committed: int
     edges: int
+    bounds: tuple[tuple[Anomaly, str], ...] = field(default=())
 
     @property
     def anomalies(self) -> frozenset[Anomaly]:
         return frozenset(f.anomaly for f in self.findings)
+
+    @property
+    def inconclusive(self) -> frozenset[Anomaly]:
+        return frozenset(a for a, _ in self.bounds) - self.anomalies
 
     @property
     def ok(self) -> bool:
@@ -133,6 +185,29 @@ class Report:
 
     def of(self, *anomalies: Anomaly) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.anomaly in anomalies)
+
+    def violated(self) -> tuple[Level, ...]:
+        """The weakest levels the history violates (none of them stronger than another)."""
+        broken = [level for level in LEVELS if PROSCRIBED_BY[level] & self.anomalies]
+        return tuple(level for level in broken if not any(_stronger(level, other) for other in broken))
+
+    def consistent_with(self) -> tuple[Level, ...]:
+        """The strongest levels none of whose classes was found or left undecided."""
+        unknown = self.anomalies | self.inconclusive
+        kept = [level for level in LEVELS if not PROSCRIBED_BY[level] & unknown]
+        return tuple(level for level in kept if not any(_stronger(other, level) for other in kept))
+
+    def levels(self) -> str:
+        """One line: the strongest levels the history is consistent with, the weakest it violates."""
+        consistent = " and ".join(level.value for level in self.consistent_with()) or "no level"
+        text = f"consistent with {consistent}"
+        violated = self.violated()
+        if violated:
+            text += f"; violates {' and '.join(level.value for level in violated)}"
+        undecided = sorted(a.value for a in self.inconclusive)
+        if undecided:
+            text += f"; undecided: {', '.join(undecided)}"
+        return text
 
     def render(self, history: History, only: Iterable[Anomaly] | None = None, per_class: int = 3) -> str:
         """A deterministic text account: each finding, each attempt in it with its reads and writes.
@@ -142,9 +217,16 @@ class Report:
         """
         chosen = self.findings if only is None else self.of(*only)
         by_id = {a.id: a for a in history.attempts}
-        lines = [f"{self.attempts} attempts, {self.committed} committed, {self.edges} dependency edges"]
+        lines = [
+            f"{self.attempts} attempts, {self.committed} committed, {self.edges} dependency edges; "
+            + self.levels()
+        ]
         if not chosen:
             lines.append("no anomaly found")
+        wanted = set(Anomaly) if only is None else set(only)
+        for anomaly, bound in self.bounds:
+            if anomaly in wanted:
+                lines.append(f"{anomaly.value}: {bound}")
         shown: dict[Anomaly, int] = {}
         for finding in chosen:
             count = shown[finding.anomaly] = shown.get(finding.anomaly, 0) + 1
@@ -202,28 +284,6 @@ class _Written:
     position: int  # position among the attempt's ops
 
 
-@dataclass(frozen=True)
-class _Need:
-    allowed: frozenset[EdgeKind]
-    done: Callable[[int, int, int], bool]  # (item rw, predicate rw, wr) counts, capped at 2 -> satisfied
-    alive: Callable[[int, int, int], bool]  # whether a partial path can still become a witness
-
-
-_ALL = frozenset(EdgeKind)
-_NEEDS: tuple[tuple[Anomaly, _Need], ...] = (
-    (Anomaly.G0, _Need(frozenset({EdgeKind.WW}), lambda r, p, d: True, lambda r, p, d: True)),
-    (Anomaly.G1C, _Need(frozenset({EdgeKind.WW, EdgeKind.WR}), lambda r, p, d: d >= 1, lambda r, p, d: True)),
-    (Anomaly.G_SINGLE, _Need(_ALL, lambda r, p, d: r + p == 1, lambda r, p, d: r + p <= 1)),
-    (
-        Anomaly.G2_ITEM,
-        _Need(
-            frozenset({EdgeKind.WW, EdgeKind.WR, EdgeKind.RW}), lambda r, p, d: r >= 2, lambda r, p, d: True
-        ),
-    ),
-    (Anomaly.G2, _Need(_ALL, lambda r, p, d: p >= 1 and r + p >= 2, lambda r, p, d: True)),
-)
-
-
 class _Builder:
     """Collects findings and edges from one history; ``report()`` runs the cycle search."""
 
@@ -231,6 +291,7 @@ class _Builder:
         self.history = history
         self.attempts = history.attempts
         self.findings: list[Finding] = []
+        self.bounds: list[tuple[Anomaly, str]] = []
         # source -> target -> labels; networkx gets the bare pairs once, for the components.
         self.adjacency: dict[int, dict[int, set[Edge]]] = defaultdict(dict)
         self.edge_count = 0
@@ -281,16 +342,20 @@ class _Builder:
 
     def observations(self) -> None:
         aborted: dict[tuple[int, int], Finding] = {}
+        garbage: dict[int, Finding] = {}
+        future: dict[int, Finding] = {}
         intermediate: dict[tuple[int, int], Finding] = {}
+        dirty: dict[tuple[int, int], Finding] = {}
         for reader in sorted(self.committed):
             attempt = self.attempts[reader]
-            for key, value, how in self._observed(attempt):
+            for position, key, value, how in self._observed(attempt):
                 written = self.by_value.get(value)
+                updates = how.endswith("d") and not how.startswith("read")
                 if written is None:
-                    aborted.setdefault(
-                        (reader, -1),
+                    garbage.setdefault(
+                        reader,
                         Finding(
-                            Anomaly.G1A,
+                            Anomaly.GARBAGE_READ,
                             (attempt.id,),
                             (),
                             f"{attempt.id} {how} {key} with value {value}, which no recorded attempt wrote",
@@ -299,8 +364,31 @@ class _Builder:
                     continue
                 writer = written.attempt
                 if writer == reader:
+                    if written.position > position:
+                        future.setdefault(
+                            reader,
+                            Finding(
+                                Anomaly.FUTURE_READ,
+                                (attempt.id,),
+                                (),
+                                f"{attempt.id} {how} {key}={value}, which it writes itself only later",
+                            ),
+                        )
                     continue
                 if writer not in self.committed:
+                    if updates:
+                        dirty.setdefault(
+                            (reader, writer),
+                            Finding(
+                                Anomaly.DIRTY_UPDATE,
+                                (self.name(writer), attempt.id),
+                                (),
+                                f"{attempt.id} {how} {key}={value}, written by {self.name(writer)}, which "
+                                f"{self.attempts[writer].outcome.value} (never committed): its committed "
+                                "write builds on data that was rolled back",
+                            ),
+                        )
+                        continue
                     aborted.setdefault(
                         (reader, writer),
                         Finding(
@@ -328,25 +416,108 @@ class _Builder:
                             f"before committing ({later[-1].value})",
                         ),
                     )
+                if updates:
+                    continue  # the write-write order is drawn by versions(), as ww
                 self.edge(
                     writer,
                     reader,
                     Edge(EdgeKind.WR, key, f"{attempt.id} {how} {value} that {self.name(writer)} wrote"),
                 )
+        self.findings.extend(garbage[k] for k in sorted(garbage))
         self.findings.extend(aborted[k] for k in sorted(aborted))
+        self.findings.extend(dirty[k] for k in sorted(dirty))
         self.findings.extend(intermediate[k] for k in sorted(intermediate))
+        self.findings.extend(future[k] for k in sorted(future))
 
     @staticmethod
-    def _observed(attempt: Attempt) -> Iterable[tuple[str, str, str]]:
-        for op in attempt.ops:
+    def _observed(attempt: Attempt) -> Iterable[tuple[int, str, str, str]]:
+        for position, op in enumerate(attempt.ops):
             if isinstance(op, Read) and op.seen is not None:
-                yield op.key, op.seen.value, "read"
+                yield position, op.key, op.seen.value, "read"
             elif isinstance(op, Scan):
                 for item in op.items:
                     if item.value is not None:
-                        yield item.key, item.value, "listed (index scan)"
+                        yield position, item.key, item.value, "listed (index scan)"
             elif isinstance(op, Write) and op.supersedes is not None:
-                yield op.key, op.supersedes.value, f"{op.kind.value}d"
+                yield position, op.key, op.supersedes.value, f"{op.kind.value}d"
+
+    # -- inside one attempt -----------------------------------------------------------------------
+
+    def internal(self) -> None:
+        """Every read of a committed attempt against what the attempt itself read or wrote before it.
+
+        After the attempt wrote a key, a read must show that write (a delete: absent); after it read a
+        key without writing it, a later read must show the same version. A scan listing a key the
+        attempt wrote must list that write's entry. A replace or delete must name the version the
+        attempt last saw.
+        """
+        for index in sorted(self.committed):
+            attempt = self.attempts[index]
+            known: dict[str, tuple[str | None, str]] = {}  # key -> (value or None for absent, how known)
+            for op in attempt.ops:
+                observed: list[tuple[str, str | None, str]] = []
+                if isinstance(op, Read):
+                    observed.append((op.key, None if op.seen is None else op.seen.value, "read"))
+                elif isinstance(op, Scan):
+                    observed.extend((i.key, i.value, "listed") for i in op.items if i.value is not None)
+                elif isinstance(op, Write) and op.supersedes is not None:
+                    observed.append((op.key, op.supersedes.value, f"{op.kind.value}d"))
+                elif isinstance(op, Write):
+                    observed.append((op.key, None, "created"))
+                for key, value, how in observed:
+                    expected = known.get(key)
+                    if (
+                        expected is not None
+                        and expected[0] != value
+                        and not (how == "listed" and expected[0] is not None and self._unindexed(expected[0]))
+                    ):
+                        shown = "absent" if value is None else value
+                        before = "absent" if expected[0] is None else expected[0]
+                        self.findings.append(
+                            Finding(
+                                Anomaly.INTERNAL,
+                                (attempt.id,),
+                                (),
+                                f"{attempt.id} {how} {key} as {shown} after it {expected[1]} {before}",
+                            )
+                        )
+                        break
+                    if how == "read" and expected is None:
+                        known[key] = (value, "read")
+                if isinstance(op, Write):
+                    known[op.key] = (op.value, "wrote" if op.value is not None else "deleted it: expected")
+
+    def _unindexed(self, value: str) -> bool:
+        written = self.by_value.get(value)
+        return written is not None and written.write.entry is None
+
+    def reused_versions(self) -> None:
+        """A version of a key that two observations tie to different values: versions must not repeat."""
+        values: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)  # (key, version) -> value -> who
+        for attempt in self.attempts:
+            for op in attempt.ops:
+                pairs: list[tuple[str, Seen]] = []
+                if isinstance(op, Read) and op.seen is not None:
+                    pairs.append((op.key, op.seen))
+                elif isinstance(op, Write):
+                    if op.supersedes is not None:
+                        pairs.append((op.key, op.supersedes))
+                    if op.version is not None and op.value is not None:
+                        pairs.append((op.key, Seen(op.version, op.value)))
+                for key, seen in pairs:
+                    values[(key, seen.version)].setdefault(seen.value, attempt.id)
+        for (key, version), carried in sorted(values.items()):
+            if len(carried) > 1:
+                names = tuple(dict.fromkeys(carried[v] for v in sorted(carried)))
+                listed = ", ".join(f"{v} (seen by {carried[v]})" for v in sorted(carried))
+                self.findings.append(
+                    Finding(
+                        Anomaly.VERSION_REUSED,
+                        names,
+                        (),
+                        f"version {version} of {key} carried {len(carried)} different values: {listed}",
+                    )
+                )
 
     # -- version order: ww edges, lost updates, chains --------------------------------------------
 
@@ -521,99 +692,37 @@ class _Builder:
     # -- cycles -----------------------------------------------------------------------------------
 
     def cycles(self) -> None:
-        import networkx  # imported on first use: the facade need not pay for it
-
-        graph: nx.DiGraph[int] = networkx.DiGraph()
-        graph.add_edges_from((s, t) for s, targets in self.adjacency.items() for t in targets)
-        components = [sorted(c) for c in networkx.strongly_connected_components(graph) if len(c) > 1]
-        components.sort()
-        for anomaly, need in _NEEDS:
-            best: list[tuple[int, Edge, int]] | None = None
-            for component in components:
-                found = self._shortest(component, need)
-                if found is not None and (best is None or len(found) < len(best)):
-                    best = found
-            if best is not None:
-                steps = tuple(Step(self.name(s), e, self.name(t)) for s, e, t in best)
-                kinds = ", ".join(f"{s.edge.kind.value}" for s in steps)
-                self.findings.append(
-                    Finding(
-                        anomaly,
-                        tuple(self.name(s) for s, _, _ in best),
-                        steps,
-                        f"shortest such cycle: {len(steps)} transactions, edges {kinds}",
-                    )
+        for result in search_cycles(self.adjacency):
+            anomaly = Anomaly(result.name)
+            if result.bounded is not None:
+                self.bounds.append((anomaly, result.bounded))
+            if result.steps is None:
+                continue
+            steps = tuple(Step(self.name(s), e, self.name(t)) for s, e, t in result.steps)
+            counted = [(kind, len(list(run))) for kind, run in groupby(s.edge.kind.value for s in steps)]
+            kinds = ", ".join(kind if count == 1 else f"{kind} x{count}" for kind, count in counted)
+            shortest = (
+                "shortest such cycle" if result.bounded is None else "shortest cycle found within the bound"
+            )
+            self.findings.append(
+                Finding(
+                    anomaly,
+                    tuple(self.name(s) for s, _, _ in result.steps),
+                    steps,
+                    f"{shortest}: {len(steps)} transactions, edges {kinds}",
                 )
-
-    def _shortest(self, component: list[int], need: _Need) -> list[tuple[int, Edge, int]] | None:
-        members = set(component)
-        adjacency: dict[int, list[tuple[int, Edge]]] = {}
-        starts: list[int] = []
-        for node in component:
-            targets = self.adjacency.get(node, {})
-            out = [
-                (target, label)
-                for target in sorted(targets)
-                if target in members
-                for label in sorted(targets[target])
-                if label.kind in need.allowed
-            ]
-            adjacency[node] = out
-            if out:
-                starts.append(node)
-        best: list[tuple[int, Edge, int]] | None = None
-        for start in starts[:MAX_STARTS]:
-            found = self._bfs(start, adjacency, need, None if best is None else len(best))
-            if found is not None and (best is None or len(found) < len(best)):
-                best = found
-                if len(best) == 2:
-                    break
-        return best
-
-    @staticmethod
-    def _bfs(
-        start: int, adjacency: dict[int, list[tuple[int, Edge]]], need: _Need, bound: int | None
-    ) -> list[tuple[int, Edge, int]] | None:
-        State = tuple[int, int, int, int]
-        origin: State = (start, 0, 0, 0)
-        parent: dict[State, tuple[State, Edge] | None] = {origin: None}
-        queue: deque[tuple[State, int]] = deque([(origin, 0)])
-        while queue:
-            state, depth = queue.popleft()
-            if bound is not None and depth + 1 >= bound:
-                return None
-            node, r, p, d = state
-            for target, label in adjacency[node]:
-                nr = min(2, r + (label.kind is EdgeKind.RW))
-                np_ = min(2, p + (label.kind is EdgeKind.PRW))
-                nd = min(1, d + (label.kind is EdgeKind.WR))
-                if not need.alive(nr, np_, nd):
-                    continue
-                nxt: State = (target, nr, np_, nd)
-                if target == start:
-                    if need.done(nr, np_, nd):
-                        path = [(node, label, target)]
-                        back = parent[state]
-                        current = state
-                        while back is not None:
-                            previous, edge = back
-                            path.append((previous[0], edge, current[0]))
-                            current = previous
-                            back = parent[previous]
-                        path.reverse()
-                        return path
-                    continue
-                if nxt not in parent:
-                    parent[nxt] = (state, label)
-                    queue.append((nxt, depth + 1))
-        return None
+            )
 
     def report(self) -> Report:
         self.observations()
+        self.internal()
+        self.reused_versions()
         self.versions()
         self.anti_dependencies()
         self.cycles()
-        return Report(tuple(self.findings), len(self.attempts), len(self.committed), self.edge_count)
+        return Report(
+            tuple(self.findings), len(self.attempts), len(self.committed), self.edge_count, tuple(self.bounds)
+        )
 
 
 def check_history(history: History) -> Report:

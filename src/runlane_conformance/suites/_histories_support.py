@@ -419,29 +419,32 @@ class _Client:
             recorded.append(ops)
             self._attempt(tx, plan, sync if len(recorded) == 1 else None, ops)
 
-        outcome_of_last = Outcome.COMMITTED
+        # An error the contract does not allow leaves the last attempt's fate unknown: it is recorded
+        # as such (committed only if someone saw its writes) before the error stops the workload.
+        outcome_of_last = Outcome.UNKNOWN
         try:
             self.driver.transaction(callback)
+            outcome_of_last = Outcome.COMMITTED
         except StorageCommitUnknownError:
-            outcome_of_last = Outcome.UNKNOWN
+            pass
         except (Boom, StorageConflictError):
             outcome_of_last = Outcome.ABORTED
         finally:
             if plan.writer:
                 sync.writer_done()
-        for number, ops in enumerate(recorded, 1):
-            outcome = outcome_of_last if number == len(recorded) else Outcome.ABORTED
-            self.attempts.append(
-                Attempt(
-                    f"{transaction}.a{number}",
-                    transaction,
-                    self.workload.process,
-                    self.index,
-                    self.index,
-                    tuple(ops),
-                    outcome,
+            for number, ops in enumerate(recorded, 1):
+                outcome = outcome_of_last if number == len(recorded) else Outcome.ABORTED
+                self.attempts.append(
+                    Attempt(
+                        f"{transaction}.a{number}",
+                        transaction,
+                        self.workload.process,
+                        self.index,
+                        self.index,
+                        tuple(ops),
+                        outcome,
+                    )
                 )
-            )
 
     def _attempt(self, tx: StorageTransaction, plan: Plan, sync: _Sync | None, ops: list[Operation]) -> None:
         current: dict[str, StoredRecord | None] = {}
@@ -575,10 +578,19 @@ class Workload:
     records: int = 100
     round_kinds: dict[str, int] = field(default_factory=dict)
     sync_timeouts: int = 0
+    #: Where and why the workload stopped before its last round (a driver error), else ``None``.
+    stopped: str | None = None
+    #: Every such stop, this process's and the workers', for the report.
+    stops: list[str] = field(default_factory=list)
 
 
 def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> History:
     """Run ``workload`` with one client per driver instance and return everything recorded.
+
+    A client whose driver fails in a way the contract does not allow (anything but a conflict, an
+    unknown commit or the workload's own raising callback) stops the run after the round it was
+    in: the history holds every attempt recorded until then, ``workload.stopped`` says where and
+    why, and the history's meta carries the same text (so a worker process reports it too).
 
     The plans come from ``random.Random(seed)`` alone, so the same seed and
     profile give the same transactions on every machine; only the
@@ -615,17 +627,34 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
             thread.start()
         for thread in threads:
             thread.join()
-        if errors:
-            raise errors[0]
         workload.sync_timeouts += sync.timeouts
+        if errors:
+            first = errors[0]
+            if not isinstance(first, Exception):
+                raise first
+            where = f"process {workload.process}, round {number + 1} of {workload.rounds}"
+            workload.stopped = f"{where}: {describe_error(first)}"
+            break
         wait = max(FLOOR_WAIT, wait / 2) if sync.timeouts else SYNC_WAIT
     attempts = sorted((a for c in clients for a in c.attempts), key=_attempt_order)
-    meta = (
+    meta: tuple[tuple[str, str], ...] = (
         ("clients", str(len(clients))),
         ("rounds", str(workload.rounds)),
         ("seed", str(workload.seed)),
     )
+    if workload.stopped is not None:
+        meta = (*meta, ("stopped", workload.stopped))
     return History(tuple(attempts), meta)
+
+
+def describe_error(error: BaseException) -> str:
+    """The error's type and message; a message that cannot be rendered is named as such, never raised."""
+    kind = f"{type(error).__module__}.{type(error).__qualname__}"
+    try:
+        text = str(error)
+    except Exception:  # a driver's __str__ may itself be broken
+        text = "(its message could not be rendered)"
+    return f"{kind}: {' '.join(text.split())[:500]}"
 
 
 def _workload_for(drivers: Sequence[StorageDriver], rounds: int, seed: int, process: int) -> Workload:
@@ -676,10 +705,17 @@ def record_concurrent_history(
         for driver in drivers:
             driver.close()
     attempts = list(history.attempts)
+    if workload.stopped is not None:
+        workload.stops.append(workload.stopped)
     for worker in workers:
-        attempts.extend(from_json(worker.result(timeout=worker_timeout)).attempts)
+        part = from_json(worker.result(timeout=worker_timeout))
+        attempts.extend(part.attempts)
+        workload.stops.extend(value for name, value in part.meta if name == "stopped")
     attempts.sort(key=_attempt_order)
-    meta = (*history.meta, ("processes", str(1 + len(workers))))
+    meta = tuple((name, value) for name, value in history.meta if name != "stopped")
+    meta = (*meta, ("processes", str(1 + len(workers))))
+    if workload.stops:
+        meta = (*meta, ("stopped", "; ".join(workload.stops)))
     return History(tuple(attempts), meta), workload
 
 

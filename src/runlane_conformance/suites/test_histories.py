@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from runlane_conformance.fixtures.evidence import CheckInconclusive
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.history import Anomaly, History, Report, check_history, save
 from runlane_conformance.requirements import RequirementLevel, requirement
@@ -49,8 +50,19 @@ COMMITTED_READS = requirement(
     RequirementLevel.MUST,
     f"{ATTEMPT_CLAUSE} (only the committed attempt's effects escape, a raising callback rolls back)",
     "In a concurrent history no committed transaction observes a value that only an aborted or replayed "
-    "attempt wrote (G1a), nor an intermediate value (G1b), and no transactions read or overwrite each "
-    "other's writes in a cycle (G0, G1c).",
+    "attempt wrote (G1a), nor builds a write on one (dirty update), nor sees an intermediate value (G1b), "
+    "a value nobody wrote (garbage read) or one it writes only later (future read); every read agrees "
+    "with what its own attempt read and wrote before it (internal); no version of a key carries two "
+    "values; and no transactions read or overwrite each other's writes in a cycle (G0, G1c).",
+)
+WORKLOAD_ENDS = requirement(
+    "histories.transactions-end-as-the-contract-allows",
+    RequirementLevel.MUST,
+    f"{ATTEMPT_CLAUSE}; A provider may replay the callback after a supported conflict",
+    "Under the concurrent workload every transaction commits, reports a conflict, or reports a commit "
+    "whose outcome is unknown; any other failure (an untyped error, a record the driver cannot read "
+    "back) stops the workload. The history recorded until then is still judged by the other "
+    "histories checks and saved.",
 )
 LOST_UPDATES = requirement(
     "histories.no-lost-updates",
@@ -96,6 +108,8 @@ class Recorded:
     workload: Workload
     seconds: float
     exact_index: bool
+    #: Where and why the workload stopped early on a driver error (one entry per process), if it did.
+    stops: tuple[str, ...] = ()
 
 
 _RUNS: dict[tuple[int, int, str], Recorded] = {}
@@ -121,7 +135,12 @@ def recorded(request: pytest.FixtureRequest, harness: DriverHarness, seed: int) 
             store, rounds=rounds_for_profile(profile), seed=seed, workers=workers
         )
         _RUNS[key] = Recorded(
-            history, check_history(history), workload, time.monotonic() - started, workload.exact_index
+            history,
+            check_history(history),
+            workload,
+            time.monotonic() - started,
+            workload.exact_index,
+            tuple(workload.stops),
         )
     return _RUNS[key]
 
@@ -135,25 +154,81 @@ def _seed(request: pytest.FixtureRequest) -> int:
     return int(text) if text.isdigit() else sum(text.encode())
 
 
+#: Classes about what one attempt may observe: all fail ``histories.reads-only-committed-writes``.
+OWN_ATTEMPT_CLASSES = (
+    Anomaly.G0,
+    Anomaly.G1A,
+    Anomaly.G1B,
+    Anomaly.G1C,
+    Anomaly.DIRTY_UPDATE,
+    Anomaly.GARBAGE_READ,
+    Anomaly.FUTURE_READ,
+    Anomaly.INTERNAL,
+    Anomaly.VERSION_REUSED,
+)
+
+
+class Undecided(CheckInconclusive):
+    """The history could not decide the check: the workload stopped early, or a search hit its bound."""
+
+    def __init__(self, what: str) -> None:
+        AssertionError.__init__(self, f"inconclusive: {what}")
+        self.what = what
+
+
+def _save(request: pytest.FixtureRequest, run: Recorded) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{request.node.name}-{run.workload.seed}")
+    return save(run.history, Path.cwd() / HISTORY_DIR / f"{name}.json")
+
+
+def _named(report: Report) -> str:
+    found = ", ".join(sorted({f.anomaly.value for f in report.findings})) or "no anomaly"
+    return f"{found} ({report.levels()})"
+
+
 def _judge(request: pytest.FixtureRequest, harness: DriverHarness, *anomalies: Anomaly) -> Recorded:
+    """Fail on any of ``anomalies`` in the recorded history, with its witness and the saved file.
+
+    A history cut short by a driver error is judged all the same: what it shows is evidence. What it
+    does not show is not: with nothing found, such a check is inconclusive (the error itself fails
+    ``histories.transactions-end-as-the-contract-allows``), as is one whose cycle search stopped at
+    its bound before deciding a class.
+    """
     run = recorded(request, harness, _seed(request))
     history, report = run.history, run.report
+    stopped = (
+        f"the workload stopped early on a driver error ({'; '.join(run.stops)}), so only the "
+        f"{report.attempts} attempts recorded until then were judged"
+        if run.stops
+        else ""
+    )
+    found = report.of(*anomalies)
+    if found:
+        path = _save(request, run)
+        raise AssertionError(
+            f"the concurrent history shows {', '.join(sorted({f.anomaly.value for f in found}))}: no serial "
+            "order of the committed transactions explains what they read\n"
+            f"{report.render(history, only=anomalies)}\n"
+            + (f"{stopped}\n" if stopped else "")
+            + f"history saved to {path}; re-check it without the driver: "
+            f"runlane-certify check-history {path} (or python -m runlane_conformance.history {path})"
+        )
+    if stopped:
+        raise Undecided(
+            f"{stopped}; they show none of {', '.join(a.value for a in anomalies)}, which says nothing "
+            "about the rounds never run (the driver error is reported under "
+            f"{WORKLOAD_ENDS.id})"
+        )
+    undecided = [(a, bound) for a, bound in report.bounds if a in anomalies and a in report.inconclusive]
+    if undecided:
+        raise Undecided(
+            "; ".join(f"{a.value} neither found nor ruled out: {bound}" for a, bound in undecided)
+        )
     assert report.committed > 0 and report.edges > 0, (
         f"the workload recorded {report.attempts} attempts, {report.committed} committed, with "
         f"{report.edges} dependency edges: no evidence either way (a fault in the check or a driver that "
         "commits nothing)"
     )
-    found = report.of(*anomalies)
-    if found:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{request.node.name}-{run.workload.seed}")
-        path = save(history, Path.cwd() / HISTORY_DIR / f"{name}.json")
-        raise AssertionError(
-            f"the concurrent history shows {', '.join(sorted({f.anomaly.value for f in found}))}: no serial "
-            "order of the committed transactions explains what they read\n"
-            f"{report.render(history, only=anomalies)}\n"
-            f"history saved to {path}; re-check it without the driver: "
-            f"runlane-certify check-history {path} (or python -m runlane_conformance.history {path})"
-        )
     return run
 
 
@@ -162,7 +237,7 @@ def _judge(request: pytest.FixtureRequest, harness: DriverHarness, *anomalies: A
 def test_committed_transactions_read_only_committed_writes(
     runlane_harness: DriverHarness, request: pytest.FixtureRequest
 ) -> None:
-    _judge(request, runlane_harness, Anomaly.G0, Anomaly.G1A, Anomaly.G1B, Anomaly.G1C)
+    _judge(request, runlane_harness, *OWN_ATTEMPT_CLASSES)
 
 
 @LOST_UPDATES
@@ -187,3 +262,19 @@ def test_no_write_skew(runlane_harness: DriverHarness, request: pytest.FixtureRe
 @searches
 def test_no_predicate_skew(runlane_harness: DriverHarness, request: pytest.FixtureRequest) -> None:
     _judge(request, runlane_harness, Anomaly.G2)
+
+
+@WORKLOAD_ENDS
+@searches
+def test_every_transaction_ends_as_the_contract_allows(
+    runlane_harness: DriverHarness, request: pytest.FixtureRequest
+) -> None:
+    run = recorded(request, runlane_harness, _seed(request))
+    if run.stops:
+        path = _save(request, run)
+        raise AssertionError(
+            "the driver failed in a way the contract does not allow, which stopped the concurrent "
+            f"workload: {'; '.join(run.stops)}\n"
+            f"the {run.report.attempts} attempts recorded until then were judged: {_named(run.report)}\n"
+            f"history saved to {path}; re-check it without the driver: runlane-certify check-history {path}"
+        )

@@ -11,7 +11,7 @@ import pytest
 
 from runlane_conformance.history import Anomaly, EdgeKind, History, Level, Outcome, check_history
 from runlane_conformance.history import search as search_module
-from tests.history.histories import create, read, replace, txn
+from tests.history.histories import create, read, replace, scan, txn
 
 SETUP = txn("t0", create("a", "a0"), create("b", "b0"), create("c", "c0"), create("d", "d0"))
 
@@ -79,6 +79,17 @@ def test_a_write_cycle_is_g0_and_not_also_circular_information_flow() -> None:
 def test_a_read_of_its_own_key_that_misses_its_own_write_is_internal() -> None:
     found = check_history(History((txn("t1", create("x", "x1"), read("x")),))).anomalies
     assert found == {Anomaly.INTERNAL}
+
+
+def test_an_eventual_index_page_listing_an_older_entry_than_the_attempts_read_is_not_internal() -> None:
+    # A page of an eventual index offers candidates that may lag: the attempt read a2 and the page still
+    # lists a0. The same page from an index promised current would contradict the read.
+    setup = txn("t0", create("a", "a0", sort="s0"))
+    moved = txn("t2", read("a", "1", "a0"), replace("a", "1", "a0", "a2", sort="s2"))
+    for exact, internal in ((False, False), (True, True)):
+        reader = txn("t1", read("a", "2", "a2"), scan(("s0", "a", "a0"), exact=exact))
+        found = check_history(History((setup, moved, reader))).anomalies
+        assert (Anomaly.INTERNAL in found) is internal, (exact, found)
 
 
 def test_two_reads_of_one_key_that_disagree_are_internal_and_allowed_at_read_committed() -> None:

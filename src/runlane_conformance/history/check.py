@@ -458,7 +458,9 @@ class _Builder:
                 observed: list[tuple[str, str | None, str]] = []
                 if isinstance(op, Read):
                     observed.append((op.key, None if op.seen is None else op.seen.value, "read"))
-                elif isinstance(op, Scan):
+                elif isinstance(op, Scan) and op.exact:
+                    # A page of an eventual index lists candidates, which may lag what a point read of
+                    # the same attempt saw: only a page the driver promised current is evidence here.
                     observed.extend((i.key, i.value, "listed") for i in op.items if i.value is not None)
                 elif isinstance(op, Write) and op.supersedes is not None:
                     observed.append((op.key, op.supersedes.value, f"{op.kind.value}d"))

@@ -39,7 +39,7 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import page, records
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (
@@ -189,9 +189,9 @@ def _while_open(
 @pytest.mark.parametrize(
     "phase",
     # after-write also writes a record beside the page of three it holds
-    ["open", "after-get", "after-now", pytest.param("after-write", marks=limit_gated("records-of-4"))],
+    ["open", "after-get", "after-now", pytest.param("after-write", marks=records(4, least=4).mark)],
 )
-@limit_gated("page-of-3")
+@page(3, least=3).mark
 def test_two_open_attempts_get_disjoint_rows(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -231,7 +231,7 @@ def _selected_after(driver: StorageDriver, command: QueryRecordsCommand) -> list
 
 @RELEASED_AT_COMMIT
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "writing"])
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_rows_are_released_at_commit(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool
 ) -> None:
@@ -263,7 +263,7 @@ class _Halted(BaseException):
 
 @RELEASED_AT_ROLLBACK
 @pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_rows_are_released_when_the_callback_raises(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, raised: type[BaseException]
 ) -> None:
@@ -287,7 +287,7 @@ def test_rows_are_released_when_the_callback_raises(
 
 
 @RELEASED_AT_ROLLBACK
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -355,7 +355,7 @@ def test_advisory_reads_ignore_exclusive_holds(
 
 @ADVISORY
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_advisory_selection_holds_nothing(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -382,7 +382,7 @@ def test_advisory_selection_holds_nothing(
 
 
 @ADVISORY
-@limit_gated("page-of-4")
+@page(4, least=4).mark
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
 def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
     driver: StorageDriver,
@@ -429,7 +429,7 @@ def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
 
 @FULL_PAGE
 @DIRECTIONS
-@limit_gated("page-of-3")
+@page(3, least=3).mark
 def test_a_full_exclusive_page_continues_with_its_cursor(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -460,7 +460,7 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
-@pytest.mark.parametrize("page", [1, pytest.param(3, marks=limit_gated("page-of-3"))])
+@pytest.mark.parametrize("page", [1, pytest.param(3, marks=page(3, least=3).mark)])
 def test_no_row_beyond_the_page_is_held(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -583,7 +583,7 @@ def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
 
 
 @DISJOINT
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_a_record_held_through_one_index_is_not_handed_out_through_another(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
@@ -686,8 +686,8 @@ def test_exclusive_pages_select_what_advisory_pages_select(
 @pytest.mark.parametrize(
     "again",
     [
-        pytest.param("same-page", marks=limit_gated("page-of-2")),
-        pytest.param("next-page", marks=limit_gated("page-of-4")),
+        pytest.param("same-page", marks=page(2, least=2).mark),
+        pytest.param("next-page", marks=page(4, least=4).mark),
     ],
 )
 def test_an_attempt_is_not_kept_from_rows_it_holds_itself(
@@ -744,7 +744,7 @@ def test_an_exclusive_cursor_is_refused_under_a_changed_scope(
 
 @FULL_PAGE
 @DIRECTIONS
-@limit_gated("page-of-3")
+@page(3, least=3).mark
 def test_a_full_middle_page_continues_too(
     driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -772,7 +772,7 @@ def test_a_full_middle_page_continues_too(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_no_row_beyond_a_continued_page_is_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "limit_gated",
     "limit_gates_reason",
     "page",
+    "positions",
     "reads",
     "records",
     "values",
@@ -427,7 +428,7 @@ def limit_gated(*names: str) -> pytest.MarkDecorator:
 
 # --- Sizing ordinary work from the advertised limits -------------------------------------------------
 
-#: The prefix of a ``Size``'s gate name: ``at-least:LIMIT:N`` gates a check where LIMIT < N.
+#: The prefix of a ``Size``'s gate name: ``at-least:LIMIT[+LIMIT]:N`` gates a check where a LIMIT < N.
 AT_LEAST = "at-least"
 
 #: What one unit of each counted limit is, for a gate's reason.
@@ -438,19 +439,21 @@ _UNITS = {
 }
 
 
-def _parse_at_least(name: str) -> tuple[str, int] | None:
+def _parse_at_least(name: str) -> tuple[tuple[str, ...], int] | None:
     prefix, _, rest = name.partition(":")
-    limit, _, count = rest.partition(":")
-    if prefix != AT_LEAST or limit not in _UNITS or not count.isdigit():
+    counted, _, count = rest.partition(":")
+    names = tuple(counted.split("+"))
+    if prefix != AT_LEAST or not all(limit in _UNITS for limit in names) or not count.isdigit():
         return None
-    return limit, int(count)
+    return names, int(count)
 
 
-def _at_least_reason(limits: StorageLimits, limit: str, count: int) -> str | None:
-    value: int = getattr(limits, limit)
-    if value >= count:
-        return None
-    return f"profile: {limit} = {value} is below the {count} {_UNITS[limit]} this check needs at least"
+def _at_least_reason(limits: StorageLimits, names: tuple[str, ...], count: int) -> str | None:
+    for limit in names:
+        value: int = getattr(limits, limit)
+        if value < count:
+            return f"profile: {limit} = {value} is below the {count} {_UNITS[limit]} this check needs"
+    return None
 
 
 class _Profiled(Protocol):
@@ -472,37 +475,38 @@ def _limits_of(source: StorageLimits | _Profiled) -> StorageLimits:
 
 @dataclass(frozen=True)
 class Size:
-    """How much of one counted limit a check's work takes, sized from the limit the driver advertises.
+    """How much of the counted limits a check's work takes, sized from the limits the driver advertises.
 
-    ``limit`` names the ``StorageLimits`` field the work is counted in; ``wanted`` is what the check
-    uses when the driver allows it; ``least`` is the fewest with which the check still judges its
-    rule; ``beside`` is what the same attempt (or page) spends of that limit on other things (the
-    stream head beside appended values, a key read beside them). ``of`` answers
-    ``min(wanted, limit - beside)``; where that is below ``least`` the check cannot be built, and its
-    gate (``mark``, the same arithmetic, evaluated by the plan before the check runs) has already
-    gated it with a ``profile:`` reason, so ``of`` then raises: reaching it is a fault in the suites.
+    ``limits`` names the ``StorageLimits`` fields the work is counted in (a distinct key read is
+    both a point read and one of the attempt's records); ``wanted`` is what the check uses when the
+    driver allows it; ``least`` is the fewest with which the check still judges its rule; ``beside``
+    is what the same attempt (or page) spends of those limits on other things (the stream head
+    beside appended values, a key read beside them). ``of`` answers ``min(wanted, limit - beside)``
+    over the named limits; where that is below ``least`` the check cannot be built, and its gate
+    (``mark``, the same arithmetic, evaluated by the plan before the check runs) has already gated
+    it with a ``profile:`` reason, so ``of`` then raises: reaching it is a fault in the suites.
     """
 
-    limit: str
+    limits: tuple[str, ...]
     wanted: int
     least: int = 1
     beside: int = 0
 
     def __post_init__(self) -> None:
-        if self.limit not in _UNITS:
-            raise ValueError(f"{self.limit!r} is not a counted limit ({', '.join(_UNITS)})")
+        if not self.limits or not all(limit in _UNITS for limit in self.limits):
+            raise ValueError(f"{self.limits!r} are not counted limits ({', '.join(_UNITS)})")
         if not 1 <= self.least <= self.wanted or self.beside < 0:
             raise ValueError(f"a size needs 1 <= least <= wanted and beside >= 0, got {self}")
 
     @property
     def needs(self) -> int:
-        """The fewest units of the limit the check's attempt (or page) takes."""
+        """The fewest units of each named limit the check's attempt (or page) takes."""
         return self.least + self.beside
 
     @property
     def gate(self) -> str:
         """The gate name the plan and the check's fixture evaluate (``limit_gate_reason``)."""
-        return f"{AT_LEAST}:{self.limit}:{self.needs}"
+        return f"{AT_LEAST}:{'+'.join(self.limits)}:{self.needs}"
 
     @property
     def mark(self) -> pytest.MarkDecorator:
@@ -512,33 +516,39 @@ class Size:
     def of(self, source: StorageLimits | _Profiled) -> int:
         """The size to use with ``source``'s limits (a driver or its ``StorageLimits``)."""
         limits = _limits_of(source)
-        size = min(self.wanted, getattr(limits, self.limit) - self.beside)
+        size = min(self.wanted, *(getattr(limits, limit) - self.beside for limit in self.limits))
         if size < self.least:
             raise AssertionError(
-                f"the check ran although {_at_least_reason(limits, self.limit, self.needs)}; its gate "
+                f"the check ran although {_at_least_reason(limits, self.limits, self.needs)}; its gate "
                 f"{self.gate!r} is missing (a fault in the suites)"
             )
         return size
 
 
 def reads(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
-    """Keys one ``get()`` or one attempt reads (counted in ``max_point_reads``)."""
-    return Size("max_point_reads", wanted, least, beside)
+    """Distinct keys one attempt reads: each is a point read and one of the attempt's records."""
+    return Size(("max_point_reads", "max_transaction_records"), wanted, least, beside)
+
+
+def positions(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
+    """Positions ``get()`` calls of one attempt ask for, repeats included (counted in
+    ``max_point_reads`` alone; the caller keeps its distinct keys within a ``reads`` size)."""
+    return Size(("max_point_reads",), wanted, least, beside)
 
 
 def records(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
     """Records one attempt reads, writes or appends (counted in ``max_transaction_records``)."""
-    return Size("max_transaction_records", wanted, least, beside)
+    return Size(("max_transaction_records",), wanted, least, beside)
 
 
 def values(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
     """Values of one append batch: each is a record, and the stream head is one more beside them."""
-    return Size("max_transaction_records", wanted, least, beside + 1)
+    return Size(("max_transaction_records",), wanted, least, beside + 1)
 
 
 def page(wanted: int, *, least: int = 1) -> Size:
     """Results one page of a query holds (counted in ``max_query_results``)."""
-    return Size("max_query_results", wanted, least)
+    return Size(("max_query_results",), wanted, least)
 
 
 def chunks(items: Sequence[T], size: int) -> list[list[T]]:

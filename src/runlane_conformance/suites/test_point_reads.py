@@ -33,7 +33,7 @@ from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import reads, records
+from runlane_conformance.suites._limit_gates import positions, reads
 from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
@@ -85,10 +85,10 @@ def _read(driver: StorageDriver, keys: list[object]) -> list[StoredRecord | None
 
 #: One get() of a request mixing order, a repeat and a miss: as long as the driver lets one call read, and
 #: never shorter than three positions (against the stored order, then a repeat).
-REQUEST = reads(5, least=3)
+REQUEST = positions(5, least=3)
 #: A drawn request: as many positions as one get() may read, as many distinct keys as one attempt holds.
-EVERY_READ = reads(12)
-DISTINCT_KEYS = records(5)
+EVERY_READ = positions(12)
+DISTINCT_KEYS = reads(5)
 
 
 @POSITIONS

@@ -516,7 +516,8 @@ class Size:
     def of(self, source: StorageLimits | _Profiled) -> int:
         """The size to use with ``source``'s limits (a driver or its ``StorageLimits``)."""
         limits = _limits_of(source)
-        size = min(self.wanted, *(getattr(limits, limit) - self.beside for limit in self.limits))
+        room: list[int] = [getattr(limits, limit) - self.beside for limit in self.limits]
+        size = min(self.wanted, *room)
         if size < self.least:
             raise AssertionError(
                 f"the check ran although {_at_least_reason(limits, self.limits, self.needs)}; its gate "

@@ -33,6 +33,7 @@ from runlane_conformance.contract.streams import (
     materialize_storage_append,
     measure_storage_append,
 )
+from runlane_conformance.contract.values import StorageRecordKey
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
@@ -236,7 +237,11 @@ def test_appended_records_and_head_use_the_canonical_layout(driver: StorageDrive
     keys = [LAYOUT.record_key(partition, position) for position in range(1, start + len(second.values))]
     found: list[Any] = []
     for part in chunks(keys, EVERY_READ.of(driver)):
-        found.extend(driver.transaction(lambda tx, part=part: tx.get(part)))
+
+        def read(tx: StorageTransaction, part: list[StorageRecordKey] = part) -> list[Any]:
+            return list(tx.get(part))
+
+        found.extend(driver.transaction(read))
     assert [r.document if r else None for r in found] == [r.document for r in view.records], (
         "a point read of the stream's record keys must return the same documents as the stream read "
         "(append.canonical-layout)"

@@ -97,7 +97,8 @@ def test_get_returns_one_result_per_position_in_order(driver: StorageDriver, lea
     _write(driver, leases.unique("a"), leases.unique("b"))
     a, b, missing = leases.key("a"), leases.key("b"), leases.key("missing")
     length = REQUEST.of(driver)
-    results = _read(driver, [b, a, b, missing, a][:length])
+    request: list[object] = [b, a, b, missing, a]
+    results = _read(driver, request[:length])
     assert len(results) == length, "get() must return exactly one result per requested key"
     expected = [b, a, b, None, a][:length]
     for position, (result, key) in enumerate(zip(results, expected, strict=True)):

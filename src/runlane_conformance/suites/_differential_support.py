@@ -471,8 +471,13 @@ class Program:
         def fits() -> bool:
             positions = len(reads) + sum(1 for w in writes if w.kind != "blind")
             keys = {_key(s) for s in reads} | {_key(w.slot) for w in writes}
+            # Written documents count toward the byte limits; deletes and reads add no bytes.
+            sizes = [w.record.document.size for w in writes if w.kind != "delete"]
             return (
-                positions <= self.limits.max_point_reads and len(keys) <= self.limits.max_transaction_records
+                positions <= self.limits.max_point_reads
+                and len(keys) <= self.limits.max_transaction_records
+                and sum(sizes) <= self.limits.max_transaction_bytes
+                and all(size <= self.limits.max_record_bytes for size in sizes)
             )
 
         while not fits():

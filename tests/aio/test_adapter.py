@@ -220,6 +220,12 @@ def test_transactions_from_several_threads_run_concurrently_on_one_adapter(loop:
     assert driver.commits == 2
 
 
+#: The adapter's one deadline in the overrun tests. It bounds every step, the ones that answer at once
+#: as well as the one that never does, so it must be long enough that a busy machine never makes an
+#: answering step miss it (the never-answering step still fails, only later).
+OVERRUN = 5.0
+
+
 def test_a_read_that_overruns_the_timeout_dooms_its_attempt(loop: EventLoopThread) -> None:
     driver = ScriptedDriver()
     never = asyncio.Event()
@@ -229,7 +235,7 @@ def test_a_read_that_overruns_the_timeout_dooms_its_attempt(loop: EventLoopThrea
         return []
 
     driver.read = hanging_read  # type: ignore[method-assign]
-    adapter = SyncDriverFromAsync(driver, loop, timeout=0.2)
+    adapter = SyncDriverFromAsync(driver, loop, timeout=OVERRUN)
 
     def swallowing(tx: Any) -> str:
         with pytest.raises(StorageUnavailableError):
@@ -253,7 +259,7 @@ def test_a_commit_that_overruns_the_timeout_after_the_callback_returned_is_commi
         await never.wait()
 
     driver.commit = hanging_commit  # type: ignore[method-assign]
-    adapter = SyncDriverFromAsync(driver, loop, timeout=0.2)
+    adapter = SyncDriverFromAsync(driver, loop, timeout=OVERRUN)
     with pytest.raises(StorageCommitUnknownError):
         adapter.transaction(lambda tx: None)
 
@@ -266,7 +272,7 @@ def test_a_transaction_that_never_starts_an_attempt_is_unavailable(loop: EventLo
         await never.wait()
 
     driver.transaction = never_starts  # type: ignore[method-assign]
-    adapter = SyncDriverFromAsync(driver, loop, timeout=0.2)
+    adapter = SyncDriverFromAsync(driver, loop, timeout=OVERRUN)
     with pytest.raises(StorageUnavailableError):
         adapter.transaction(lambda tx: None)
 

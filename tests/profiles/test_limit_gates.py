@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,15 @@ from runlane_conformance.contract.values import StorageLimits
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.run.model import Outcome, RequirementOutcome
 from runlane_conformance.runner import run_suites
-from runlane_conformance.suites._limit_gates import GATES, limit_gate_reason
+from runlane_conformance.suites._limit_gates import (
+    GATES,
+    Size,
+    limit_gate_reason,
+    page,
+    reads,
+    records,
+    values,
+)
 from runlane_conformance.suites._limits_support import lease_floor, plan_distinct_keys, split_sizes
 from tests.profiles.certified import assert_certified
 
@@ -107,3 +116,49 @@ def test_a_driver_advertising_modest_limits_certifies() -> None:
     a 25-result page is not refused for the checks' page size of 100."""
     result = run_suites("local", MODEST, seed=0)
     assert_certified(result, "local with modest limits")
+
+
+@st.composite
+def sizes(draw: st.DrawFn) -> Size:
+    wanted = draw(st.integers(1, 8))
+    limits = draw(
+        st.sampled_from(
+            [("max_point_reads",), ("max_query_results",), ("max_transaction_records",), READS_AND_RECORDS]
+        )
+    )
+    return Size(limits, wanted, draw(st.integers(1, wanted)), draw(st.integers(0, 3)))
+
+
+READS_AND_RECORDS = ("max_point_reads", "max_transaction_records")
+
+
+@settings(max_examples=200, deadline=None)
+@given(limits=coherent_limits(), size=sizes())
+def test_a_size_is_gated_exactly_where_it_cannot_fit_and_otherwise_fits_every_limit_it_counts_in(
+    limits: StorageLimits, size: Size
+) -> None:
+    """A check's size and its gate are one declaration: the plan gates the check (naming the limit)
+    exactly where the size would fall below its least, and elsewhere the size fits beside what else
+    the attempt spends of each limit it is counted in."""
+    reason = limit_gate_reason(size.gate, limits)
+    if reason is not None:
+        assert reason.startswith("profile: ") and any(name in reason for name in size.limits), reason
+        with pytest.raises(AssertionError, match="its gate"):
+            size.of(limits)
+        return
+    chosen = size.of(limits)
+    assert size.least <= chosen <= size.wanted
+    for name in size.limits:
+        assert chosen + size.beside <= getattr(limits, name)
+    assert chosen == size.wanted or any(chosen + size.beside == getattr(limits, name) for name in size.limits)
+
+
+def test_sizes_that_fit_cores_floor_never_gate() -> None:
+    floor = StorageLimits(
+        max_point_reads=3, max_query_results=1, max_transaction_records=3, max_transaction_bytes=3 * 409600
+    )
+    for size in (values(3, least=2), reads(5, least=1, beside=2), page(4), records(3, beside=2)):
+        assert limit_gate_reason(size.gate, floor) is None, size
+    assert limit_gate_reason(page(2, least=2).gate, floor) == (
+        "profile: max_query_results = 1 is below the 2 results on one page this check needs"
+    )

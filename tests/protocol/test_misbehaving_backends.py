@@ -9,7 +9,6 @@ backend must fail too (so nothing after the breakage can count as a pass).
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,14 +25,17 @@ from runlane_conformance.protocol.errors import (
 from runlane_conformance.protocol.process import ProcessHarness
 
 SCRIPT = Path(__file__).with_name("scripted_backend.py")
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)
+#: The deadline of every exchange a scenario answers: starting Python and answering may take seconds on
+#: a busy machine, and only a hang may miss it. Where a test is about a deadline, it sets its own.
+ANSWERS = 60.0
 
 
 def command(scenario: str) -> str:
     return f"{sys.executable} {SCRIPT} {scenario}"
 
 
-def backend(scenario: str, *, timeout: float = 5.0, max_line_bytes: int = 65536) -> BackendProcess:
+def backend(scenario: str, *, timeout: float = ANSWERS, max_line_bytes: int = 65536) -> BackendProcess:
     process = BackendProcess(
         [sys.executable, str(SCRIPT), scenario], timeout=timeout, max_line_bytes=max_line_bytes
     )
@@ -79,7 +81,7 @@ def test_a_broken_answer_fails_that_request_and_every_later_one(
 
 def test_a_backend_that_exits_is_reported_with_its_stderr_cleaned_and_its_credentials_hidden() -> None:
     argv = [sys.executable, str(SCRIPT), "exits", "postgres://runlane:hunter2secret@db.example/test"]
-    process = BackendProcess(argv, timeout=5.0, max_line_bytes=65536)
+    process = BackendProcess(argv, timeout=ANSWERS, max_line_bytes=65536)
     process.request("hello", {"protocol": [1]})
     with pytest.raises(BackendExitedError) as caught:
         process.request("open", {})
@@ -104,35 +106,35 @@ def test_a_line_longer_than_the_limit_is_refused_without_reading_it_all() -> Non
 
 
 def test_an_answer_after_the_timeout_is_never_taken_for_a_later_request() -> None:
-    process = backend("late-answer", timeout=1.0)
-    started = time.monotonic()
+    # The backend started and said hello under the generous deadline; only 'open' gets one second, and
+    # its answer comes only after the toolkit moved on (so it is late however slow the machine is).
+    process = backend("late-answer")
     with pytest.raises(BackendTimeoutError, match="no answer to 'open' within 1s"):
-        process.request("open", {})
-    assert time.monotonic() - started < 3.0, "the timeout did not bound the wait"
-    # The late answer (sent after 3 s) would carry the old id; the backend is already done for.
+        process.request("open", {}, timeout=1.0)
+    # The late answer would carry the old id; the backend is already done for.
     assert_poisoned(process, BackendTimeoutError, "no answer to 'open'")
 
 
 def test_a_backend_that_never_says_hello_fails_loading_in_one_line() -> None:
-    started = time.monotonic()
+    # The backend stays silent for 30 s and then exits: a load that waited for it would fail naming
+    # the exit, not the one-second deadline.
     with pytest.raises(DriverLoadError) as caught:
         ProcessHarness(command("silent-hello"), timeout=1.0)
-    assert time.monotonic() - started < 5.0
     assert "no answer to 'hello' within 1s" in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_a_backend_speaking_another_protocol_version_is_refused() -> None:
     with pytest.raises(DriverLoadError, match="speaks protocol 2; this toolkit speaks 1"):
-        ProcessHarness(command("wrong-protocol"), timeout=5.0)
+        ProcessHarness(command("wrong-protocol"), timeout=ANSWERS)
 
 
 def test_a_command_that_does_not_exist_fails_loading_in_one_line() -> None:
     with pytest.raises(DriverLoadError, match="could not start backend"):
-        ProcessHarness("/nonexistent/runlane-backend --serve", timeout=5.0)
+        ProcessHarness("/nonexistent/runlane-backend --serve", timeout=ANSWERS)
 
 
 def _transaction_harness(scenario: str) -> ProcessHarness:
-    return ProcessHarness(command(scenario), timeout=2.0)
+    return ProcessHarness(command(scenario), timeout=ANSWERS)
 
 
 def test_an_attempt_for_a_transaction_that_is_not_running_fails_the_transaction() -> None:

@@ -471,8 +471,13 @@ class Program:
         def fits() -> bool:
             positions = len(reads) + sum(1 for w in writes if w.kind != "blind")
             keys = {_key(s) for s in reads} | {_key(w.slot) for w in writes}
+            # Written documents count toward the byte limits; deletes and reads add no bytes.
+            sizes = [w.record.document.size for w in writes if w.kind != "delete"]
             return (
-                positions <= self.limits.max_point_reads and len(keys) <= self.limits.max_transaction_records
+                positions <= self.limits.max_point_reads
+                and len(keys) <= self.limits.max_transaction_records
+                and sum(sizes) <= self.limits.max_transaction_bytes
+                and all(size <= self.limits.max_record_bytes for size in sizes)
             )
 
         while not fits():
@@ -1251,8 +1256,10 @@ def run_tombstoning(
     if not first.transaction(create):
         return
     if children.size:
-        # The program's random writes may already have made one of these children: then it stays childless.
-        with contextlib.suppress(StorageConflictError):
+        # The program's random writes may already have made one of these children, or the children's
+        # documents may be more bytes than one attempt may write (a limit error the contract asks for,
+        # with nothing committed): then the run stays childless.
+        with contextlib.suppress(StorageConflictError, StorageLimitError):
             first.transaction(grow)
     middle.transaction(lambda tx: finish_run(tx, environment, run_id))
     visible = middle.transaction(read)

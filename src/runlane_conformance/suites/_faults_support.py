@@ -43,6 +43,7 @@ from ..harness import DriverHarness, FaultHookStore, ProxiedStore, StoreHandle
 from ._append_support import LAYOUT, batch, point_append, read_stream, stage_point_append
 from ._limit_gates import FAULT_BATCH_RECORDS
 from ._limits_support import PRACTICAL_COUNT
+from ._mutations_support import query_pairs, read
 
 __all__ = [
     "FOLLOW_UP_TIMEOUT",
@@ -386,8 +387,8 @@ def _index_problems(fresh: StorageDriver, leases: Leases, found: dict[str, Store
     at = {"new-a": 1, "new-b": 2, "keep-r": 11 if _name(found["keep-r"]) == "r1" else 10, "keep-d": 20}
     expected = sorted((leases.sort(at[name]), name) for name, record in found.items() if record is not None)
     settle_indexes(fresh)  # an eventual index must have caught up before it is compared
-    page = fresh.query(leases.query(limit=min(fresh.profile.limits.max_query_results, 100)))
-    index = sorted((item.sort, str(item.key.id[-1])) for item in page.items)
+    # Every page of the scan, each as large as the driver allows.
+    index = sorted((sort, str(key.id[-1])) for key, sort in query_pairs(fresh, leases.query(limit=100)))
     if index == expected:
         return []
     seconds = {leases.sort(second): second for second in (1, 2, 10, 11, 20)}
@@ -473,9 +474,8 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
         try:
             fresh = trial.fresh()
             names = ["new-a", "keep-r", "keep-d"] if compact else ["new-a", "new-b", "keep-r", "keep-d"]
-            found = dict(
-                zip(names, fresh.transaction(lambda tx: tx.get([leases.key(n) for n in names])), strict=True)
-            )
+            # Read in as many attempts as the driver's point-read and record limits take.
+            found = dict(zip(names, read(fresh, [leases.key(n) for n in names]), strict=True))
             pieces["create new-a"] = found["new-a"] is not None
             if not compact:
                 pieces["create new-b"] = found["new-b"] is not None

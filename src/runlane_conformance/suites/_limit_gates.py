@@ -18,11 +18,28 @@ not take its smallest atomic steps on such a driver. There the plan gates every 
 A check names its gate with ``@limit_gated("name")``. A gated check's outcome
 is ``gated``, with a reason that starts ``profile:`` and names the limit, so the
 report says which rules went unexercised at which limit values.
+
+Sizing ordinary work. Most checks are not about a limit at all, yet every one
+reads keys, stages records or pages through an index, and each must fit any
+coherent profile, down to core's floor (three point reads, three records, pages
+of one). Such a check never writes a literal batch, page or read size: it
+declares a ``Size`` (``reads``, ``records``, ``values``, ``page``) naming how
+much it would like, the least with which it still judges its rule, and what
+else the same attempt spends of that limit, and asks the size of the driver
+it judges with ``size.of(driver)``. The same declaration is its gate
+(``size.mark``): where the advertised limit leaves less than the least, the
+plan gates the check with a ``profile:`` reason before it runs. A size whose
+least fits core's floor gates nothing; only a rule that genuinely needs more
+than the floor (two rows on one page, four reads in one call) can be gated,
+and the report then names the limit that kept it from running. Reading more
+keys than one attempt may read goes through ``chunks``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import pytest
 
@@ -38,14 +55,22 @@ from ._limits_support import (
 )
 
 __all__ = [
+    "AT_LEAST",
     "CORE_FLOOR",
     "CORE_FLOOR_REQUIREMENT",
     "GATES",
     "LIMIT_GATE_MARKER",
+    "Size",
+    "chunks",
     "core_floor_reason",
     "limit_gate_reason",
     "limit_gated",
     "limit_gates_reason",
+    "page",
+    "positions",
+    "reads",
+    "records",
+    "values",
 ]
 
 #: The marker a gated check carries; its one argument names an entry of ``GATES``.
@@ -95,28 +120,6 @@ def core_floor_reason(limits: StorageLimits) -> str | None:
         "a run put to wait is read with its source run and its marker), so no check can certify this "
         "profile"
     )
-
-
-def _at_least(count: int, name: str, what: str) -> Gate:
-    def gate(limits: StorageLimits) -> str | None:
-        value: int = getattr(limits, name)
-        if value < count:
-            return f"profile: {name} = {value} is below the {count} {what} this check's attempt needs"
-        return None
-
-    return gate
-
-
-def _page_at_least(count: int) -> Gate:
-    def gate(limits: StorageLimits) -> str | None:
-        if limits.max_query_results < count:
-            return (
-                f"profile: max_query_results = {limits.max_query_results} is below the {count} results "
-                "one page of this check must hold"
-            )
-        return None
-
-    return gate
 
 
 #: The records the faults checks' mixed attempt touches: two creates, a replace, a delete, and an
@@ -389,14 +392,6 @@ GATES: dict[str, Gate] = {
     "pruning-passes": _pruning_passes,
     "pruning-two-passes": _pruning_two_passes,
     "operator-page": lambda limits: _reach(limits.max_query_results, "max_query_results", OPERATOR_PAGE),
-    "point-reads-of-4": _at_least(4, "max_point_reads", "point reads"),
-    "point-reads-of-5": _at_least(5, "max_point_reads", "point reads"),
-    "records-of-4": _at_least(4, "max_transaction_records", "records"),
-    "records-of-5": _at_least(5, "max_transaction_records", "records"),
-    "page-of-2": _page_at_least(2),
-    "page-of-3": _page_at_least(3),
-    "page-of-4": _page_at_least(4),
-    "page-of-6": _page_at_least(6),
     "fault-batch": _fault_batch,
 }
 
@@ -404,8 +399,12 @@ GATES: dict[str, Gate] = {
 def limit_gate_reason(name: str, limits: StorageLimits) -> str | None:
     """``None`` when a check gated by ``name`` can be built at ``limits``; otherwise why not.
 
-    Raises ``KeyError`` for a gate nobody defined (a fault in the suites).
+    ``name`` is an entry of ``GATES`` or a ``Size``'s gate (``at-least:LIMIT:N``). Raises ``KeyError``
+    for a gate nobody defined (a fault in the suites).
     """
+    least = _parse_at_least(name)
+    if least is not None:
+        return _at_least_reason(limits, *least)
     return GATES[name](limits)
 
 
@@ -421,7 +420,141 @@ def limit_gates_reason(names: Iterable[str], limits: StorageLimits) -> str | Non
 def limit_gated(*names: str) -> pytest.MarkDecorator:
     """Mark a check as buildable only where every named gate lets it (see the module docstring)."""
     for name in names:
-        if name not in GATES:
+        if name not in GATES and _parse_at_least(name) is None:
             raise KeyError(f"unknown limit gate {name!r}")
     marker: pytest.MarkDecorator = getattr(pytest.mark, LIMIT_GATE_MARKER)
     return marker(*names)
+
+
+# --- Sizing ordinary work from the advertised limits -------------------------------------------------
+
+#: The prefix of a ``Size``'s gate name: ``at-least:LIMIT[+LIMIT]:N`` gates a check where a LIMIT < N.
+AT_LEAST = "at-least"
+
+#: What one unit of each counted limit is, for a gate's reason.
+_UNITS = {
+    "max_point_reads": "point reads in one attempt",
+    "max_query_results": "results on one page",
+    "max_transaction_records": "records in one attempt",
+}
+
+
+def _parse_at_least(name: str) -> tuple[tuple[str, ...], int] | None:
+    prefix, _, rest = name.partition(":")
+    counted, _, count = rest.partition(":")
+    names = tuple(counted.split("+"))
+    if prefix != AT_LEAST or not all(limit in _UNITS for limit in names) or not count.isdigit():
+        return None
+    return names, int(count)
+
+
+def _at_least_reason(limits: StorageLimits, names: tuple[str, ...], count: int) -> str | None:
+    for limit in names:
+        value: int = getattr(limits, limit)
+        if value < count:
+            return f"profile: {limit} = {value} is below the {count} {_UNITS[limit]} this check needs"
+    return None
+
+
+class _Profiled(Protocol):
+    @property
+    def profile(self) -> object: ...
+
+
+T = TypeVar("T")
+
+
+def _limits_of(source: StorageLimits | _Profiled) -> StorageLimits:
+    if isinstance(source, StorageLimits):
+        return source
+    limits = getattr(source.profile, "limits", None)
+    if not isinstance(limits, StorageLimits):
+        raise TypeError(f"{source!r} advertises no StorageLimits in its profile")
+    return limits
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much of the counted limits a check's work takes, sized from the limits the driver advertises.
+
+    ``limits`` names the ``StorageLimits`` fields the work is counted in (a distinct key read is
+    both a point read and one of the attempt's records); ``wanted`` is what the check uses when the
+    driver allows it; ``least`` is the fewest with which the check still judges its rule; ``beside``
+    is what the same attempt (or page) spends of those limits on other things (the stream head
+    beside appended values, a key read beside them). ``of`` answers ``min(wanted, limit - beside)``
+    over the named limits; where that is below ``least`` the check cannot be built, and its gate
+    (``mark``, the same arithmetic, evaluated by the plan before the check runs) has already gated
+    it with a ``profile:`` reason, so ``of`` then raises: reaching it is a fault in the suites.
+    """
+
+    limits: tuple[str, ...]
+    wanted: int
+    least: int = 1
+    beside: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.limits or not all(limit in _UNITS for limit in self.limits):
+            raise ValueError(f"{self.limits!r} are not counted limits ({', '.join(_UNITS)})")
+        if not 1 <= self.least <= self.wanted or self.beside < 0:
+            raise ValueError(f"a size needs 1 <= least <= wanted and beside >= 0, got {self}")
+
+    @property
+    def needs(self) -> int:
+        """The fewest units of each named limit the check's attempt (or page) takes."""
+        return self.least + self.beside
+
+    @property
+    def gate(self) -> str:
+        """The gate name the plan and the check's fixture evaluate (``limit_gate_reason``)."""
+        return f"{AT_LEAST}:{'+'.join(self.limits)}:{self.needs}"
+
+    @property
+    def mark(self) -> pytest.MarkDecorator:
+        """The check's gate as a marker: put ``@size.mark`` on a check (or a parameter) using the size."""
+        return limit_gated(self.gate)
+
+    def of(self, source: StorageLimits | _Profiled) -> int:
+        """The size to use with ``source``'s limits (a driver or its ``StorageLimits``)."""
+        limits = _limits_of(source)
+        room: list[int] = [getattr(limits, limit) - self.beside for limit in self.limits]
+        size = min(self.wanted, *room)
+        if size < self.least:
+            raise AssertionError(
+                f"the check ran although {_at_least_reason(limits, self.limits, self.needs)}; its gate "
+                f"{self.gate!r} is missing (a fault in the suites)"
+            )
+        return size
+
+
+def reads(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
+    """Distinct keys one attempt reads: each is a point read and one of the attempt's records."""
+    return Size(("max_point_reads", "max_transaction_records"), wanted, least, beside)
+
+
+def positions(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
+    """Positions ``get()`` calls of one attempt ask for, repeats included (counted in
+    ``max_point_reads`` alone; the caller keeps its distinct keys within a ``reads`` size)."""
+    return Size(("max_point_reads",), wanted, least, beside)
+
+
+def records(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
+    """Records one attempt reads, writes or appends (counted in ``max_transaction_records``)."""
+    return Size(("max_transaction_records",), wanted, least, beside)
+
+
+def values(wanted: int, *, least: int = 1, beside: int = 0) -> Size:
+    """Values of one append batch: each is a record, and the stream head is one more beside them."""
+    return Size(("max_transaction_records",), wanted, least, beside + 1)
+
+
+def page(wanted: int, *, least: int = 1) -> Size:
+    """Results one page of a query holds (counted in ``max_query_results``)."""
+    return Size(("max_query_results",), wanted, least)
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """``items`` in order, cut into consecutive pieces of at most ``size`` (for reads that must span
+    several attempts because one may not read them all)."""
+    if size < 1:
+        raise ValueError(f"a chunk holds at least one item, not {size}")
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]

@@ -186,15 +186,18 @@ def w_write_leases_and_wait(call: WorkerCall, environment: str, names: Sequence[
 
 def w_read_leases(call: WorkerCall, environment: str, names: Sequence[str]) -> dict[str, Any]:
     """Point reads of the named leases (canonical text or ``None``) and one advisory scan of their index."""
+    from ._mutations_support import query_pairs, read
+
     leases = Leases(environment=environment)
-    found = call.driver.transaction(lambda tx: tx.get([leases.key(name) for name in names]))
-    scan = call.driver.query(leases.query(limit=max(1, len(names))))
+    # Sized to the driver's limits: reads in as many attempts, and the scan in as many pages, as it takes.
+    found = read(call.driver, [leases.key(name) for name in names])
+    scan = query_pairs(call.driver, leases.query(limit=max(1, len(names))))
     return {
         "documents": {
             name: None if record is None else record.document.text
             for name, record in zip(names, found, strict=True)
         },
-        "index": [(item.sort, item.key.encoded) for item in scan.items],
+        "index": [(sort, key.encoded) for key, sort in scan],
     }
 
 

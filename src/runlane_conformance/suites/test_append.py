@@ -33,6 +33,7 @@ from runlane_conformance.contract.streams import (
     materialize_storage_append,
     measure_storage_append,
 )
+from runlane_conformance.contract.values import StorageRecordKey
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
@@ -46,7 +47,7 @@ from runlane_conformance.suites._append_support import (
     point_append,
     read_stream,
 )
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import chunks, limit_gated, reads, records, values
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._processes_support import w_append_batches
 
@@ -150,6 +151,14 @@ ENDED = requirement(
 )
 
 
+#: Append batches, sized from the driver's record limit (each value is a record, the head one more):
+#: a batch long enough to show order inside it, and a shorter one after it.
+LONG = values(3, least=2)
+SHORT = values(2)
+#: Keys read back in one attempt, as many as the driver allows.
+EVERY_READ = reads(100)
+
+
 @pytest.fixture
 def partition() -> str:
     return f"env-{uuid.uuid4().hex[:8]}"
@@ -193,37 +202,47 @@ def _expect_untouched(driver: StorageDriver, partition: str) -> None:
 
 
 @CONTIGUOUS
-@limit_gated("records-of-4")  # a batch of three values and the head
+@LONG.mark
 def test_positions_start_at_one_and_follow_earlier_batches(driver: StorageDriver, partition: str) -> None:
     elsewhere = f"{partition}-b"
-    first, second, third = batch(partition, "a", 3), batch(partition, "b", 2), batch(elsewhere, "c", 2)
+    long, short = LONG.of(driver), SHORT.of(driver)
+    first, second = batch(partition, "a", long), batch(partition, "b", short)
+    third = batch(elsewhere, "c", short)
     for command in (first, second, third):
         _append(driver, command)
     view = read_stream(driver, partition)
-    _expect_contiguous(view, 5)
-    assert view.sources == ["a-0", "a-1", "a-2", "b-0", "b-1"], "batches must keep their order"
+    _expect_contiguous(view, long + short)
+    expected = [f"a-{i}" for i in range(long)] + [f"b-{i}" for i in range(short)]
+    assert view.sources == expected, "batches must keep their order"
     other = read_stream(driver, elsewhere)
-    _expect_contiguous(other, 2)
+    _expect_contiguous(other, short)
 
 
 @LAYOUT_REQ
-@limit_gated("records-of-4")  # a batch of three values and the head
+@LONG.mark
 def test_appended_records_and_head_use_the_canonical_layout(driver: StorageDriver, partition: str) -> None:
-    first, second = batch(partition, "a", 2), batch(partition, "b", 3)
+    first, second = batch(partition, "a", SHORT.of(driver)), batch(partition, "b", LONG.of(driver))
+    start = len(first.values) + 1
     _append(driver, first)
     _append(driver, second)
     view = read_stream(driver, partition)
     _expect_placed(view, first, 1)
-    _expect_placed(view, second, 3)
-    expected_head = materialize_storage_append(second, 3).head
+    _expect_placed(view, second, start)
+    expected_head = materialize_storage_append(second, start).head
     assert view.head is not None, "the head must be readable by a point read"
     assert view.head.key == expected_head.key and view.head.document == expected_head.document, (
         f"the head must be {expected_head.document.text}, got {view.head.document.text}"
     )
-    # Point reads by the canonical record keys find the same records.
-    keys = [LAYOUT.record_key(partition, position) for position in range(1, 6)]
-    records = driver.transaction(lambda tx: tx.get(keys))
-    assert [r.document if r else None for r in records] == [r.document for r in view.records], (
+    # Point reads by the canonical record keys find the same records (in as many attempts as it takes).
+    keys = [LAYOUT.record_key(partition, position) for position in range(1, start + len(second.values))]
+    found: list[Any] = []
+    for part in chunks(keys, EVERY_READ.of(driver)):
+
+        def read(tx: StorageTransaction, part: list[StorageRecordKey] = part) -> list[Any]:
+            return list(tx.get(part))
+
+        found.extend(driver.transaction(read))
+    assert [r.document if r else None for r in found] == [r.document for r in view.records], (
         "a point read of the stream's record keys must return the same documents as the stream read "
         "(append.canonical-layout)"
     )
@@ -238,24 +257,26 @@ class _Halted(BaseException):
 
 
 @NOTHING_ON_ROLLBACK
-@limit_gated("records-of-4")  # a batch of three values and the head
+@LONG.mark
 @pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
 def test_an_aborted_append_consumes_no_positions(
     driver: StorageDriver, partition: str, raised: type[BaseException]
 ) -> None:
+    lost = LONG.of(driver)
+
     def aborted(tx: StorageTransaction) -> None:
-        tx.append(batch(partition, "lost", 3))
+        tx.append(batch(partition, "lost", lost))
         raise raised
 
     with propagated(
-        raised, what=f"the callback staged an append of 3 records and then raised {raised.__name__}"
+        raised, what=f"the callback staged an append of {lost} records and then raised {raised.__name__}"
     ):
         driver.transaction(aborted)
     _expect_untouched(driver, partition)
-    kept = batch(partition, "kept", 2)
+    kept = batch(partition, "kept", SHORT.of(driver))
     _append(driver, kept)
     view = read_stream(driver, partition)
-    _expect_contiguous(view, 2)
+    _expect_contiguous(view, len(kept.values))
     _expect_placed(view, kept, 1)
 
 
@@ -272,14 +293,19 @@ def _bump_fence(other_driver: StorageDriver, leases: Leases) -> None:
     other_driver.transaction(replace)
 
 
+#: A batch beside the fence record the attempt reads and replaces.
+BESIDE_FENCE = values(2, beside=1)
+
+
 @NOTHING_ON_ROLLBACK
-@limit_gated("records-of-4")  # a batch of two values, the head and the fence it read
+@BESIDE_FENCE.mark
 def test_a_replayed_append_is_applied_once(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str
 ) -> None:
     driver.transaction(lambda tx: tx.create(leases.unique("fence")))
     attempts: list[int] = []
     competitor: list[Competitor[Any]] = []
+    count = BESIDE_FENCE.of(driver)
 
     def callback(tx: StorageTransaction) -> None:
         attempts.append(1)
@@ -290,13 +316,13 @@ def test_a_replayed_append_is_applied_once(
         if not competitor:
             competitor.append(compete(lambda: _bump_fence(other_driver, leases)))
         tx.replace(fence, leases.unique("fence"))
-        tx.append(batch(partition, f"attempt{len(attempts)}", 2))
+        tx.append(batch(partition, f"attempt{len(attempts)}", count))
 
     driver.transaction(callback)
     competitor[0].settle()
     view = read_stream(driver, partition)
-    _expect_contiguous(view, 2)
-    assert view.sources == [f"attempt{len(attempts)}-0", f"attempt{len(attempts)}-1"], (
+    _expect_contiguous(view, count)
+    assert view.sources == [f"attempt{len(attempts)}-{i}" for i in range(count)], (
         f"only the committed attempt's batch may remain, got {view.sources}"
     )
 
@@ -395,17 +421,24 @@ def test_an_appending_attempt_leaves_its_own_stream_alone(
     _expect_untouched(driver, partition)
 
 
+#: Keys of another partition's stream read before appending: its head, then its first record where the
+#: attempt has room for both beside one value and the head.
+OTHER_STREAM_READS = records(2, beside=2)
+
+
 @OWN_STREAM
-@limit_gated("records-of-5")  # two reads of another stream, two values and the head
+@OTHER_STREAM_READS.mark
 def test_reading_another_partitions_stream_is_allowed(driver: StorageDriver, partition: str) -> None:
     elsewhere = f"{partition}-b"
+    read = [LAYOUT.head_key(elsewhere), LAYOUT.record_key(elsewhere, 1)][: OTHER_STREAM_READS.of(driver)]
+    count = values(2, beside=len(read)).of(driver)
 
     def callback(tx: StorageTransaction) -> None:
-        tx.get([LAYOUT.head_key(elsewhere), LAYOUT.record_key(elsewhere, 1)])
-        tx.append(batch(partition, "a", 2))
+        tx.get(read)
+        tx.append(batch(partition, "a", count))
 
     driver.transaction(callback)
-    _expect_contiguous(read_stream(driver, partition), 2)
+    _expect_contiguous(read_stream(driver, partition), count)
 
 
 def _point(driver: StorageDriver, command: AppendRecordsCommand) -> None:
@@ -413,13 +446,14 @@ def _point(driver: StorageDriver, command: AppendRecordsCommand) -> None:
 
 
 @MIXED
-@limit_gated("records-of-4")  # a batch of three values and the head
+@LONG.mark
 def test_native_and_point_appends_share_one_stream(driver: StorageDriver, partition: str) -> None:
+    long, short = LONG.of(driver), SHORT.of(driver)
     steps = [
-        ("native", batch(partition, "n1", 2)),
-        ("point", batch(partition, "p1", 2)),
+        ("native", batch(partition, "n1", short)),
+        ("point", batch(partition, "p1", short)),
         ("native", batch(partition, "n2", 1)),
-        ("point", batch(partition, "p2", 3)),
+        ("point", batch(partition, "p2", long)),
     ]
     start = 1
     placements = []
@@ -439,15 +473,15 @@ def test_native_and_point_appends_share_one_stream(driver: StorageDriver, partit
 @MIXED
 @pytest.mark.parametrize("head", ["absent", "present"])
 @pytest.mark.parametrize("open_side", ["point-writer", "native"])
-@limit_gated("records-of-4")  # a point append of three values beside the head
+@LONG.mark
 def test_racing_native_and_point_appends_stay_contiguous(
     driver: StorageDriver, other_driver: StorageDriver, partition: str, head: str, open_side: str
 ) -> None:
     if head == "present":
         _append(driver, batch(partition, "seed", 1))
     seeded = 1 if head == "present" else 0
-    rival = batch(partition, "rival", 2)
-    mine = batch(partition, "mine", 3)
+    rival = batch(partition, "rival", SHORT.of(driver))
+    mine = batch(partition, "mine", LONG.of(driver))
     competitor: list[Competitor[Any]] = []
 
     def rival_commit() -> None:
@@ -478,7 +512,7 @@ def test_racing_native_and_point_appends_stay_contiguous(
     driver.transaction(callback)
     competitor[0].settle()
     view = read_stream(driver, partition)
-    _expect_contiguous(view, seeded + 5)
+    _expect_contiguous(view, seeded + len(rival.values) + len(mine.values))
     batches = {source.rpartition("-")[0] for source in view.sources} - {"seed"}
     assert batches == {"rival", "mine"}, f"both racing batches must survive, found {view.sources}"
     rival_first = view.sources.index("rival-0") + 1
@@ -528,23 +562,24 @@ def test_a_batch_past_the_unsigned_64_bit_range_fails_and_changes_nothing(
 
 
 @BOUNDS
-@limit_gated("records-of-4")  # a batch of three values and the head
+@LONG.mark
 @pytest.mark.parametrize("start", [2**53 + 1, 2**63 - 1], ids=["past-2**53", "across-2**63"])
 def test_positions_keep_every_digit_up_to_the_unsigned_range(
     driver: StorageDriver, partition: str, start: int
 ) -> None:
     """Positions are exact decimal integers: no double (2**53) and no signed 64-bit column (2**63)."""
     _set_head(driver, partition, start)
-    command = batch(partition, "wide", 3)
+    count = LONG.of(driver)
+    command = batch(partition, "wide", count)
     _append(driver, command)
     view = read_stream(driver, partition)
-    assert view.positions == [start, start + 1, start + 2], (
-        f"with the head at {start}, a batch of 3 must take positions {start}..{start + 2}, "
+    assert view.positions == list(range(start, start + count)), (
+        f"with the head at {start}, a batch of {count} must take positions {start}..{start + count - 1}, "
         f"not {view.positions}"
     )
     _expect_placed(view, command, start)
-    assert view.next_position == start + 3, (
-        f"the head must allocate {start + 3} next, not {view.next_position}"
+    assert view.next_position == start + count, (
+        f"the head must allocate {start + count} next, not {view.next_position}"
     )
 
 
@@ -569,10 +604,10 @@ def test_an_append_onto_an_occupied_position_fails_and_changes_nothing(
     with refused(
         StorageError,
         what=f"with the head {'absent' if head == 'absent' else 'at 3'} and a record already stored at "
-        f"position {start}, the check appended a batch of 2 records",
+        f"position {start}, the check appended a batch of {SHORT.of(driver)} records",
         rule=OCCUPIED,
     ):
-        _append(driver, batch(partition, "onto", 2))
+        _append(driver, batch(partition, "onto", SHORT.of(driver)))
     after = read_stream(driver, partition)
     assert after == before, (
         f"a refused append must change nothing: before it the stream held positions {before.positions} "
@@ -581,33 +616,37 @@ def test_an_append_onto_an_occupied_position_fails_and_changes_nothing(
 
 
 @CONCURRENT
-@limit_gated("records-of-4")  # a batch of three values and the head
 @pytest.mark.parametrize("reads_first", [False, True], ids=["append-only", "after-a-read"])
 def test_concurrent_appends_get_disjoint_contiguous_ranges(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, partition: str, reads_first: bool
 ) -> None:
+    """Two batches racing from two instances; each as long as the attempt allows beside the head and,
+    in ``after-a-read``, the key it read (at core's floor that is one value each, still two ranges
+    that must not overlap)."""
     competitor: list[Competitor[Any]] = []
+    context = 1 if reads_first else 0
+    sizes = {"mine": values(3, beside=context).of(driver), "rival": values(2, beside=context).of(driver)}
 
     def rival() -> None:
         def callback(tx: StorageTransaction) -> None:
             if reads_first:
                 tx.get([leases.key("rival-context")])
-            tx.append(batch(partition, "rival", 2))
+            tx.append(batch(partition, "rival", sizes["rival"]))
 
         other_driver.transaction(callback)
 
     def callback(tx: StorageTransaction) -> None:
         if reads_first:
             tx.get([leases.key("context")])
-        tx.append(batch(partition, "mine", 3))
+        tx.append(batch(partition, "mine", sizes["mine"]))
         if not competitor:
             competitor.append(compete(rival))
 
     driver.transaction(callback)
     competitor[0].settle()
     view = read_stream(driver, partition)
-    _expect_contiguous(view, 5)
-    for tag, count in (("mine", 3), ("rival", 2)):
+    _expect_contiguous(view, sum(sizes.values()))
+    for tag, count in sizes.items():
         where = [i for i, source in enumerate(view.sources) if source.startswith(f"{tag}-")]
         assert len(where) == count, f"batch {tag} must appear exactly once, found {view.sources}"
         assert where == list(range(where[0], where[0] + count)), f"batch {tag} must be contiguous"
@@ -916,10 +955,11 @@ def test_processes_taking_turns_append_after_each_other(
     saw reuses positions at once."""
     native = driver.profile.append
     workers = runlane_workers(3)
+    longest = LONG.of(driver)
     committed: list[tuple[str, int]] = []
     for turn in range(2):
         for worker in workers:
-            tag, count = f"w{worker.index}t{turn}", 1 + (worker.index + turn) % 3
+            tag, count = f"w{worker.index}t{turn}", 1 + (worker.index + turn) % longest
             use_native = native and worker.index % 2 == 0  # processes 0 and 2 native, 1 point writes
             [(done_tag, done)] = worker.call(w_append_batches, partition, [(tag, count, use_native)], 1)
             assert (done_tag, done) == (tag, True), (
@@ -928,9 +968,9 @@ def test_processes_taking_turns_append_after_each_other(
             )
             committed.append((tag, count))
             _expect_batches(read_stream(driver, partition), committed, ordered=True)
-    own = batch(partition, "check", 2)
+    own = batch(partition, "check", SHORT.of(driver))
     driver.transaction(lambda tx: point_append(tx, own))
-    committed.append(("check", 2))
+    committed.append(("check", len(own.values)))
     _expect_batches(read_stream(driver, partition), committed, ordered=True)
 
 
@@ -941,9 +981,10 @@ def test_concurrent_appends_from_three_processes_keep_every_batch(
     """Three processes append four batches each at the same time, mixing native and point appends."""
     native = driver.profile.append
     workers = runlane_workers(3)
+    longest = LONG.of(driver)
     plans = {
         worker.index: [
-            (f"w{worker.index}b{n}", 1 + (worker.index + n) % 3, native and (worker.index + n) % 2 == 0)
+            (f"w{worker.index}b{n}", 1 + (worker.index + n) % longest, native and (worker.index + n) % 2 == 0)
             for n in range(4)
         ]
         for worker in workers

@@ -52,7 +52,7 @@ from runlane_conformance.suites._conflicts_support import (
     write_leases,
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import page, positions, records
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._processes_support import GRACE, committed, w_create_if_absent, w_increment
 
@@ -807,7 +807,7 @@ def test_an_empty_candidate_page_is_a_dependency(
 
 
 @INDEX_PHANTOM
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_a_partial_candidate_page_protects_the_rest_of_the_range(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
@@ -1173,7 +1173,7 @@ def _scan_window(leases: Leases, spec: str) -> StorageQueryRange:
     "shape",
     [
         # get-then-two-gets reads three keys and writes a fourth
-        pytest.param(shape, marks=limit_gated("records-of-4")) if shape == "get-then-two-gets" else shape
+        pytest.param(shape, marks=records(4, least=4).mark) if shape == "get-then-two-gets" else shape
         for shape in READ_SHAPES
         if shape.startswith("get-")
     ],
@@ -1249,11 +1249,15 @@ def _earlier_call_protected(
     )
 
 
+#: Positions of the duplicate call, after the attempt's first read of k.
+DUPLICATE_CALL = positions(3, least=2, beside=1)
+
+
 @REPEATABLE_READS
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "then-writes"])
 @pytest.mark.parametrize(
     "reread",
-    ["same-key", "in-a-batch", pytest.param("duplicate-in-one-call", marks=limit_gated("point-reads-of-4"))],
+    ["same-key", "in-a-batch", "duplicate-in-one-call"],
 )
 def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool, reread: str
@@ -1261,6 +1265,8 @@ def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
     write_leases(driver, leases.record("k", holder="k0"), leases.record("other", holder="o0"))
     attempts = Attempts()
     competitor: list[Competitor[object]] = []
+    # The duplicate call reads k twice, beside another key where the attempt may read four positions.
+    duplicate = ["other", "k", "k"] if DUPLICATE_CALL.of(driver) > 2 else ["k", "k"]
 
     def t2(tx: StorageTransaction) -> None:
         (k,) = tx.get([leases.key("k")])
@@ -1275,8 +1281,8 @@ def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
             (first,) = tx.get([leases.key("k")])
             if number == 1:
                 competitor.append(_t2(lambda: other_driver.transaction(t2)))
-            records = tx.get([leases.key("other"), leases.key("k"), leases.key("k")])
-            seen = [first, records[1], records[2]]
+            records = tx.get([leases.key(name) for name in duplicate])
+            seen = [first, records[-2], records[-1]]
         else:
             (first,) = tx.get([leases.key("k")])
             if number == 1:
@@ -1412,14 +1418,14 @@ def _phantom_spot(case: PhantomCase) -> tuple[str, int]:
 
 #: The page a phantom case's scan needs: three for a full page, all five scanned entries and one more
 #: for a partial page, and a first page of two and the remaining three plus one after the cursor.
-_PHANTOM_PAGE_GATES = {"full": "page-of-3", "partial": "page-of-6", "after-cursor": "page-of-4"}
+_PHANTOM_PAGES = {"full": page(3, least=3), "partial": page(6, least=6), "after-cursor": page(4, least=4)}
 
 
 @INDEX_PHANTOM
 @pytest.mark.parametrize(
     "case",
     [
-        pytest.param(case, id=case.id, marks=limit_gated(_PHANTOM_PAGE_GATES[case.page]))
+        pytest.param(case, id=case.id, marks=_PHANTOM_PAGES[case.page].mark)
         for case in PHANTOM_CASES
     ],
 )

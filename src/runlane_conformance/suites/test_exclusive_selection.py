@@ -39,7 +39,7 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import page, reads
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (
@@ -109,6 +109,10 @@ SAME_SCAN = requirement(
 )
 
 EXCLUSIVE = StorageCandidateMode.EXCLUSIVE
+#: Rows one exclusive page holds, as many as the driver's pages allow: two (or three) show order and
+#: disjointness within a page; at pages of one the rules are still judged row by row.
+HELD = page(2)
+SELECTED = page(3)
 DIRECTIONS = pytest.mark.parametrize(
     "direction", list(StorageQueryDirection), ids=[d.value for d in StorageQueryDirection]
 )
@@ -186,12 +190,7 @@ def _while_open(
 
 @DISJOINT
 @DIRECTIONS
-@pytest.mark.parametrize(
-    "phase",
-    # after-write also writes a record beside the page of three it holds
-    ["open", "after-get", "after-now", pytest.param("after-write", marks=limit_gated("records-of-4"))],
-)
-@limit_gated("page-of-3")
+@pytest.mark.parametrize("phase", ["open", "after-get", "after-now", "after-write"])
 def test_two_open_attempts_get_disjoint_rows(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -199,15 +198,17 @@ def test_two_open_attempts_get_disjoint_rows(
     direction: StorageQueryDirection,
     phase: str,
 ) -> None:
-    rows = _ordered(_rows(driver, leases, 6), direction)
-    command = leases.query(limit=3, direction=direction)
+    # The first attempt point-reads the page it holds, and after-write creates a record beside it.
+    held = min(SELECTED.of(driver), reads(3, beside=1 if phase == "after-write" else 0).of(driver))
+    rows = _ordered(_rows(driver, leases, 2 * held), direction)
+    command = leases.query(limit=held, direction=direction)
 
     def second() -> list[str]:
         return _selector(other_driver, command)()  # type: ignore[no-any-return]
 
     unrelated = leases.unique("unrelated", at=999) if phase == "after-write" else None
     first_rows, competitor = _while_open(driver, command, second, phase=phase, unrelated=unrelated)
-    assert first_rows == rows[:3], "a free index hands the first selector the first rows in order"
+    assert first_rows == rows[:held], "a free index hands the first selector the first rows in order"
     finished_while_open = competitor.finished_while_open
     second_rows = competitor.settle()
     if finished_while_open:
@@ -222,7 +223,7 @@ def test_two_open_attempts_get_disjoint_rows(
             f"rows {sorted(overlap)} were handed to two open attempts at once (the first attempt had {done}, "
             "and holds last until it commits or rolls back)"
         )
-        assert second_rows == rows[3:], "the second selector must get the free rows, in order"
+        assert second_rows == rows[held:], "the second selector must get the free rows, in order"
 
 
 def _selected_after(driver: StorageDriver, command: QueryRecordsCommand) -> list[str]:
@@ -231,12 +232,12 @@ def _selected_after(driver: StorageDriver, command: QueryRecordsCommand) -> list
 
 @RELEASED_AT_COMMIT
 @pytest.mark.parametrize("writes", [False, True], ids=["read-only", "writing"])
-@limit_gated("page-of-2")
 def test_rows_are_released_at_commit(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, writes: bool
 ) -> None:
-    rows = _rows(driver, leases, 4)
-    command = leases.query(limit=2)
+    held = HELD.of(driver)
+    rows = _rows(driver, leases, 2 * held)
+    command = leases.query(limit=held)
 
     def callback(tx: StorageTransaction) -> list[str]:
         mine = _keys(_select(tx, command))
@@ -244,11 +245,11 @@ def test_rows_are_released_at_commit(
             tx.create(leases.unique("unrelated", at=999))
         return mine
 
-    assert driver.transaction(callback) == rows[:2], (
-        "the first exclusive selector on a free index must get the first two rows, in index order"
+    assert driver.transaction(callback) == rows[:held], (
+        f"the first exclusive selector on a free index must get the first {held} rows, in index order"
     )
     for instance in (other_driver, driver):
-        assert _selected_after(instance, command) == rows[:2], (
+        assert _selected_after(instance, command) == rows[:held], (
             "rows an attempt selected must be free again once it committed"
         )
 
@@ -263,36 +264,36 @@ class _Halted(BaseException):
 
 @RELEASED_AT_ROLLBACK
 @pytest.mark.parametrize("raised", [_Raised, _Halted], ids=["exception", "base-exception"])
-@limit_gated("page-of-2")
 def test_rows_are_released_when_the_callback_raises(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, raised: type[BaseException]
 ) -> None:
-    rows = _rows(driver, leases, 4)
-    command = leases.query(limit=2)
+    held = HELD.of(driver)
+    rows = _rows(driver, leases, 2 * held)
+    command = leases.query(limit=held)
 
     def callback(tx: StorageTransaction) -> None:
-        assert _keys(_select(tx, command)) == rows[:2], (
-            "an exclusive selection must return the first two free rows, in index order"
+        assert _keys(_select(tx, command)) == rows[:held], (
+            f"an exclusive selection must return the first {held} free rows, in index order"
         )
         raise raised
 
     with propagated(
-        raised, what=f"the callback selected two rows exclusively and then raised {raised.__name__}"
+        raised, what=f"the callback selected {held} rows exclusively and then raised {raised.__name__}"
     ):
         driver.transaction(callback)
     for instance in (other_driver, driver):
-        assert _selected_after(instance, command) == rows[:2], (
+        assert _selected_after(instance, command) == rows[:held], (
             "rows held by a rolled-back attempt must be free again"
         )
 
 
 @RELEASED_AT_ROLLBACK
-@limit_gated("page-of-2")
 def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases
 ) -> None:
-    rows = _rows(driver, leases, 4)
-    command = leases.query(limit=2)
+    held = HELD.of(driver)
+    rows = _rows(driver, leases, 2 * held)
+    command = leases.query(limit=held)
     driver.transaction(lambda tx: tx.create(leases.unique("fence", at=999)))
     attempts: list[list[str]] = []
     competitor: list[Competitor[Any]] = []
@@ -319,12 +320,12 @@ def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
 
     driver.transaction(callback)
     competitor[0].settle()
-    assert attempts[-1] == rows[:2], (
+    assert attempts[-1] == rows[:held], (
         f"the committed attempt selected {attempts[-1]}: rows held by an earlier, aborted attempt of the "
         "same transaction were not released before the replay"
     )
-    assert _selected_after(other_driver, command) == rows[:2], (
-        "once the replayed attempt committed, the next selector must get the first two rows again "
+    assert _selected_after(other_driver, command) == rows[:held], (
+        "once the replayed attempt committed, the next selector must get the first rows again "
         "(exclusive_selection.released-at-commit)"
     )
 
@@ -355,7 +356,7 @@ def test_advisory_reads_ignore_exclusive_holds(
 
 @ADVISORY
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_advisory_selection_holds_nothing(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -382,7 +383,7 @@ def test_advisory_selection_holds_nothing(
 
 
 @ADVISORY
-@limit_gated("page-of-4")
+@page(4, least=4).mark
 @pytest.mark.parametrize("mode", [None, StorageCandidateMode.ADVISORY], ids=["default", "advisory"])
 def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
     driver: StorageDriver,
@@ -429,7 +430,7 @@ def test_an_advisory_read_after_an_exclusive_selection_holds_nothing_more(
 
 @FULL_PAGE
 @DIRECTIONS
-@limit_gated("page-of-3")
+@page(3, least=3).mark
 def test_a_full_exclusive_page_continues_with_its_cursor(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
@@ -460,7 +461,7 @@ def test_a_full_exclusive_page_continues_with_its_cursor(
 
 @NO_LOOKAHEAD
 @DIRECTIONS
-@pytest.mark.parametrize("page", [1, pytest.param(3, marks=limit_gated("page-of-3"))])
+@pytest.mark.parametrize("page", [1, pytest.param(3, marks=page(3, least=3).mark)])
 def test_no_row_beyond_the_page_is_held(
     driver: StorageDriver,
     other_driver: StorageDriver,
@@ -583,22 +584,20 @@ def test_rows_held_in_one_process_are_free_in_others_once_its_attempt_ended(
 
 
 @DISJOINT
-@limit_gated("page-of-2")
 def test_a_record_held_through_one_index_is_not_handed_out_through_another(
     driver: StorageDriver, other_driver: StorageDriver
 ) -> None:
     """Holds belong to records, not to index entries: runs are listed by RunsByStatus and RunsByCreatedAt."""
     env = fresh_environment("exclusive")
-    # Four runs, two held; with a smaller page allowed, as many runs as one page holds, one left free.
-    count = min(4, driver.profile.limits.max_query_results)
-    runs = [run_record(env, f"run-{n}", created=n) for n in range(count)]
+    # A page of held runs and a page of free ones (two each where pages allow).
+    held = free = HELD.of(driver)
+    runs = [run_record(env, f"run-{n}", created=n) for n in range(held + free)]
     write_records(driver, runs, batch=_batch(driver))
     keys = [run.key.encoded for run in runs]
-    held = min(2, len(runs) - 1)
     by_status = QueryRecordsCommand(
         StorageIndexName.RUNS_BY_STATUS, env, held, StorageQueryRange.prefix((RunStatus.RUNNING.value,))
     )
-    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, len(runs))
+    by_created = QueryRecordsCommand(StorageIndexName.RUNS_BY_CREATED_AT, env, free)
     first_rows, competitor = _while_open(driver, by_status, _selector(other_driver, by_created))
     assert first_rows == keys[:held], (
         f"RunsByStatus must hand the first selector the {held} oldest running runs"
@@ -686,8 +685,8 @@ def test_exclusive_pages_select_what_advisory_pages_select(
 @pytest.mark.parametrize(
     "again",
     [
-        pytest.param("same-page", marks=limit_gated("page-of-2")),
-        pytest.param("next-page", marks=limit_gated("page-of-4")),
+        pytest.param("same-page", marks=page(2, least=2).mark),
+        pytest.param("next-page", marks=page(4, least=4).mark),
     ],
 )
 def test_an_attempt_is_not_kept_from_rows_it_holds_itself(
@@ -744,13 +743,14 @@ def test_an_exclusive_cursor_is_refused_under_a_changed_scope(
 
 @FULL_PAGE
 @DIRECTIONS
-@limit_gated("page-of-3")
 def test_a_full_middle_page_continues_too(
     driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
-    """Seven rows in pages of three: the second page, reached through a cursor, is full and rows follow."""
-    rows = _ordered(_rows(driver, leases, 7), direction)
-    command = leases.query(limit=3, direction=direction)
+    """Two full pages and one more row (pages of three where allowed): the second page, reached through a
+    cursor, is full and rows follow."""
+    size = SELECTED.of(driver)
+    rows = _ordered(_rows(driver, leases, 2 * size + 1), direction)
+    command = leases.query(limit=size, direction=direction)
 
     def callback(tx: StorageTransaction) -> list[list[str]]:
         pages: list[list[str]] = []
@@ -765,20 +765,21 @@ def test_a_full_middle_page_continues_too(
                 current = command.with_cursor(page.cursor)
         return pages
 
-    assert driver.transaction(callback) == [rows[:3], rows[3:6], rows[6:]], (
+    assert driver.transaction(callback) == [rows[:size], rows[size : 2 * size], rows[2 * size :]], (
         "following exclusive cursors must select the rows page after page, in order"
     )
 
 
 @NO_LOOKAHEAD
 @DIRECTIONS
-@limit_gated("page-of-2")
 def test_no_row_beyond_a_continued_page_is_held(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, direction: StorageQueryDirection
 ) -> None:
-    """Two pages of two through a cursor, out of five free rows: the fifth stays free for another attempt."""
-    rows = _ordered(_rows(driver, leases, 5), direction)
-    command = leases.query(limit=2, direction=direction)
+    """Two pages through a cursor (of two rows where allowed), out of one row more: the last row stays
+    free for another attempt."""
+    size = HELD.of(driver)
+    rows = _ordered(_rows(driver, leases, 2 * size + 1), direction)
+    command = leases.query(limit=size, direction=direction)
     started: list[Competitor[Any]] = []
 
     def callback(tx: StorageTransaction) -> list[str]:
@@ -790,11 +791,11 @@ def test_no_row_beyond_a_continued_page_is_held(
         return _keys(first) + _keys(second)
 
     mine = driver.transaction(callback)
-    assert mine == rows[:4], "two exclusive pages of two must be the first four rows in index order"
+    assert mine == rows[: 2 * size], "two exclusive pages must be the first rows in index order"
     finished_while_open = started[0].finished_while_open
     theirs = started[0].settle()
     if finished_while_open:
-        assert theirs == rows[4:], (
-            f"with four of five rows held through two pages, the next selector must get the fifth; got "
+        assert theirs == rows[2 * size :], (
+            f"with all rows but the last held through two pages, the next selector must get the last; got "
             f"{theirs}: the continued page held a row it did not return"
         )

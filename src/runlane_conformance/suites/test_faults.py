@@ -47,7 +47,7 @@ from runlane_conformance.suites._faults_support import (
     hold_trials,
     report,
 )
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import limit_gated, page
 
 T = TypeVar("T", CounterTrial, BatchTrial, HoldTrial)
 
@@ -327,7 +327,7 @@ def under_hold_faults(runlane_requirement: Requirement, runlane_harness: DriverH
 
 
 @HOLDS_RELEASED
-@limit_gated("page-of-2")
+@page(2, least=2).mark
 def test_rows_a_faulted_attempt_held_are_free_again(under_hold_faults: list[HoldTrial]) -> None:
     fired = _fired(under_hold_faults)
     problems = [

@@ -33,7 +33,7 @@ from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import positions, reads
 from runlane_conformance.suites._messages import missing
 
 CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
@@ -83,14 +83,24 @@ def _read(driver: StorageDriver, keys: list[object]) -> list[StoredRecord | None
     return driver.transaction(lambda tx: tx.get(keys))  # type: ignore[arg-type]
 
 
+#: One get() of a request mixing order, a repeat and a miss: as long as the driver lets one call read, and
+#: never shorter than three positions (against the stored order, then a repeat).
+REQUEST = positions(5, least=3)
+#: A drawn request: as many positions as one get() may read, as many distinct keys as one attempt holds.
+EVERY_READ = positions(12)
+DISTINCT_KEYS = reads(5)
+
+
 @POSITIONS
-@limit_gated("point-reads-of-5")
+@REQUEST.mark
 def test_get_returns_one_result_per_position_in_order(driver: StorageDriver, leases: Leases) -> None:
     _write(driver, leases.unique("a"), leases.unique("b"))
     a, b, missing = leases.key("a"), leases.key("b"), leases.key("missing")
-    results = _read(driver, [b, missing, a, b, a])
-    assert len(results) == 5, "get() must return exactly one result per requested key"
-    expected = [b, None, a, b, a]
+    length = REQUEST.of(driver)
+    request: list[object] = [b, a, b, missing, a]
+    results = _read(driver, request[:length])
+    assert len(results) == length, "get() must return exactly one result per requested key"
+    expected = [b, a, b, None, a][:length]
     for position, (result, key) in enumerate(zip(results, expected, strict=True)):
         if key is None:
             assert result is None, f"position {position} asked for an absent key and must be None"
@@ -108,8 +118,11 @@ def test_get_returns_one_result_per_position_in_order(driver: StorageDriver, lea
 def test_get_positions_hold_for_any_request_order(
     driver: StorageDriver, leases: Leases, order: list[str]
 ) -> None:
-    # One get() may ask for no more keys than max_point_reads (more is a limit error, another rule).
-    order = order[: driver.profile.limits.max_point_reads]
+    # One get() may ask for no more keys than max_point_reads, and every distinct key it reads is one of
+    # the attempt's max_transaction_records (more is a limit error, another rule).
+    order = order[: EVERY_READ.of(driver)]
+    distinct = DISTINCT_KEYS.of(driver)
+    order = order[: next((i for i in range(len(order)) if len(set(order[: i + 1])) > distinct), len(order))]
     # The store is shared by all examples of this test: write once, then only read.
     if not driver.transaction(lambda tx: tx.get([leases.key("a")]))[0]:
         _write(driver, leases.unique("a"), leases.unique("b"), leases.unique("c"))

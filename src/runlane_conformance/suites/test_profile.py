@@ -649,7 +649,7 @@ def test_commits_of_a_killed_process_are_read_back_by_a_fresh_one(
     index = [tuple(pair) for pair in seen["index"]]
     if driver.profile.index_consistency is not StorageIndexConsistency.STRONG:
         settle_indexes(driver)  # the fresh process's own read may lag; read again once caught up
-        index = [(item.sort, item.key.encoded) for item in driver.query(leases.query(limit=3)).items]
+        index = [(sort, key.encoded) for key, sort in query_pairs(driver, leases.query(limit=3))]
     assert index == entries, (
         f"after the writer was killed, the index held {index}, expected {entries}: index entries commit with "
         "their records and are as durable as they"

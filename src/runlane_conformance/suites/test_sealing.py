@@ -29,7 +29,7 @@ from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.suites._limit_gates import records
 from runlane_conformance.suites._messages import CALLBACK_ERROR_RULE, missing, propagated, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
@@ -543,7 +543,7 @@ WRITES_AFTER_SEAL = requirement(
 
 
 @WRITES_AFTER_SEAL
-@pytest.mark.parametrize("sealed_by", ["now", pytest.param("mutation", marks=limit_gated("records-of-4"))])
+@pytest.mark.parametrize("sealed_by", ["now", pytest.param("mutation", marks=records(4, least=4).mark)])
 def test_every_kind_of_write_after_the_seal_commits(
     driver: StorageDriver, leases: Leases, sealed_by: str
 ) -> None:

@@ -130,6 +130,12 @@ export interface Backend<Store = unknown> {
   addressOf?(store: Store): Promise<Json | null> | Json | null;
   attach?(address: Json): Promise<Store> | Store;
   close?(store: Store): Promise<void> | void;
+  /**
+   * For eventual indexes: resolve `true` once every index of `store` shows every commit finished
+   * before the call, `false` if `timeout` seconds pass first. Offered, the toolkit's checks wait on
+   * it instead of polling, as they do for a Python store handle's `settle`.
+   */
+  settle?(store: Store, options: { timeout: number }): Promise<boolean> | boolean;
 }
 
 /** The stream the protocol is read from (any Node readable stream; stdin by default). */

@@ -54,7 +54,9 @@ const dateToWire = (value) => (value instanceof Date ? isoDate(value) : value);
  * `backend` names itself (`name`, `version`, `driver`), advertises `profile`, and makes stores
  * and drivers: `open()` returns a new, empty, isolated store (any value); `connect(store,
  * {clock})` returns a new driver instance on it. Optional: `addressOf(store)` (a JSON address
- * another backend process can `attach(address)` to), `attach(address)`, `close(store)`.
+ * another backend process can `attach(address)` to), `attach(address)`, `close(store)`, and
+ * `settle(store, {timeout})` (resolves `true` once a store's eventual indexes show every commit
+ * finished before the call, `false` when `timeout` seconds passed first).
  *
  * Resolves once `input` has closed and every driver was closed. With the default streams the
  * process then exits, so an open database pool cannot keep a finished backend alive.
@@ -178,7 +180,10 @@ class Session {
     const id = `s${this.nextId()}`;
     this.stores.set(id, store);
     const address = this.backend.addressOf ? await this.backend.addressOf(store) : null;
-    return { store: id, address: address ?? null };
+    const answer = { store: id, address: address ?? null };
+    // Every optional hook the backend offers is announced, so the toolkit's store handle has it too.
+    if (typeof this.backend.settle === 'function') answer.settle = true;
+    return answer;
   }
 }
 
@@ -199,6 +204,13 @@ const OPS = {
   async attach({ address }) {
     if (!this.backend.attach) throw unsupported('this backend cannot attach to a store of another process');
     return this.addStore(await this.backend.attach(address));
+  },
+  async settle({ store, timeout }) {
+    const value = this.lookup(this.stores, store, 'store');
+    if (typeof this.backend.settle !== 'function') throw unsupported('this backend offers no settle hook');
+    const converged = await this.backend.settle(value, { timeout });
+    if (typeof converged !== 'boolean') throw new TypeError(`settle() must resolve to a boolean, got ${String(converged)}`);
+    return converged;
   },
   async close_store({ store }) {
     const value = this.lookup(this.stores, store, 'store');

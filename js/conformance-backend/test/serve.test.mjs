@@ -209,6 +209,57 @@ test('closing a store closes its drivers and the store, and forgets its attempts
   await s.done;
 });
 
+test('a backend without settle does not announce it, and a settle request is told unsupported', async () => {
+  const s = session();
+  const [, opened] = await s.ask('open');
+  assert.equal(opened.ok.settle, undefined);
+  const [, reply] = await s.ask('settle', { store: opened.ok.store, timeout: 1 });
+  assert.equal(reply.error.kind, 'unsupported');
+  assert.match(reply.error.message, /no settle hook/);
+  s.end();
+});
+
+test('a backend with settle announces it on open and answers with what the hook resolved', async () => {
+  const input = new PassThrough();
+  const output = new PassThrough();
+  const calls = [];
+  const done = serve(
+    {
+      name: 'toy',
+      version: '1.0.0',
+      driver: 'toy',
+      profile: new ToyDriver([]).profile,
+      open: () => ({ name: 'store' }),
+      connect: (store, { clock }) => new ToyDriver([], clock),
+      settle: (store, { timeout }) => {
+        calls.push([store.name, timeout]);
+        return timeout > 0;
+      },
+    },
+    { input, output },
+  );
+  const lines = [];
+  let buffered = '';
+  output.on('data', (chunk) => {
+    buffered += chunk;
+    const complete = buffered.split('\n');
+    buffered = complete.pop();
+    lines.push(...complete.map((line) => JSON.parse(line)));
+  });
+  const reply = async (message) => {
+    input.write(`${JSON.stringify(message)}\n`);
+    while (!lines.some((line) => line.re === message.id)) await new Promise((resolve) => setImmediate(resolve));
+    return lines.find((line) => line.re === message.id);
+  };
+  const opened = await reply({ id: 1, op: 'open' });
+  assert.equal(opened.ok.settle, true);
+  assert.deepEqual(await reply({ id: 2, op: 'settle', store: opened.ok.store, timeout: 2.5 }), { re: 2, ok: true });
+  assert.deepEqual(await reply({ id: 3, op: 'settle', store: opened.ok.store, timeout: 0 }), { re: 3, ok: false });
+  assert.deepEqual(calls, [['store', 2.5], ['store', 0]]);
+  input.end();
+  await done;
+});
+
 test('StorageError refuses a kind the contract does not have', () => {
   assert.throws(() => new StorageError('oops', 'x'), TypeError);
 });

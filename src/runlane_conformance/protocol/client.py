@@ -56,14 +56,12 @@ from ..contract.errors import StorageValidationError
 from ..faults.plan import FaultHook, InjectedFault
 from ..safe_text import one_line, redact_text
 from .errors import (
-    CALLBACK_FAILED,
     BackendError,
     BackendExitedError,
     BackendProtocolError,
     BackendTimeoutError,
     error_from_wire,
-    error_kind_of,
-    error_to_wire,
+    exception_to_wire,
 )
 from .wire import date_to_wire
 
@@ -462,9 +460,9 @@ class BackendProcess:
             value = callback(attempt)
         except BaseException as error:
             outcomes.errors[attempt] = error
-            wire = error_to_wire(error) if error_kind_of(error) else {"kind": CALLBACK_FAILED}
-            wire["message"] = f"{type(error).__name__}: {error}"
-            self._reply(message["id"], error=wire)
+            # Described in full (type, base, chain, the backend's own object if it is one), so the
+            # driver's code meets the exception it would meet in process (``exception_to_wire``).
+            self._reply(message["id"], error=exception_to_wire(error))
             return
         outcomes.values[attempt] = value
         self._reply(message["id"], ok=None)
@@ -488,7 +486,7 @@ class BackendProcess:
             moment = date_to_wire(clock())
         except BaseException as error:
             with contextlib.suppress(BackendError):
-                self._reply(message["id"], error=error_to_wire(error))
+                self._reply(message["id"], error=exception_to_wire(error))
             return
         with contextlib.suppress(BackendError):
             self._reply(message["id"], ok=moment)
@@ -535,7 +533,7 @@ class BackendProcess:
             answer = {"fault": "lose_reply" if ran else "cut", "message": str(fault)}
         except BaseException as error:
             with contextlib.suppress(BackendError):
-                self._reply(message["id"], error=error_to_wire(error))
+                self._reply(message["id"], error=exception_to_wire(error))
             return
         with contextlib.suppress(BackendError):
             self._reply(message["id"], ok=answer)

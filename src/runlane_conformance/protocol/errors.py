@@ -16,6 +16,8 @@ broken backend for a driver that refused something correctly.
 
 from __future__ import annotations
 
+import builtins
+import threading
 import types
 from collections.abc import Mapping
 
@@ -45,6 +47,7 @@ from ..contract.errors import (
 __all__ = [
     "CALLBACK_FAILED",
     "ERROR_KINDS",
+    "RAISED_ATTRIBUTE",
     "BackendDriverError",
     "BackendError",
     "BackendExitedError",
@@ -53,6 +56,7 @@ __all__ = [
     "error_from_wire",
     "error_kind_of",
     "error_to_wire",
+    "exception_to_wire",
 ]
 
 #: Every contract error type the protocol carries, by its wire name. One line per type.
@@ -83,6 +87,13 @@ CALLBACK_FAILED = "callback_failed"
 INTERNAL = "internal"
 
 _KIND_OF_TYPE = {error_type: kind for kind, error_type in ERROR_KINDS.items()}
+
+#: The attribute the toolkit sets on an exception it made from a backend's error that carried
+#: ``raised`` (the backend's id for the exception object its driver raised). When a callback lets
+#: that exception out, the toolkit names the id again, and the backend raises its own object.
+RAISED_ATTRIBUTE = "runlane_backend_raised"
+#: How deep a described exception's chain (``__cause__``/``__context__``) goes on the wire.
+_CHAIN_DEPTH = 8
 
 
 class BackendError(RunlaneError):
@@ -119,13 +130,83 @@ def error_kind_of(error: BaseException) -> str | None:
 
 
 def error_to_wire(error: BaseException) -> dict[str, object]:
-    """The ``error`` member of a reply for ``error``; contract errors keep their kind (and limit details)."""
+    """The ``error`` member of a reply for ``error``; contract errors keep their kind (and limit details).
+
+    Anything else is ``internal``, with an ``exception`` member naming its class and nearest
+    built-in base (see ``error_from_wire``).
+    """
     kind = error_kind_of(error)
     if kind is None:
-        return {"kind": INTERNAL, "message": f"{type(error).__name__}: {error}"}
+        return {
+            "kind": INTERNAL,
+            "message": f"{type(error).__name__}: {error}",
+            "exception": _describe(error, 1, set()),
+        }
     wire: dict[str, object] = {"kind": kind, "message": str(error)}
     if isinstance(error, StorageLimitError):
         wire.update(limit=error.limit.value, maximum=error.maximum, actual=error.actual)
+    return wire
+
+
+def _plain_args(error: BaseException) -> list[object] | None:
+    """``error.args`` when every one is a JSON scalar (so it can be rebuilt as it was), else ``None``."""
+    args = list(error.args)
+    if all(arg is None or type(arg) in (str, int, float, bool) for arg in args):
+        return args
+    return None
+
+
+def _describe(error: BaseException, depth: int, seen: set[int]) -> dict[str, object]:
+    seen.add(id(error))
+    klass = type(error)
+    base = next(k for k in klass.__mro__ if k.__module__ == "builtins")
+    described: dict[str, object] = {
+        "type": klass.__qualname__,
+        "module": klass.__module__,
+        "base": base.__name__,
+        "message": str(error),
+    }
+    args = _plain_args(error)
+    if args is not None:
+        described["args"] = args
+    kind = error_kind_of(error)
+    if kind is not None:
+        described.update({key: value for key, value in error_to_wire(error).items() if key != "message"})
+    raised = getattr(error, RAISED_ATTRIBUTE, None)
+    if isinstance(raised, str):
+        described["raised"] = raised
+    if depth > 1:
+        cause, context = error.__cause__, error.__context__
+        links = [("cause", cause)]
+        if context is not None and context is cause:
+            described["context_is_cause"] = True  # ``raise ... from error`` inside ``except error``
+        else:
+            links.append(("context", context))
+        for name, linked in links:
+            if linked is not None and id(linked) not in seen:  # ``seen``: the path down, against cycles
+                described[name] = _describe(linked, depth - 1, seen)
+    seen.discard(id(error))
+    if error.__suppress_context__:
+        described["suppress_context"] = True
+    return described
+
+
+def exception_to_wire(error: BaseException) -> dict[str, object]:
+    """The ``error`` member for an exception the toolkit's side raised (a callback, a clock, a fault hook).
+
+    It is ``error_to_wire``'s answer (the contract kind, or ``callback_failed``) plus
+    ``exception``: the type's name, module and nearest built-in base, its message and
+    arguments, the backend's id when the exception is one the backend's driver raised
+    (``raised``), and its ``cause``/``context`` chain described the same way. A backend uses it
+    to raise, inside the driver's code, an exception that the driver's ``except`` clauses treat
+    exactly as they would treat the original in process (``KeyboardInterrupt`` stays a
+    ``BaseException``, a ``ConnectionError`` its driver raised comes back as that very object).
+    Backends that do not know the member ignore it.
+    """
+    kind = error_kind_of(error)
+    wire: dict[str, object] = error_to_wire(error) if kind is not None else {"kind": CALLBACK_FAILED}
+    wire["message"] = str(error) if kind is not None else f"{type(error).__name__}: {error}"
+    wire["exception"] = _describe(error, _CHAIN_DEPTH, set())
     return wire
 
 
@@ -135,14 +216,68 @@ def error_from_wire(wire: Mapping[str, object], *, context: str) -> Exception:
     A contract kind gives an instance of its contract type; ``internal``
     gives ``BackendDriverError``; an unknown kind or a limit error without
     valid details gives ``BackendProtocolError``. ``context`` names the
-    request in messages.
+    request in messages. A ``raised`` member (the backend's id for the
+    exception object its driver raised) is kept on the result as
+    ``RAISED_ATTRIBUTE``, so ``exception_to_wire`` can name that object
+    again if a callback lets the exception through.
     """
+    error = _error_from_wire(wire, context)
+    raised = wire.get("raised")
+    if isinstance(raised, str) and not isinstance(error, BackendProtocolError):
+        setattr(error, RAISED_ATTRIBUTE, raised)
+    return error
+
+
+_DRIVER_ERROR_CLASSES: dict[tuple[str, type[Exception]], type[BackendDriverError]] = {}
+_DRIVER_ERROR_CLASSES_LOCK = threading.Lock()
+
+
+def _driver_error_class(described: Mapping[object, object]) -> type[BackendDriverError]:
+    """A ``BackendDriverError`` that also has the driver's exception's nearest built-in base.
+
+    So the checks' own ``except`` clauses (``except ConnectionError``, ``except LookupError``)
+    treat a driver's non-contract exception as they would in process, while it stays a
+    ``BackendDriverError``: a crash of the judged driver, never one of the toolkit's own types.
+    Only ``Exception`` families qualify, and ``AssertionError`` does not (it is how a check
+    fails): the backend's word must not stop a run or pass for the judge's verdict.
+    """
+    name, base_name = described.get("type"), described.get("base")
+    base = getattr(builtins, base_name, None) if isinstance(base_name, str) else None
+    if (
+        not isinstance(base, type)
+        or not issubclass(base, Exception)
+        or issubclass(base, AssertionError)
+        or base is Exception
+    ):
+        return BackendDriverError
+    shown = (
+        name.rpartition(".")[2] if isinstance(name, str) and name.rpartition(".")[2].isidentifier() else ""
+    )
+    key = (shown[:100] or base.__name__, base)
+    with _DRIVER_ERROR_CLASSES_LOCK:
+        klass = _DRIVER_ERROR_CLASSES.get(key)
+        if klass is None:
+            try:
+                klass = type(key[0], (BackendDriverError, base), {"__module__": __name__})
+            except TypeError:  # bases whose layouts cannot be combined
+                klass = BackendDriverError
+            _DRIVER_ERROR_CLASSES[key] = klass
+    return klass
+
+
+def _error_from_wire(wire: Mapping[str, object], context: str) -> Exception:
     kind = wire.get("kind")
     message = wire.get("message", "")
     if not isinstance(message, str):
         message = repr(message)
     if kind == INTERNAL:
-        return BackendDriverError(f"the backend's driver failed during {context}: {message}")
+        text = f"the backend's driver failed during {context}: {message}"
+        described = wire.get("exception")
+        klass = _driver_error_class(described) if isinstance(described, Mapping) else BackendDriverError
+        try:
+            return klass(text)
+        except Exception:  # a built-in base with a constructor of its own
+            return BackendDriverError(text)
     error_type = ERROR_KINDS.get(kind) if isinstance(kind, str) else None
     if error_type is None:
         known = ", ".join((*ERROR_KINDS, INTERNAL))

@@ -69,12 +69,14 @@ from .wire import (
 )
 
 __all__ = [
+    "STORE_HOOKS",
     "BackendInfo",
     "ProcessDriver",
     "ProcessFaultHookStore",
     "ProcessHarness",
     "ProcessOperatorDriver",
     "ProcessProxiedStore",
+    "ProcessSettlingStore",
     "ProcessStoreHandle",
     "ProcessTransaction",
     "process_harness",
@@ -288,11 +290,19 @@ class ProcessOperatorDriver(ProcessDriver):
 class ProcessStoreHandle:
     """A store inside the backend; ``connect()`` opens backend connections on it."""
 
-    def __init__(self, harness: ProcessHarness, backend: BackendProcess, store: str, address: object) -> None:
+    def __init__(
+        self,
+        harness: ProcessHarness,
+        backend: BackendProcess,
+        store: str,
+        address: object,
+        target: tuple[str, int] | None = None,
+    ) -> None:
         self._harness = harness
         self._backend = backend
         self._store = store
         self._address = address
+        self._target = target
         self._drivers: list[ProcessDriver] = []
 
     def connect(self, *, clock: Clock | None = None) -> ProcessDriver:
@@ -361,18 +371,8 @@ class ProcessFaultHookStore(ProcessStoreHandle):
 class ProcessProxiedStore(ProcessStoreHandle):
     """A backend store whose driver talks TCP to a server, so the suite's fault proxy can sit between."""
 
-    def __init__(
-        self,
-        harness: ProcessHarness,
-        backend: BackendProcess,
-        store: str,
-        address: object,
-        target: tuple[str, int],
-    ) -> None:
-        super().__init__(harness, backend, store, address)
-        self._target = target
-
     def proxy_target(self) -> tuple[str, int]:
+        assert self._target is not None, "made only for an answer with proxy_target"
         return self._target
 
     def connect_through(self, address: tuple[str, int], *, clock: Clock | None = None) -> ProcessDriver:
@@ -380,10 +380,55 @@ class ProcessProxiedStore(ProcessStoreHandle):
         return self._connect(clock, {"through": [host, port]})
 
 
+class ProcessSettlingStore(ProcessStoreHandle):
+    """A backend store whose handle offers ``settle`` (``SettlingStore``); one ``settle`` request a call."""
+
+    def settle(self, *, timeout: float) -> bool:
+        """Forward the hook; the exchange may take the hook's ``timeout`` on top of the usual one."""
+        answer = self._backend.request(
+            "settle", {"store": self._store, "timeout": timeout}, timeout=self._backend.timeout + timeout
+        )
+        if not isinstance(answer, bool):
+            raise BackendProtocolError(f"the answer to 'settle' is not a boolean: {answer!r}")
+        return answer
+
+
+#: Every optional hook a store handle may offer in process (the optional protocols of
+#: ``runlane_conformance.harness``), the member of ``open``/``attach``'s answer by which a backend
+#: says its store offers it, and the handle class that forwards it. The hook-parity test holds this
+#: table against those protocols, so a hook added there without a way across fails the suite.
+STORE_HOOKS: Mapping[str, tuple[str, type[ProcessStoreHandle]]] = {
+    "proxy_target": ("proxy_target", ProcessProxiedStore),
+    "connect_through": ("proxy_target", ProcessProxiedStore),
+    "connect_with_faults": ("fault_hook", ProcessFaultHookStore),
+    "settle": ("settle", ProcessSettlingStore),
+}
+
+_HANDLE_CLASSES: dict[tuple[type[ProcessStoreHandle], ...], type[ProcessStoreHandle]] = {}
+_HANDLE_CLASSES_LOCK = threading.Lock()
+
+
+def _handle_class(mixins: tuple[type[ProcessStoreHandle], ...]) -> type[ProcessStoreHandle]:
+    """The handle class offering exactly the hooks of ``mixins`` (made once per combination)."""
+    if not mixins:
+        return ProcessStoreHandle
+    if len(mixins) == 1:
+        return mixins[0]
+    with _HANDLE_CLASSES_LOCK:
+        klass = _HANDLE_CLASSES.get(mixins)
+        if klass is None:
+            name = "".join(mixin.__name__.removeprefix("Process").removesuffix("Store") for mixin in mixins)
+            klass = type(
+                f"Process{name}Store", mixins, {"__doc__": "A backend store with each of these hooks."}
+            )
+            _HANDLE_CLASSES[mixins] = klass
+    return klass
+
+
 def _store_handle(
     harness: ProcessHarness, backend: BackendProcess, answer: Mapping[str, Any]
 ) -> ProcessStoreHandle:
-    """The handle class that offers what the backend said this store offers (a fault mechanism or none)."""
+    """A handle offering exactly the hooks the backend said this store offers (fault mechanisms, settle)."""
     store = _text(answer.get("store"), "a store id")
     address = answer.get("address")
     target = answer.get("proxy_target")
@@ -395,10 +440,12 @@ def _store_handle(
             and type(target[1]) is int
         ):
             raise BackendProtocolError(f"a store's proxy_target is not [host, port]: {target!r}")
-        return ProcessProxiedStore(harness, backend, store, address, (target[0], target[1]))
-    if answer.get("fault_hook") is True:
-        return ProcessFaultHookStore(harness, backend, store, address)
-    return ProcessStoreHandle(harness, backend, store, address)
+        target = (target[0], target[1])
+    mixins: list[type[ProcessStoreHandle]] = []
+    for member, mixin in dict(STORE_HOOKS.values()).items():
+        if answer.get(member) not in (None, False) and mixin not in mixins:
+            mixins.append(mixin)
+    return _handle_class(tuple(mixins))(harness, backend, store, address, target)
 
 
 class ProcessHarness:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import builtins
 import itertools
 import json
 import os
@@ -42,7 +43,12 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import IO, Any, TypeVar
 
-from ..contract.errors import StorageError, StorageUsageError, StorageValidationError
+from ..contract.errors import (
+    StorageError,
+    StorageUnsupportedError,
+    StorageUsageError,
+    StorageValidationError,
+)
 from ..contract.protocols import StorageDriver, StorageTransaction
 from ..contract.values import StoredRecord
 from ..faults.plan import InjectedFault
@@ -51,9 +57,11 @@ from ..harness import (
     FaultHookStore,
     HarnessError,
     ProxiedStore,
+    SettlingStore,
     StoreHandle,
     load_harness,
     parse_driver_options,
+    settle_store,
 )
 from .client import PRIVATE_OPTIONS_FD_VARIABLE, PROTOCOL_VERSION
 from .errors import CALLBACK_FAILED, ERROR_KINDS, error_from_wire, error_to_wire
@@ -77,7 +85,63 @@ _OPERATOR_READS = ("get_run", "list_runs", "list_run_events")
 
 
 class CallbackFailedError(Exception):
-    """Raised inside the driver's callback when the toolkit's callback raised something non-contract."""
+    """Raised inside the driver's callback when the toolkit's callback raised something non-contract
+    and did not describe it (a toolkit older than ``exception`` descriptions)."""
+
+
+_STAND_INS: dict[tuple[str, str, type[BaseException]], type[BaseException]] = {}
+_STAND_INS_LOCK = threading.Lock()
+
+
+def _exception_type(described: Mapping[str, Any]) -> type[BaseException]:
+    """The class to raise for a described exception: the very class when this process has it, else a stand-in.
+
+    The very class is used when it is built in, or when its module is already imported here (the
+    toolkit's and the driver's own modules are: both sides run the same code). Otherwise a class of
+    the same name and module is made once, derived from the same nearest built-in base, so every
+    ``except`` clause a driver can write about it (``Exception``, ``BaseException``,
+    ``ConnectionError``, ...) decides as it would in process.
+    """
+    name, module, base_name = described.get("type"), described.get("module"), described.get("base")
+    base = getattr(builtins, base_name, None) if isinstance(base_name, str) else None
+    if not (isinstance(base, type) and issubclass(base, BaseException)):
+        base = Exception
+    if not isinstance(name, str) or not name:
+        return base
+    module = module if isinstance(module, str) else "builtins"
+    if module == "builtins":
+        found = getattr(builtins, name, None)
+        return found if isinstance(found, type) and issubclass(found, base) else base
+    target: object = sys.modules.get(module)
+    for part in name.split(".") if target is not None else ():
+        target = getattr(target, part, None)
+    if isinstance(target, type) and issubclass(target, base):
+        return target
+    key = (module, name, base)
+    with _STAND_INS_LOCK:
+        stand_in = _STAND_INS.get(key)
+        if stand_in is None:
+            stand_in = type(
+                name.rpartition(".")[2],
+                (base,),
+                {
+                    "__module__": module,
+                    "__qualname__": name,
+                    "__doc__": "Stands in for an exception class of the toolkit, with the same bases.",
+                },
+            )
+            _STAND_INS[key] = stand_in
+    return stand_in
+
+
+def _instance(klass: type[BaseException], described: Mapping[str, Any], message: str) -> BaseException:
+    args = described.get("args")
+    try:
+        return klass(*args) if isinstance(args, list) else klass(message)
+    except Exception:  # a constructor of its own: the instance is made without it, with its args
+        error = klass.__new__(klass)
+        error.args = tuple(args) if isinstance(args, list) else (message,)
+        return error
 
 
 T = TypeVar("T")
@@ -187,14 +251,14 @@ class _RemoteFaultHook:
     writes and faults it would see with the driver in its own process.
     """
 
-    def __init__(self, ask: Callable[[Mapping[str, Any]], Mapping[str, Any]], hook: str) -> None:
-        self._ask = ask
+    def __init__(self, server: BackendServer, hook: str) -> None:
+        self._server = server
         self._hook = hook
 
     def round_trip(self, action: Callable[[], T]) -> T:
-        reply = self._ask({"op": "fault", "hook": self._hook})
+        reply = self._server._ask({"op": "fault", "hook": self._hook})
         if "error" in reply:
-            raise error_from_wire(reply["error"], context="fault")
+            raise self._server.exception_from_wire(reply["error"], context="fault")
         decision = reply["ok"]
         fault = decision.get("fault") if isinstance(decision, Mapping) else None
         if fault == "none":
@@ -261,11 +325,16 @@ class BackendServer:
         self._attempt_threads: dict[str, int] = {}
         #: Per thread (``attempts``): the attempts with a call in progress that this thread answers.
         self._busy_attempts = threading.local()
+        #: Exceptions the driver raised from a call of a running attempt, by the id sent with them,
+        #: and the ids by attempt: a callback that lets one through gets that very object back.
+        self._raised: dict[str, BaseException] = {}
+        self._raised_by_attempt: dict[str, list[str]] = {}
         self._ops: dict[str, Callable[[Mapping[str, Any]], object]] = {
             "hello": self._hello,
             "open": self._open,
             "attach": self._attach,
             "close_store": self._close_store,
+            "settle": self._settle,
             "connect": self._connect,
             "disconnect": self._disconnect,
             "transaction": self._transaction,
@@ -393,9 +462,68 @@ class BackendServer:
             attempt = getattr(error, "runlane_attempt", None)
             if attempt is not None:
                 wire["attempt"] = attempt
+            called = message.get("attempt")
+            if isinstance(called, str) and called in self._attempt_threads:
+                wire["raised"] = self._keep_raised(called, error)
             self._send({"re": request_id, "error": wire})
             return
         self._send({"re": request_id, "ok": result})
+
+    # -- exceptions crossing back ------------------------------------------------------------------
+
+    def _keep_raised(self, attempt: str, error: BaseException) -> str:
+        """Remember ``error``, raised by a call of running ``attempt``, until its transaction ends; its id."""
+        raised = f"x{next(self._ids)}"
+        with self._lock:
+            self._raised[raised] = error
+            self._raised_by_attempt.setdefault(attempt, []).append(raised)
+        return raised
+
+    def _forget_raised(self, attempt: str) -> None:
+        with self._lock:
+            for raised in self._raised_by_attempt.pop(attempt, ()):
+                self._raised.pop(raised, None)
+
+    def exception_from_wire(self, wire: Mapping[str, Any], *, context: str) -> BaseException:
+        """The exception to raise in the driver's code for the toolkit's ``error`` member.
+
+        With the toolkit's ``exception`` description, the driver meets what it would meet in
+        process: its own exception object when the toolkit's code let one through, otherwise
+        an exception of the same class (or a stand-in with the same bases), arguments and
+        chain. Without one, a contract kind gives its contract error and anything else
+        ``CallbackFailedError``.
+        """
+        described = wire.get("exception")
+        if isinstance(described, Mapping):
+            return self._rebuild(described, context, set())
+        if wire.get("kind") in ERROR_KINDS:
+            return error_from_wire(wire, context=context)
+        return CallbackFailedError(f"{CALLBACK_FAILED}: {wire.get('message', '')}")
+
+    def _rebuild(self, described: Mapping[str, Any], context: str, seen: set[int]) -> BaseException:
+        raised = described.get("raised")
+        if isinstance(raised, str):
+            with self._lock:
+                original = self._raised.get(raised)
+            if original is not None:
+                return original  # the very object, its own chain included
+        message = described.get("message")
+        message = message if isinstance(message, str) else ""
+        error: BaseException
+        if described.get("kind") in ERROR_KINDS:
+            error = error_from_wire({**described, "message": message}, context=context)
+        else:
+            error = _instance(_exception_type(described), described, message)
+        seen.add(id(described))
+        cause, chained = described.get("cause"), described.get("context")
+        if isinstance(cause, Mapping) and id(cause) not in seen:
+            error.__cause__ = self._rebuild(cause, context, seen)
+        if described.get("context_is_cause") is True:
+            error.__context__ = error.__cause__
+        elif isinstance(chained, Mapping) and id(chained) not in seen:
+            error.__context__ = self._rebuild(chained, context, seen)
+        error.__suppress_context__ = described.get("suppress_context") is True
+        return error
 
     # -- lookups -----------------------------------------------------------------------------------
 
@@ -439,12 +567,16 @@ class BackendServer:
         with self._lock:
             self._stores[store] = handle
         answer: dict[str, object] = {"store": store, "address": _address_to_wire(handle.address())}
-        # A store's fault mechanism crosses too, so an isolated run keeps the faults suite.
+        # Every optional hook of the store handle crosses, so the toolkit's handle offers exactly
+        # what this one does: the fault mechanisms (an isolated run keeps the faults suite) and
+        # ``settle`` (an eventual driver keeps the checks that settle first).
         if isinstance(handle, ProxiedStore):
             host, port = handle.proxy_target()
             answer["proxy_target"] = [host, port]
-        elif isinstance(handle, FaultHookStore):
+        if isinstance(handle, FaultHookStore):
             answer["fault_hook"] = True
+        if isinstance(handle, SettlingStore):
+            answer["settle"] = True
         return answer
 
     def _open(self, message: Mapping[str, Any]) -> object:
@@ -466,6 +598,20 @@ class BackendServer:
         handle.close()
         return None
 
+    def _settle(self, message: Mapping[str, Any]) -> object:
+        """Call the store handle's ``settle`` hook; whether the indexes caught up within ``timeout``."""
+        store = message.get("store")
+        handle = self._stores.get(store)  # type: ignore[arg-type]
+        if handle is None:
+            raise StorageUsageError(f"no open store {store!r}")
+        timeout = message.get("timeout")
+        if type(timeout) not in (int, float) or not timeout >= 0:  # type: ignore[operator]
+            raise StorageValidationError("settle needs timeout, a number of seconds >= 0")
+        converged = settle_store(handle, timeout=float(timeout))  # type: ignore[arg-type]
+        if converged is None:
+            raise StorageUnsupportedError(f"store {store!r} offers no settle hook")
+        return converged
+
     def _connect(self, message: Mapping[str, Any]) -> object:
         store = message.get("store")
         handle = self._stores.get(store)  # type: ignore[arg-type]
@@ -480,7 +626,7 @@ class BackendServer:
                 raise StorageUsageError(f"store {store!r} offers no fault hook")
             if not isinstance(hook, str):
                 raise StorageValidationError("fault_hook needs the toolkit's hook id, a string")
-            driver = handle.connect_with_faults(_RemoteFaultHook(self._ask, hook), **clock)
+            driver = handle.connect_with_faults(_RemoteFaultHook(self, hook), **clock)
         elif through is not None:
             if not isinstance(handle, ProxiedStore):
                 raise StorageUsageError(f"store {store!r} offers no proxy target")
@@ -501,7 +647,7 @@ class BackendServer:
         def clock() -> datetime:
             reply = self._ask({"op": "clock", "connection": connection})
             if "error" in reply:
-                raise error_from_wire(reply["error"], context="clock")
+                raise self.exception_from_wire(reply["error"], context="clock")
             return date_from_wire(reply["ok"])
 
         return clock
@@ -532,11 +678,7 @@ class BackendServer:
             reply = self._ask({"op": "attempt", "transaction": transaction, "attempt": attempt})
             if "ok" in reply:
                 return attempt
-            wire = reply["error"]
-            if wire.get("kind") in ERROR_KINDS:
-                error: Exception = error_from_wire(wire, context="the callback")
-            else:
-                error = CallbackFailedError(f"{CALLBACK_FAILED}: {wire.get('message', '')}")
+            error = self.exception_from_wire(reply["error"], context="the callback")
             error.runlane_attempt = attempt  # type: ignore[attr-defined]
             raise error
 
@@ -546,6 +688,7 @@ class BackendServer:
         finally:
             for attempt in attempts:
                 self._attempt_threads.pop(attempt, None)
+                self._forget_raised(attempt)
 
     def _get(self, message: Mapping[str, Any]) -> object:
         keys = message.get("keys")

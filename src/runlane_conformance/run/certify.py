@@ -375,7 +375,7 @@ def _collected(request: _Request, source: SuiteSource) -> SuiteSource:
     return replace(source, args=("--pyargs", *(f"runlane_conformance.suites.{m}" for m in modules)))
 
 
-def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
+def _pytest_args(request: _Request, source: SuiteSource, *, isolated: bool = False) -> list[str]:
     args = pytest_arguments(
         _collected(request, source),
         driver=request.driver,
@@ -385,6 +385,7 @@ def _pytest_args(request: _Request, source: SuiteSource) -> list[str]:
         areas=request.areas,
         requirements=request.requirements,
         examples=request.examples,
+        isolated=isolated,
     )
     # The child learns the check limit too, so a check that plans its own search (the model check)
     # spends a share of the limit the supervisor will enforce, an explicit --check-timeout included.
@@ -463,7 +464,9 @@ def certify_driver(
     spec = ChildSpec(
         served,
         served_options,
-        _pytest_args(replace(request, driver=served, options=served_options), source),
+        # The session serves the driver itself (--runlane-isolation), as the probe did: its
+        # reproduce lines then name the driver, not this machine's backend command.
+        _pytest_args(request, source, isolated=served != request.driver),
         source.trusted,
         cwd_on_path,
     )

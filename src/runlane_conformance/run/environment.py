@@ -64,11 +64,14 @@ def pytest_arguments(
     areas: Sequence[str],
     requirements: Sequence[str],
     examples: Path | None = None,
+    isolated: bool = False,
 ) -> list[str]:
     """The complete pytest command line of a run (no ini, no conftest pickup, named plugins only).
 
     ``examples`` is the Hypothesis example database the checks save failures to and replay first;
     without one nothing is kept (``-p no:cacheprovider`` switches the plugin's default off).
+    ``isolated`` serves the driver from a backend process (``--runlane-isolation process``), so
+    the session names the driver as asked for, never by the command that serves it.
     """
     args = ["-c", os.devnull, "--rootdir", source.rootdir, "--noconftest"]
     # pytest's own faulthandler plugin would redirect the fatal-signal dump away from the stack file.
@@ -80,6 +83,8 @@ def pytest_arguments(
     args += ["--runlane-driver", driver]
     for key, value in options.items():
         args += ["--runlane-option", f"{key}={value}"]
+    if isolated:
+        args += ["--runlane-isolation", "process"]
     args += ["--runlane-hypothesis-profile", hypothesis_profile, f"--hypothesis-seed={seed}"]
     for area in areas:
         args += ["--runlane-area", area]

@@ -493,6 +493,8 @@ class RunResult:
         for key, value in self._options(redact).items():
             words += ["--runlane-option", f"{key}={value}"]
         words += ["--runlane-hypothesis-profile", self.hypothesis_profile]
+        if self.environment.isolation == "process" and self.driver != "process":
+            words += ["--runlane-isolation", "process"]
         if test.requirement_id is not None:
             words += ["--runlane-requirement", test.requirement_id]
         words.append(f"--hypothesis-seed={self.seed}")

@@ -43,20 +43,3 @@ def test_an_isolated_runs_pytest_line_names_the_driver_and_the_isolation_and_no_
         assert words[words.index("--runlane-driver") + 1] == MUTANT
         assert words[words.index("--runlane-isolation") + 1] == "process"
     assert "--isolation process" in result.reproduce_command(failure)
-
-
-def test_the_pytest_plugin_serves_the_driver_from_a_backend_when_asked_for_isolation(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(ROOT)
-    pytester.makepyfile(
-        test_served="""
-        from runlane_conformance.protocol.process import ProcessHarness
-
-        def test_harness(runlane_harness):
-            assert isinstance(runlane_harness, ProcessHarness)
-            assert "--driver local" in runlane_harness.command
-        """
-    )
-    outcome = pytester.runpytest_subprocess("--runlane-driver", "local", "--runlane-isolation", "process")
-    outcome.assert_outcomes(passed=1)

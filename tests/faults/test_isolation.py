@@ -85,7 +85,8 @@ def test_the_reproduce_line_of_a_failing_faults_check_breaks_the_same_write_the_
     assert message.startswith("AssertionError: connection cut before write 2 "), message
 
     # The plain pytest line replays the same check, with the same first failing trial.
+    # A module:factory driver is imported from the run's folder, so the line starts `python -m pytest`.
     words = shlex.split(entry["failures"][0]["pytest"])
-    assert words[0] == "pytest", words
-    output = _fails([sys.executable, "-m", *words, "-p", "no:randomly", "-p", "no:xdist"])
+    assert words[:3] == ["python", "-m", "pytest"], words
+    output = _fails([sys.executable, *words[1:], "-p", "no:randomly", "-p", "no:xdist"])
     assert message.removeprefix("AssertionError: ") in output, output

@@ -174,6 +174,8 @@ def test_under_plain_pytest_an_unfinished_check_fails_saying_inconclusive(tmp_pa
             SLOW,
             "--runlane-option",
             "delay=0.02",
+            "--runlane-requirement",
+            "model.serial-equivalent-histories",
             "--runlane-timeout",
             "3",
             "-q",

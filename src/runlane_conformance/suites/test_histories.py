@@ -58,7 +58,7 @@ COMMITTED_READS = requirement(
 WORKLOAD_ENDS = requirement(
     "histories.transactions-end-as-the-contract-allows",
     RequirementLevel.MUST,
-    f"{ATTEMPT_CLAUSE}; A provider may replay the callback after a supported conflict",
+    f"{ATTEMPT_CLAUSE} (an attempt commits, conflicts and replays, or ends unknown)",
     "Under the concurrent workload every transaction commits, reports a conflict, or reports a commit "
     "whose outcome is unknown; any other failure (an untyped error, a record the driver cannot read "
     "back) stops the workload. The history recorded until then is still judged by the other "

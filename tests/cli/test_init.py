@@ -364,3 +364,35 @@ def test_init_into_an_empty_directory_that_fails_halfway_leaves_it_empty(
     code, _out, err = _init(str(tmp_path), "--name", "demo")
     assert code == 2 and "cross-device" in err, err
     assert _tree(tmp_path) == [], "a failed init left entries in the directory"
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "installs"),
+    [
+        ("runlane-conformance @ git+https://github.com/YOUR-ORG/runlane-conformance@v0.1.0", False),
+        ("", False),
+        ("runlane-conformance", False),
+        ("runlane-conformance>=0.1", False),
+        ("runlane-conformance @ git+https://example.invalid/acme/runlane-conformance@v0.1.0", True),
+        ("https://example.invalid/dist/runlane_conformance-0.1.0-py3-none-any.whl", True),
+    ],
+)
+def test_the_workflow_installs_the_toolkit_only_from_a_pinned_requirement(
+    toolkit: str, installs: bool
+) -> None:
+    # The install step's guard, run as the runner runs it: a placeholder, an empty value or a bare name
+    # (which a package index could serve from anyone) stops the job before pip is called.
+    steps = _workflow(DOCS_WORKFLOW)["jobs"]["certify"]["steps"]  # type: ignore[index]
+    (install,) = [step for step in steps if "TOOLKIT" in step.get("env", {})]
+    script = install["run"]
+    guard = script[script.index('case "$TOOLKIT" in') : script.index("esac") + len("esac")]
+    assert "runlane-conformance}" not in script, "no fallback to an unpublished name"
+    done = subprocess.run(
+        ["bash", "-c", guard + "\necho INSTALL"],
+        env={"TOOLKIT": toolkit, "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ("INSTALL" in done.stdout) is installs, done.stdout + done.stderr
+    assert (done.returncode == 0) is installs

@@ -169,10 +169,14 @@ def test_history_checker_benchmark_prints_one_line_per_history(capsys: pytest.Ca
     load_script("history_checker").main(["--transactions", "120", "--repeat", "1"])
     out = capsys.readouterr().out
     lines = re.findall(
-        r"^(.+): 120 transactions, .* anomalies: (.+); checked in [\d.]+ s$", out, re.MULTILINE
+        r"^(.+): [\d,]+ transactions, .* anomalies: (.+); checked in [\d.]+ s CPU.*$", out, re.MULTILINE
     )
-    assert [label for label, _ in lines] == ["serializable (local)", "snapshot isolation (local, weakened)"]
-    assert lines[0][1] == "none"
+    found = dict(lines)
+    assert list(found)[:2] == ["serializable (local)", "snapshot isolation (local, weakened)"]
+    assert found["serializable (local)"] == "none"
+    # Elle's unfindable G-single, buried in noise either side of it, is named whatever the order.
+    buried = [anomalies for label, anomalies in lines if label.startswith("buried G-single")]
+    assert len(buried) == 2 and all("G-single" in anomalies for anomalies in buried)
 
 
 def test_certify_speed_prints_a_row_with_its_median_figures_and_the_aim_verdict(

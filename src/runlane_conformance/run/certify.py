@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import io
+import json
 import os
 import platform
 import secrets
@@ -466,7 +467,10 @@ def certify_driver(
         served_options,
         # The session serves the driver itself (--runlane-isolation), as the probe did: its
         # reproduce lines then name the driver, not this machine's backend command.
-        _pytest_args(request, source, isolated=served != request.driver),
+        [
+            *_pytest_args(request, source, isolated=served != request.driver),
+            *_backend_args(served != request.driver, prefix, backend_python),
+        ],
         source.trusted,
         cwd_on_path,
     )
@@ -539,6 +543,15 @@ def certify_driver(
         output=outcome.output,
         peak_workers=outcome.peak_workers,
     )
+
+
+def _backend_args(isolated: bool, prefix: Sequence[str], python: str | None) -> list[str]:
+    """The hidden plugin options that make every child serve the driver as this run does: inside the
+    same sandbox (``prefix``) and with the same interpreter."""
+    if not isolated:
+        return []
+    args = ["--runlane-backend-wrapper", json.dumps(list(prefix))] if prefix else []
+    return args + (["--runlane-backend-python", python] if python else [])
 
 
 def _sandbox_for(

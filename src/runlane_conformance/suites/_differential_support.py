@@ -230,7 +230,7 @@ def _variant(base: int, environment: int, run: int) -> NewStorageRecord:
     """
     record = _bases()[base]
     value = thaw_json(record.document.value)
-    assert isinstance(value, dict)
+    assert isinstance(value, dict), f"template {base!r}: a document value is a JSON object, got {value!r}"
     swaps: dict[str, str] = {}
     old_environment, old_run = value.get("environment"), value.get("runId")
     if isinstance(old_environment, str):
@@ -257,7 +257,9 @@ class Slot:
     def record(self, shape: str, payload: Any) -> NewStorageRecord:
         template = _variant(self.base, self.environment, self.run)
         value = thaw_json(template.document.value)
-        assert isinstance(value, dict)
+        assert isinstance(value, dict), (
+            f"template {self.base!r}: a document value is a JSON object, got {value!r}"
+        )
         for free in ("input", "payload"):
             if free in value and shape != "template":
                 value[free] = payload
@@ -701,7 +703,9 @@ class Sides:
 
 def _check_versions(sides: Sides, step: Transact, answer: Answer) -> None:
     """The driver's own versions follow the contract's rules; their values are never compared."""
-    assert answer.reads is not None
+    assert answer.reads is not None, (
+        f"step {step!r} committed but its answer holds no reads to judge versions by"
+    )
     within: dict[str, str | None] = {}
     for slot, version in zip(step.read_slots, answer.versions, strict=True):
         key = _key(slot)

@@ -208,6 +208,15 @@ def test_run_refuses_html_to_standard_output_before_running() -> None:
     assert result.exit_code == 2 and "--html writes a file" in result.output
 
 
+def test_a_run_without_a_verdict_leaves_a_page_that_says_so(tmp_path: Path) -> None:
+    page, junit = tmp_path / "page.html", tmp_path / "junit.xml"
+    page.write_text("an earlier run's page")
+    result = cli.invoke(app, ["run", "--driver", "nosuchdriver", "--html", str(page), "--junit", str(junit)])
+    assert result.exit_code == 2
+    assert 'id="verdict">no verdict: the run is broken' in page.read_text(encoding="utf-8")
+    assert f"[[ATTACHMENT|{page}]]" in junit.read_text(encoding="utf-8")
+
+
 # --- in a real browser ----------------------------------------------------------------------------------
 
 

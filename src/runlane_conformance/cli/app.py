@@ -235,6 +235,8 @@ class _RunOutputs:
     workers: int | Literal["auto"]
     started_at: datetime
     options: Mapping[str, str] = field(default_factory=dict)
+    #: ``--html``: the page made from the same document (a file; see ``html_report``).
+    html: OutputTarget | None = None
     done: bool = False
 
     def _unfinished(self, status: RunStatus, code: int | None, problems: Sequence[str]) -> dict[str, Any]:
@@ -257,7 +259,7 @@ class _RunOutputs:
     def _write(self, document: dict[str, Any], *, files_only: bool = False) -> None:
         targets = [
             target
-            for target in (self.report, self.junit)
+            for target in (self.report, self.junit, self.html)
             if target is not None and not (files_only and target.is_stdout)
         ]
         if not targets:
@@ -266,8 +268,16 @@ class _RunOutputs:
         from .report import validate_report
 
         validate_report(document)
+        page = None if self.html is None else self.html.given
         for target in targets:
-            text = json_text(document, indent=2) + "\n" if target is self.report else junit_xml(document)
+            if target is self.html:
+                from ..html_report import render_html
+
+                text = render_html(document)
+            elif target is self.report:
+                text = json_text(document, indent=2) + "\n"
+            else:
+                text = junit_xml(document, html=None if page is None else str(page))
             write_output(target, text)
 
     def start(self) -> None:
@@ -282,7 +292,7 @@ class _RunOutputs:
             # earlier run left there must not pass for this one, so it is emptied (or removed).
             left = [
                 target.given
-                for target in (self.report, self.junit)
+                for target in (self.report, self.junit, self.html)
                 if target is not None and target.path is not None and not invalidate(target.path)
             ]
             note = (
@@ -300,7 +310,7 @@ class _RunOutputs:
             self._write(document)
         except OutputFileError as error:
             _stop(ExitCode.USAGE, error)
-        for target, label in ((self.report, "report: "), (self.junit, "junit:  ")):
+        for target, label in ((self.report, "report: "), (self.junit, "junit:  "), (self.html, "html:   ")):
             if target is not None and not target.is_stdout:
                 console.print(Text(f"{label}{_shown(target.given)}"), soft_wrap=True)
 
@@ -991,6 +1001,15 @@ def run(
             show_default=False,
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="Write one self-contained HTML page of the verdict here: each failure with its reproduce "
+            "lines, each history anomaly's cycle drawn (needs the html extra; Graphviz's dot draws).",
+            show_default=False,
+        ),
+    ] = None,
     workers: Annotated[
         str | None,
         typer.Option(
@@ -1108,12 +1127,18 @@ def run(
     # own, so a refused --junit still replaces an earlier report at --report (and vice versa).
     targets: dict[str, OutputTarget | None] = {}
     refused: list[str] = []
-    for given, what in ((report, "report"), (junit, "JUnit file")):
+    for given, what in ((report, "report"), (junit, "JUnit file"), (html, "HTML report")):
         try:
             targets[what] = None if given is None else output_target(given, what)
         except OutputFileError as error:
             targets[what], refused = None, [*refused, str(error)]
-    report_target, junit_target = targets["report"], targets["JUnit file"]
+    report_target, junit_target, html_target = (
+        targets["report"],
+        targets["JUnit file"],
+        targets["HTML report"],
+    )
+    if html_target is not None:
+        refused += _html_refusal(html_target, (report_target, junit_target))
     if report_target is not None and junit_target is not None:
         if report_target.is_stdout and junit_target.is_stdout:
             refused.append("--report and --junit cannot both write to standard output")
@@ -1121,7 +1146,7 @@ def run(
             refused.append(f"--report and --junit name the same file {str(report_target.given)!r}")
     if refused:
         # Refused before the run: nothing is created, and nothing an earlier run left there survives.
-        for target in (report_target, junit_target):
+        for target in (report_target, junit_target, html_target):
             if target is not None and target.path is not None:
                 invalidate(target.path)
         _stop(ExitCode.USAGE, refused[0])
@@ -1136,6 +1161,7 @@ def run(
         requirements=tuple(requirement or ()),
         workers=1,
         started_at=started_at,
+        html=html_target,
     )
     _adopt_orphans()
     outputs.start()
@@ -1191,6 +1217,22 @@ def run(
     except BaseException as error:
         outputs.abandon(int(ExitCode.BROKEN), f"internal error: {describe_exception(error)}")
         raise
+
+
+def _html_refusal(target: OutputTarget, others: Sequence[OutputTarget | None]) -> list[str]:
+    """Why ``--html`` cannot be written (standard output, another target's file, Jinja2 missing)."""
+    if target.is_stdout:
+        return ["--html writes a file; give it a path"]
+    for other in others:
+        if other is not None and other.path is not None and other.path == target.path:
+            return [f"--html and --{other.what.split()[0].lower()} name the same file {str(target.given)!r}"]
+    from ..html_report import HtmlUnavailable, require
+
+    try:
+        require()
+    except HtmlUnavailable as error:
+        return [str(error)]
+    return []
 
 
 def _run_and_judge(
@@ -1556,6 +1598,38 @@ def badge(
         Text(f"badge: {_shown(made.label)} | {_shown(made.message)} ({made.color})"), soft_wrap=True
     )
     console.print(Text(isolation_note(document)), soft_wrap=_unwrapped())
+
+
+@app.command("html")
+def html_command(
+    report: Annotated[Path, typer.Argument(help="A report written by `run --report`.", show_default=False)],
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", metavar="PATH", help="Write the HTML page here.", show_default=False),
+    ],
+) -> None:
+    """Write the HTML page of a saved report: the verdict by area, each failure, each history cycle drawn.
+
+    The same page ``run --html`` writes, made from the JSON alone (validated against the schema
+    first), so a report kept from CI can be turned into a page anywhere the toolkit is installed.
+    """
+    from ..html_report import HtmlUnavailable, render_html
+    from .report import ReportError, read_report
+
+    _begin()
+    if same_file(output, report):
+        _stop(ExitCode.USAGE, f"the HTML page {str(output)!r} is the report being read; choose another path")
+    _check_output_path(output, "HTML report")
+    try:
+        document = read_report(report)
+    except ReportError as error:
+        _stop(ExitCode.USAGE, f"refusing report {str(report)!r}: {error}")
+    try:
+        page = render_html(document, report_name=report.name)
+    except HtmlUnavailable as error:
+        _stop(ExitCode.USAGE, error)
+    _write(output, page, "HTML report")
+    console.print(Text(f"html:   {_shown(str(output))}"), soft_wrap=True)
 
 
 @app.command("requirements")

@@ -61,7 +61,13 @@ def _document(root: ET.Element) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def unfinished_junit_xml(report: Mapping[str, Any]) -> str:
+def _attach(case: ET.Element, html: str | None) -> None:
+    """Link the HTML page from a testcase: the ``[[ATTACHMENT|path]]`` line JUnit readers know."""
+    if html is not None:
+        ET.SubElement(case, "system-out").text = xml_safe(f"[[ATTACHMENT|{html}]]")
+
+
+def unfinished_junit_xml(report: Mapping[str, Any], *, html: str | None = None) -> str:
     """JUnit XML for a report without results: one testcase in error, naming the run's status."""
     run = report["run"]
     status = str(run["status"])
@@ -90,6 +96,7 @@ def unfinished_junit_xml(report: Mapping[str, Any]) -> str:
     case = ET.SubElement(suite, "testcase", classname="runlane.run", name="certification", time=_seconds(0))
     error = ET.SubElement(case, "error", message=_clean(message), type=_clean(status))
     error.text = xml_safe("\n".join([message, *problems[1:]]))
+    _attach(case, html)
     return _document(root)
 
 
@@ -101,8 +108,12 @@ _CUT_SHORT = {
 }
 
 
-def junit_xml(report: Mapping[str, Any]) -> str:
+def junit_xml(report: Mapping[str, Any], *, html: str | None = None) -> str:
     """The JUnit XML text for a (validated) report document.
+
+    With ``html`` (the path of the page ``run --html`` wrote) the first suite carries an
+    ``html_report`` property and every failing testcase an ``[[ATTACHMENT|path]]`` line in its
+    ``<system-out>`` (the convention Jenkins' and GitLab's JUnit readers turn into a link).
 
     A requirement that failed, did not finish in time or did not run in a complete run is a
     ``<failure>``; one gated off by the profile is ``<skipped>``. In a run cut short (interrupted, or
@@ -111,7 +122,7 @@ def junit_xml(report: Mapping[str, Any]) -> str:
     passed, and nothing there failed either.
     """
     if "requirements" not in report:
-        return unfinished_junit_xml(report)
+        return unfinished_junit_xml(report, html=html)
     requirements = report["requirements"]
     cut_short = _CUT_SHORT.get(str(report["run"]["status"]))
 
@@ -160,6 +171,7 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                 ("hypothesis_profile", report["run"]["hypothesis_profile"]),
                 ("certification_level", report["certification"]["level"]),
                 ("toolkit_version", report["toolkit"]["version"]),
+                *((("html_report", html),) if html is not None else ()),
             ):
                 ET.SubElement(properties, "property", name=name, value=_clean(value))
         for requirement in members:
@@ -204,6 +216,7 @@ def junit_xml(report: Mapping[str, Any]) -> str:
                     ),
                 )
                 element.text = xml_safe(body)
+                _attach(case, html)
             elif requirement["outcome"] == "gated":
                 ET.SubElement(case, "skipped", message=_clean(requirement["reason"] or "gated"))
     if cut_short:

@@ -39,8 +39,9 @@ from jsonschema.exceptions import best_match
 from .. import __version__
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageLimits, StorageProfile
-from ..fixtures.evidence import LIMIT_PROPERTY
+from ..fixtures.evidence import LIMIT_PROPERTY, WITNESS_PROPERTY
 from ..fixtures.gating import ProfileFacts, gating_reason
+from ..report_witness import WITNESS_SCHEMA, recorded_witness
 from ..run.isolation import Isolation
 from ..run.model import ExpectationResult, RequirementOutcome, RequirementResult, RunResult, RunStatus
 from ..run.verdict import Certification, certify
@@ -78,7 +79,8 @@ __all__ = [
 #: 5: ``inconclusive`` outcomes, counts and run status; ``certification.inconclusive``; per-search
 #: ``requirements[].evidence``.
 #: 6: ``environment.isolation``, where the driver's code ran (``process`` or ``none``).
-REPORT_VERSION = 6
+#: 7: ``requirements[].failures[].witness``, a failed history check's findings as data.
+REPORT_VERSION = 7
 #: The statuses an unfinished report (one without results) may carry.
 UNFINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.BROKEN, RunStatus.INTERRUPTED)
 #: The statuses a results report may carry.
@@ -582,6 +584,7 @@ _RESULTS_SCHEMA: dict[str, Any] = {
                                 },
                                 "stack": _NULLABLE_STRING,
                                 "driver_frame": _NULLABLE_STRING,
+                                "witness": WITNESS_SCHEMA,
                             },
                         },
                     },
@@ -794,9 +797,16 @@ def _requirement_entry(result: RunResult, requirement: RequirementResult) -> dic
                 "stack": None if test.stack is None else test.stack[-MAX_DETAILS_CHARS:],
                 "driver_frame": test.driver_frame,
             }
+            | _witness_field(test.recorded(WITNESS_PROPERTY))
             for test in requirement.failures
         ]
     return entry
+
+
+def _witness_field(text: str | None) -> dict[str, Any]:
+    """``{"witness": ...}`` when the check recorded a valid structured witness, else nothing."""
+    found = recorded_witness(text)
+    return {} if found is None else {"witness": found}
 
 
 def build_report(result: RunResult, *, kind: str = "certification") -> dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from ..fixtures.evidence import WITNESS_PROPERTY
 from ..safe_text import DETAILS_LIMIT, MESSAGE_LIMIT, details_text, one_line
 from .raw import RawCheck
 
@@ -112,9 +113,14 @@ def _full_message(report: Any) -> str | None:
     return _BLOB_PARAGRAPH.sub("", message).rstrip()
 
 
-def _property_text(value: object) -> str:
+#: A recorded witness is one line of JSON with the cycle's attempts and operations: kept whole up to
+#: this size (a capped one would not parse, and the report then leaves the witness out).
+MAX_WITNESS_CHARS = 100_000
+
+
+def _property_text(value: object, key: str = "") -> str:
     if isinstance(value, str):
-        return one_line(value, MAX_MESSAGE_CHARS)
+        return one_line(value, MAX_WITNESS_CHARS if key == WITNESS_PROPERTY else MAX_MESSAGE_CHARS)
     try:
         return json.dumps(value, default=str)[:2_000]
     except (TypeError, ValueError):
@@ -275,11 +281,11 @@ class EventPlugin:
             pending.status = "xpassed"
             pending.skip_reason = one_line(wasxfail or "xfail", MAX_MESSAGE_CHARS)
         if report.when == "call":
-            pending.properties = [(str(k), _property_text(v)) for k, v in report.user_properties]
+            pending.properties = [(str(k), _property_text(v, str(k))) for k, v in report.user_properties]
         if report.when == "teardown":
             raw = self._pending.pop(report.nodeid)
             if not raw.properties:
-                raw.properties = [(str(k), _property_text(v)) for k, v in report.user_properties]
+                raw.properties = [(str(k), _property_text(v, str(k))) for k, v in report.user_properties]
             self._emit({"event": "end", "check": raw.to_json()})
 
     # --- progress a check reports about itself ---------------------------------------------------

@@ -31,9 +31,10 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from runlane_conformance.fixtures.evidence import CheckInconclusive
+from runlane_conformance.fixtures.evidence import CheckInconclusive, record_witness
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.history import Anomaly, History, Report, check_history, save
+from runlane_conformance.history.witness import witness
 from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._histories_support import (
     WORKERS,
@@ -205,6 +206,7 @@ def _judge(request: pytest.FixtureRequest, harness: DriverHarness, *anomalies: A
     found = report.of(*anomalies)
     if found:
         path = _save(request, run)
+        record_witness(witness(report, history, only=anomalies))
         raise AssertionError(
             f"the concurrent history shows {', '.join(sorted({f.anomaly.value for f in found}))}: no serial "
             "order of the committed transactions explains what they read\n"

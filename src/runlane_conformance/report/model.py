@@ -9,8 +9,8 @@ type-checked against its fields. ``tests/report/test_model_matches_schema.py`` c
 field, that these types and the schema file describe the same document.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: on Python 3.11 a TypedDict only sees ``NotRequired``
+# in an evaluated annotation, and ``__required_keys__`` must be right for the schema test.
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 __all__ = [

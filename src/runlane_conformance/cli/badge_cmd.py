@@ -33,7 +33,7 @@ def badge(
     from ..report.badge import badge_for, endpoint_json, isolation_note, render_svg
     from ..report.files import read_report
     from ..report.schema import ReportError
-    from ..report.verify import check_claim
+    from ..report.verify import verified_report
 
     begin()
     if svg is None and endpoint is None:
@@ -46,8 +46,7 @@ def badge(
     if svg is not None and endpoint is not None and same_file(svg, endpoint):
         stop(ExitCode.USAGE, f"--svg and --endpoint name the same file {str(svg)!r}")
     try:
-        document = read_report(report)
-        check_claim(document)
+        document = verified_report(read_report(report))
     except ReportError as error:
         stop(ExitCode.USAGE, f"refusing report {str(report)!r}: {error}")
     made = badge_for(document)

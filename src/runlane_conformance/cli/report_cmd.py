@@ -239,7 +239,7 @@ def report_command(
             soft_wrap=True,
         )
         _print_capabilities(results)
-        console.print(Text(isolation_note(document)), soft_wrap=unwrapped())
+        console.print(Text(isolation_note(results)), soft_wrap=unwrapped())
         if target is not None and not target.is_stdout:
             console.print(Text(f"report: {shown(output)}"), soft_wrap=True)
     must_failed = results["certification"]["must_failed"]

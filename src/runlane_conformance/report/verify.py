@@ -9,16 +9,17 @@ refuses any mismatch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .. import __version__
 from ..contract.values import StorageLimits, StorageProfile
 from ..fixtures.gating import ProfileFacts, gating_reason
 from ..run.certification import Certification, certify
 from ..run.outcomes import RequirementOutcome, RunStatus
+from .model import Report, ResultsReport
 from .schema import ReportError, is_unfinished
 
-__all__ = ["check_claim"]
+__all__ = ["check_claim", "verified_report"]
 
 
 def _facts_from_report(document: Mapping[str, Any]) -> ProfileFacts:
@@ -110,3 +111,9 @@ def check_claim(document: Mapping[str, Any]) -> Certification:
             f"outcomes give certified={recomputed.certified} at level {recomputed.level}"
         )
     return recomputed
+
+
+def verified_report(document: Report) -> ResultsReport:
+    """``document``, once ``check_claim`` vouched for it (raises ``ReportError`` otherwise)."""
+    check_claim(document)
+    return cast(ResultsReport, document)  # check_claim refuses every report without results

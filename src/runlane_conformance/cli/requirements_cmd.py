@@ -13,8 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from ..contract.errors import RunlaneError
@@ -76,6 +74,10 @@ def _needs(requirement: Requirement) -> str:
 
 def requirements_view(chosen: Sequence[Requirement], width: int) -> RenderableType:
     """The listing for a ``width``-column terminal: a table when it fits, stacked blocks otherwise."""
+    # Imported here: registering the command (every --help) must not load rich's table machinery.
+    from rich.padding import Padding
+    from rich.table import Table
+
     if width >= _TABLE_MIN_WIDTH:
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
         table.add_column("requirement", no_wrap=True)

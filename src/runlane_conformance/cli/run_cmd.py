@@ -31,10 +31,8 @@ from rich.text import Text
 
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..report.files import OutputFileError, OutputTarget, check_output_directory, invalidate, output_target
-from ..report.states import RunFiles
 from ..requirements import AREAS
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
-from ..run.outcomes import RunStatus
 from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, parse_workers
 from ..safe_text import describe_exception
@@ -62,11 +60,11 @@ from .common import (
 )
 from .config import ConfigError, RunSettings, load_run_config, resolve_run
 from .execute import allow_local_modules, execute, expected_failures_of, report_for
-from .progress_view import LiveProgress
 from .termination import release_termination
 
 if TYPE_CHECKING:
     from ..report.model import ResultsReport
+    from ..report.states import RunFiles
 
 __all__ = ["DEFAULT_EXAMPLES_DIR", "run"]
 
@@ -106,6 +104,7 @@ def _finish(outputs: RunFiles, document: ResultsReport) -> None:
 def _abandon(outputs: RunFiles, code: int, problem: str) -> None:
     """Leave the files marked interrupted (exit 130) or broken (any other exit without a verdict)."""
     from ..report.schema import ReportError
+    from ..run.outcomes import RunStatus
 
     status = RunStatus.INTERRUPTED if code == ExitCode.INTERRUPTED else RunStatus.BROKEN
     try:
@@ -337,6 +336,8 @@ def run(
                 invalidate(target.path)
         stop(ExitCode.USAGE, refused[0])
     seed = secrets.randbelow(2**32) if seed is None else seed
+    from ..report.states import RunFiles
+
     outputs = RunFiles(
         report_target,
         junit_target,
@@ -446,6 +447,7 @@ def _run_and_judge(
     from ..harness import HarnessError, parse_driver_options
     from ..report.badge import isolation_note
     from ..run.request import RunRequest
+    from .progress_view import LiveProgress
     from .verdict_view import print_failures, print_verdict, verdict_table
 
     seed, profile, areas, requirements = outputs.seed, outputs.profile, outputs.areas, outputs.requirements

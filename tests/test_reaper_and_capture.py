@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -100,17 +99,3 @@ def test_end_descendants_kills_children_grandchildren_and_adopted_setsid_daemons
     finally:
         bystander.kill()
         bystander.wait()
-
-
-def test_an_event_line_past_the_cap_is_dropped_and_the_next_one_still_arrives() -> None:
-    from types import SimpleNamespace
-
-    from runlane_conformance.run.supervise import MAX_EVENT_LINE, Supervisor
-
-    worker: Any = SimpleNamespace(buffer=bytearray(), skipping_line=False)
-    assert Supervisor._lines(worker, b'{"a": 1}\n{"b"') == [b'{"a": 1}']
-    assert Supervisor._lines(worker, b": 2}\n") == [b'{"b": 2}']
-    for _ in range(3):  # a line with no end in sight: never kept beyond the cap
-        assert Supervisor._lines(worker, b"x" * (MAX_EVENT_LINE // 2 + 1)) == []
-        assert len(worker.buffer) <= MAX_EVENT_LINE
-    assert Supervisor._lines(worker, b'tail of the long line\n{"c": 3}\n') == [b'{"c": 3}']

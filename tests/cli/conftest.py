@@ -32,9 +32,9 @@ def fake_suite(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def examples_kept_apart(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Give every CLI test its own default example database, not ``.runlane/examples`` in the checkout:
     a failure one test saved would otherwise be replayed first by the next."""
-    from runlane_conformance.cli import app
+    from runlane_conformance.cli import run_cmd
 
-    monkeypatch.setattr(app, "DEFAULT_EXAMPLES_DIR", tmp_path_factory.mktemp("examples") / "db")
+    monkeypatch.setattr(run_cmd, "DEFAULT_EXAMPLES_DIR", tmp_path_factory.mktemp("examples") / "db")
 
 
 @pytest.fixture(autouse=True)

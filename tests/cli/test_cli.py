@@ -12,7 +12,8 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from runlane_conformance.cli.app import app, main
-from runlane_conformance.cli.report import REPORT_SCHEMA, read_report
+from runlane_conformance.report.files import read_report
+from runlane_conformance.report.schema import REPORT_SCHEMA
 
 cli = CliRunner()
 

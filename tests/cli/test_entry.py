@@ -9,6 +9,7 @@ import pytest
 
 from runlane_conformance.cli import app as app_module
 from runlane_conformance.cli import entry
+from runlane_conformance.cli.version import version_text
 
 
 def _entry(*args: str, probe: str = "") -> subprocess.CompletedProcess[str]:
@@ -28,7 +29,7 @@ def test_version_prints_the_same_line_as_the_app_and_imports_neither_typer_nor_p
     result = _entry("--version", probe=probe)
     assert result.returncode == 0, result.stderr
     version_line, loaded = result.stdout.splitlines()
-    assert version_line == app_module._version_text()
+    assert version_line == version_text()
     assert loaded == "[]"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from runlane_conformance.cli import app as app_module
+from runlane_conformance.cli import run_cmd
 from runlane_conformance.cli.app import app
 from runlane_conformance.fixtures.driver_frame import path_from_here
 
@@ -92,13 +92,13 @@ def test_examples_none_keeps_nothing_and_says_so(fake_suite: str, tmp_path: Path
     assert "--examples" not in _printed(result.stdout, "reproduce")
     assert "--runlane-examples" not in _printed(result.stdout, "pytest")
     assert json.loads(report.read_text())["run"]["examples"] is None
-    assert not _saved(app_module.DEFAULT_EXAMPLES_DIR)
+    assert not _saved(run_cmd.DEFAULT_EXAMPLES_DIR)
 
 
 def test_by_default_failures_go_under_the_current_directory_and_the_lines_need_no_path(
     fake_suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(app_module, "DEFAULT_EXAMPLES_DIR", Path(".runlane") / "examples")
+    monkeypatch.setattr(run_cmd, "DEFAULT_EXAMPLES_DIR", Path(".runlane") / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     result = invoke(*_failing(fake_suite, "--seed", "4"))

@@ -12,7 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from runlane_conformance.cli.app import app
-from runlane_conformance.cli.report import ReportError, check_claim, read_report
+from runlane_conformance.report.files import read_report
+from runlane_conformance.report.schema import ReportError
+from runlane_conformance.report.verify import check_claim
 
 cli = CliRunner()
 LOST = "conflicts.lost-update"

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from runlane_conformance.cli.app import _LiveProgress, app
+from runlane_conformance.cli.app import app
 from runlane_conformance.cli.failures import MESSAGE_LINES, error_text, failure_key
+from runlane_conformance.cli.progress_view import LiveProgress
 from runlane_conformance.run.model import CheckResult, Outcome
 from runlane_conformance.runner import (
     CheckShrinking,
@@ -198,7 +199,7 @@ def test_a_check_that_shrinks_a_failure_says_so_before_it_ends(fake_suite: str) 
 
 
 def test_the_live_display_says_which_check_is_shrinking_a_failure() -> None:
-    live = _LiveProgress()
+    live = LiveProgress()
     live(CollectionFinished({"conflicts": 2}))
     nodeid = "suites/test_conflicts.py::test_lost_update_property[conflicts.lost-update]"
     live(CheckStarted(nodeid, "conflicts", LOST))

@@ -39,9 +39,10 @@ import pytest
 from typer.testing import CliRunner
 
 from runlane_conformance.cli.app import app
-from runlane_conformance.cli.junit import junit_xml
-from runlane_conformance.cli.report import read_report, validate_report
 from runlane_conformance.html_report import cycle_svg, render_html
+from runlane_conformance.report.files import read_report
+from runlane_conformance.report.junit import junit_xml
+from runlane_conformance.report.schema import validate_report
 from runlane_conformance.report_witness import recorded_witness
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import shlex
 import sys
 from typing import Any
 
-from runlane_conformance.cli.badge import badge_for, isolation_note
+from runlane_conformance.report.badge import badge_for, isolation_note
 from runlane_conformance.run.isolation import BACKEND_MODULE, Isolation, served_driver
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runlane_conformance.cli import output_files
 from runlane_conformance.cli.app import app
-from runlane_conformance.cli.output_files import (
+from runlane_conformance.report import files as output_files
+from runlane_conformance.report.files import (
     OutputFileError,
     check_output_path,
     current_umask,

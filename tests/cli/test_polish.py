@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 import runlane_conformance
 from runlane_conformance import StorageLimits, StorageProfile
-from runlane_conformance.cli import app as app_module
+from runlane_conformance.cli import common
 from runlane_conformance.cli.app import app
+from runlane_conformance.cli.progress_view import LiveProgress
 from runlane_conformance.cli.wording import count
 
 cli = CliRunner()
@@ -91,7 +92,7 @@ def test_the_profile_line_never_repeats_a_word(durability: str) -> None:
         exclusive_candidates=False,
         append=True,
     )
-    line = app_module._describe_profile(profile)
+    line = common.describe_profile(profile)
     words = line.replace(",", " ").replace(";", " ").split()
     assert all(a != b for a, b in itertools.pairwise(words)), line
     assert f"durability {durability}" in line and "offers append" in line
@@ -118,7 +119,7 @@ def test_the_report_tables_fit_80_columns_and_keep_every_name_whole(
     fake_suite: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setattr(app_module.console, "_width", None)
+    monkeypatch.setattr(common.console, "_width", None)
     result = invoke("report", "--driver", fake_suite)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -175,7 +176,7 @@ def test_the_completion_script_is_typer_s_for_the_requested_shell() -> None:
 
 def test_the_driver_list_fits_80_columns_without_cutting_a_factory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setattr(app_module.console, "_width", None)
+    monkeypatch.setattr(common.console, "_width", None)
     result = invoke("list")
     assert result.exit_code == 0, result.output
     assert "\u2026" not in result.stdout
@@ -210,7 +211,7 @@ def test_the_live_display_names_the_check_in_flight_and_times_each_area_from_its
     from runlane_conformance.run.model import CheckResult, Outcome
     from runlane_conformance.runner import CheckStarted, CollectionFinished, TestFinished
 
-    live = app_module._LiveProgress()
+    live = LiveProgress()
     live(CollectionFinished({"limits": 2, "profile": 1}))
     tasks = {task.description.strip(): task for task in live.progress.tasks}
     assert not tasks["limits"].started and not tasks["profile"].started

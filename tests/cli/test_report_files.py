@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.cli import output_files
-from runlane_conformance.cli.report import ReportError, build_report, read_report, write_report
+from runlane_conformance.report import files as output_files
+from runlane_conformance.report.builder import build_report
+from runlane_conformance.report.files import read_report, write_report
+from runlane_conformance.report.schema import ReportError
 from runlane_conformance.runner import run_suites
 
 
@@ -48,14 +50,14 @@ def test_a_writer_killed_mid_write_leaves_no_partial_report(document: dict, tmp_
     script = textwrap.dedent(
         f"""
         import json, os, sys, threading
-        from runlane_conformance.cli import output_files, report
+        from runlane_conformance.report import files as output_files
         document = json.loads({json.dumps(json.dumps(document))})
         document["run"]["seed"] = 12345
         def freeze(*args):
             print("written", flush=True)
             threading.Event().wait()
         output_files.os.replace = freeze
-        report.write_report({str(path)!r}, document)
+        output_files.write_report({str(path)!r}, document)
         """
     )
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -125,7 +127,7 @@ def test_the_report_file_is_replaced_not_rewritten_in_place(document: dict, tmp_
 
 
 def test_report_evidence_tables_name_only_catalogued_requirements() -> None:
-    from runlane_conformance.cli.report import ALL_LIMITS_EVIDENCE, CHECK_EVIDENCE, LIMIT_EVIDENCE
+    from runlane_conformance.report.builder import ALL_LIMITS_EVIDENCE, CHECK_EVIDENCE, LIMIT_EVIDENCE
     from runlane_conformance.requirements import all_requirements
 
     catalog = all_requirements()

@@ -266,12 +266,12 @@ def test_the_reference_driver_passes_its_point_reads_area() -> None:
 
 def _machine_idle(monkeypatch: pytest.MonkeyPatch, share: float) -> None:
     """One processor, whose idle share ``auto`` reads as ``share``; a decision every 50 ms."""
-    from runlane_conformance.run import scaling, supervise
+    from runlane_conformance.run import scaling, scheduling
 
     monkeypatch.setattr(scaling.os, "cpu_count", lambda: 1)
     monkeypatch.setattr(scaling.IdleMeter, "available", staticmethod(lambda: True))
     monkeypatch.setattr(scaling.IdleMeter, "idle_share", lambda self: share)
-    monkeypatch.setattr(supervise, "WINDOW_SECONDS", 0.05)
+    monkeypatch.setattr(scheduling, "WINDOW_SECONDS", 0.05)
 
 
 def test_workers_auto_adds_workers_while_the_machine_sits_idle(

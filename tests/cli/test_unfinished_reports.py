@@ -18,16 +18,11 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from runlane_conformance.cli.app import app
-from runlane_conformance.cli.junit import junit_xml
-from runlane_conformance.cli.report import (
-    REPORT_SCHEMA,
-    ReportError,
-    check_claim,
-    is_unfinished,
-    read_report,
-    unfinished_report,
-    validate_report,
-)
+from runlane_conformance.report.builder import unfinished_report
+from runlane_conformance.report.files import read_report
+from runlane_conformance.report.junit import junit_xml
+from runlane_conformance.report.schema import REPORT_SCHEMA, ReportError, is_unfinished, validate_report
+from runlane_conformance.report.verify import check_claim
 from runlane_conformance.run.model import RunStatus
 
 STALE = '{"certification": {"certified": true}}'

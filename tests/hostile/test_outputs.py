@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance.cli.report import read_report
+from runlane_conformance.report.files import read_report
 from runlane_conformance.safe_text import MESSAGE_LIMIT
 
 ROOT = Path(__file__).resolve().parents[2]

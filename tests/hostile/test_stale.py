@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.cli.report import is_unfinished, read_report
+from runlane_conformance.report.files import read_report
+from runlane_conformance.report.schema import is_unfinished
 from runlane_conformance.run.scaling import MAX_WORKERS
 from tests.hostile.conftest import ROOT, certify_command, hostile_env
 from tests.hostile.drivers import TARGET

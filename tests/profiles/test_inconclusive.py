@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance.cli.report import ReportError, check_claim, validate_report
+from runlane_conformance.report.schema import ReportError, validate_report
+from runlane_conformance.report.verify import check_claim
 from runlane_conformance.run.model import INCONCLUSIVE_HINT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,16 +18,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
 from .termination import hold_termination
+from .version import version_text
 
 __all__ = ["main", "version_text"]
-
-
-def version_text() -> str:
-    """The one line ``--version`` prints: toolkit version and the Python running it."""
-    python = ".".join(str(part) for part in sys.version_info[:3])
-    return f"runlane-certify {__version__} (runlane-conformance, Python {python})"
 
 
 def use_private_bytecode_cache() -> None:

@@ -9,19 +9,25 @@ summary wrapped under it), so no ID is ever cut or broken.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from ..contract.errors import RunlaneError
 from ..requirements import AREAS, Requirement, all_requirements
 from ..safe_text import json_text
 from ..suggest import did_you_mean
+from .common import ExitCode, begin, complete_area, console, stop
 
-__all__ = ["UnknownAreaError", "requirements_json", "requirements_view", "select_requirements"]
+__all__ = [
+    "UnknownAreaError",
+    "requirements_command",
+    "requirements_json",
+    "requirements_view",
+    "select_requirements",
+]
 
 #: Below this width the table would squeeze summaries into a sliver: stack instead.
 _TABLE_MIN_WIDTH = 100
@@ -68,6 +74,10 @@ def _needs(requirement: Requirement) -> str:
 
 def requirements_view(chosen: Sequence[Requirement], width: int) -> RenderableType:
     """The listing for a ``width``-column terminal: a table when it fits, stacked blocks otherwise."""
+    # Imported here: registering the command (every --help) must not load rich's table machinery.
+    from rich.padding import Padding
+    from rich.table import Table
+
     if width >= _TABLE_MIN_WIDTH:
         table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
         table.add_column("requirement", no_wrap=True)
@@ -91,3 +101,31 @@ def print_requirements(console: Console, chosen: Sequence[Requirement]) -> None:
         Text(f"{len(chosen)} requirements ({must} MUST, {len(chosen) - must} SHOULD)", style="dim"),
         soft_wrap=True,
     )
+
+
+def requirements_command(
+    area: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--area",
+            "-a",
+            metavar="AREA",
+            help="List only this contract area's requirements (repeatable).",
+            show_default=False,
+            autocompletion=complete_area,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON array (id, area, level, summary, ...).")
+    ] = False,
+) -> None:
+    """List the requirement IDs, with level and summary: what --requirement and --expect-fail take."""
+    begin()
+    try:
+        chosen = select_requirements(area or ())
+    except UnknownAreaError as error:
+        stop(ExitCode.USAGE, error)
+    if as_json:
+        typer.echo(requirements_json(chosen), nl=False)
+    else:
+        print_requirements(console, chosen)

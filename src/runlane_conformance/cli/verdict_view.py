@@ -20,10 +20,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..run.model import AreaSummary
+from ..run.model import INCONCLUSIVE_HINT, AreaSummary, Outcome, RunResult, RunStatus
+from ..safe_text import redact_options
+from .choices import TracebackStyle
+from .common import console, shown, unwrapped
 from .wording import count
 
-__all__ = ["COUNT_COLUMNS", "verdict_view"]
+__all__ = ["COUNT_COLUMNS", "print_failures", "print_verdict", "verdict_table", "verdict_view"]
 
 TITLE = "Verdict by contract area (requirements)"
 
@@ -139,3 +142,134 @@ def verdict_view(
     fits = _natural_width(table) <= console.width
     body: RenderableType = table if fits else _stacked(summaries, shown, console.width)
     return Group(body, *_gate_reasons(summaries, shown))
+
+
+# --- the run's closing lines ------------------------------------------------------------------------
+
+
+def verdict_table(result: RunResult) -> RenderableType:
+    """The verdict by area for ``result``, its driver-supplied text cleaned."""
+    return verdict_view(result.area_summaries(), console, lambda text: shown(text, result.options, 200))
+
+
+def print_failures(result: RunResult, style: TracebackStyle) -> None:
+    from .failures import failure_lines, unexpected_pass_lines
+
+    options = result.options
+
+    def clean(text: object, limit: int | None) -> str:
+        return shown(text, options, limit)
+
+    lines = failure_lines(result, style, clean)
+    unexpected = unexpected_pass_lines(result, clean)
+    if not lines and not unexpected:
+        return
+    for section in (lines, unexpected):
+        if section:
+            console.print()
+        for line in section:
+            console.print(line, soft_wrap=True)
+    if redact_options(options) != dict(options):
+        console.print(
+            Text(
+                "(secret-looking option values are shown as ***: put your own back in to reproduce)",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
+
+
+def _scope_of(result: RunResult) -> str:
+    parts = [f"areas {', '.join(result.areas)}"] if result.areas else []
+    if result.requirement_filter:
+        parts.append(f"requirements {', '.join(result.requirement_filter)}")
+    return shown("; ".join(parts))
+
+
+def print_verdict(result: RunResult) -> None:
+    should = [r for r in result.failed_requirements if r not in result.must_failures]
+    console.print()
+    for problem in result.problems:
+        console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=unwrapped())
+    if result.status is RunStatus.INTERRUPTED:
+        console.print(
+            Text.assemble(("INTERRUPTED", "bold red"), f": {shown(result.driver)}: not a certification"),
+            soft_wrap=unwrapped(),
+        )
+    elif result.status is RunStatus.STOPPED:
+        not_run = sum(t.outcome is Outcome.NOT_RUN for t in result.tests)
+        console.print(
+            Text.assemble(
+                ("STOPPED", "bold red"),
+                f" after {count(result.max_failures or 0, 'failed check')} (--maxfail "
+                f"{result.max_failures}): {shown(result.driver)}: {count(not_run, 'check')} not run; "
+                "a stopped run is not a certification",
+            ),
+            soft_wrap=unwrapped(),
+        )
+    elif result.status is RunStatus.INCONCLUSIVE:
+        unfinished = result.inconclusive_requirements
+        console.print(
+            Text.assemble(
+                ("INCONCLUSIVE", "bold yellow"),
+                f": {shown(result.driver)}: nothing failed, but "
+                f"{count(len(unfinished), 'requirement')} could not finish in time "
+                f"({shown(', '.join(r.id for r in unfinished))}); not a certification. "
+                f"{INCONCLUSIVE_HINT} (exit 4)",
+            ),
+            soft_wrap=unwrapped(),
+        )
+    elif result.status is RunStatus.PARTIAL:
+        failed = len(result.failed_requirements)
+        if failed:
+            outcome = f"{count(failed, 'requirement')} failed or did not run"
+        elif result.inconclusive_requirements:
+            outcome = (
+                f"nothing failed, but {count(len(result.inconclusive_requirements), 'requirement')} "
+                f"could not finish in time (inconclusive: {INCONCLUSIVE_HINT})"
+            )
+        elif result.problems:
+            outcome = f"everything that ran passed, but {count(len(result.problems), 'run problem')}"
+        else:
+            outcome = "everything that ran passed"
+        console.print(
+            Text.assemble(
+                ("PARTIAL RUN", "bold yellow"),
+                f" ({_scope_of(result)}): {shown(result.driver)}: {outcome}; "
+                "a partial run is not a certification",
+            ),
+            soft_wrap=unwrapped(),
+        )
+    elif result.certified:
+        console.print(
+            Text.assemble(("CERTIFIED", "bold green"), f": {shown(result.driver)} at level {result.level}"),
+            soft_wrap=unwrapped(),
+        )
+    else:
+        reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
+        if result.inconclusive_requirements:
+            reasons.append(f"{count(len(result.inconclusive_requirements), 'requirement')} inconclusive")
+        known = sum(r.known_failure for r in result.must_failures)
+        if known:
+            reasons[0] += f" ({known} of them {'a known failure' if known == 1 else 'known failures'})"
+        if result.problems:
+            reasons.append(count(len(result.problems), "run problem"))
+        console.print(
+            Text.assemble(("NOT CERTIFIED", "bold red"), f": {shown(result.driver)}: {', '.join(reasons)}"),
+            soft_wrap=unwrapped(),
+        )
+    if should:
+        console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
+    if result.unexpected_passes:
+        ids = ", ".join(r.id for r in result.unexpected_passes)
+        console.print(
+            Text.assemble(
+                ("NOT CLEAN", "bold yellow"),
+                f": declared known failures passed ({shown(ids)}): remove their --expect-fail (exit 1)",
+            ),
+            soft_wrap=unwrapped(),
+        )
+    ran = sum(t.outcome is not Outcome.NOT_RUN for t in result.tests)
+    checks = count(len(result.tests), "check")
+    summary = f"{ran} of {checks} run in {result.duration:.1f}s; seed {result.seed}"
+    console.print(Text(summary, style="dim"), soft_wrap=unwrapped())

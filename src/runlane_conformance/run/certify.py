@@ -65,6 +65,7 @@ from .model import (
 from .plan import Plan, PlannedCheck, build_plan, longest_first, planned_from_event, scope_catalog
 from .probe import probe_driver, probe_facts
 from .raw import RawCheck
+from .request import RunRequest
 from .sandbox import SandboxNetwork, bwrap_program, sandbox_argv, sandbox_description, sandbox_unavailable
 from .scaling import WorkerCount, parse_workers
 from .supervise import ChildSpec, Supervisor
@@ -85,11 +86,13 @@ __all__ = [
     "RunBrokenError",
     "RunEvent",
     "RunListener",
+    "RunRequest",
     "RunResult",
     "RunStatus",
     "RunUsageError",
     "TestFinished",
     "TestResult",
+    "certify",
     "certify_driver",
     "check_budget",
     "probe_driver",
@@ -394,6 +397,38 @@ def _pytest_args(request: _Request, source: SuiteSource, *, isolated: bool = Fal
 
 
 # --- supervised ---------------------------------------------------------------------------------
+
+
+def certify(
+    request: RunRequest,
+    listener: RunListener | None = None,
+    *,
+    catalog: Mapping[str, Requirement] | None = None,
+) -> RunResult:
+    """Certify the driver ``request`` names, with the checks in supervised child processes.
+
+    The typed entry point the CLI uses: the request was built once from the command line and
+    configuration (``run.request``). ``catalog`` overrides the requirement catalogue (tests only).
+    See ``certify_driver`` for what is raised and how the run is carried out.
+    """
+    return certify_driver(
+        request.driver,
+        request.options,
+        areas=request.areas,
+        requirements=request.requirements,
+        hypothesis_profile=request.hypothesis_profile,
+        seed=request.seed,
+        workers=request.workers,
+        check_timeout=request.check_timeout,
+        listener=listener,
+        catalog=catalog,
+        max_failures=request.max_failures,
+        expected_failures=request.expected_failures,
+        examples=request.examples,
+        isolation=request.isolation,
+        sandbox_network=request.sandbox_network,
+        backend_python=request.backend_python,
+    )
 
 
 def certify_driver(

@@ -12,10 +12,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 
-from ..contract.errors import RunlaneError
 from ..contract.values import StorageProfile
 from ..fixtures.defaults import DEFAULT_EXAMPLES
 from ..fixtures.driver_frame import path_from_here, pytest_launcher
@@ -24,7 +22,16 @@ from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
 from ..requirements import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values
+from .certification import Certification, Verdict, certify, decide_verdict
 from .isolation import DEFAULT_ISOLATION
+from .outcomes import (
+    ExpectationResult,
+    Outcome,
+    RequirementOutcome,
+    RunBrokenError,
+    RunStatus,
+    RunUsageError,
+)
 
 __all__ = [
     "DRIVER_FRAME_PROPERTY",
@@ -34,6 +41,7 @@ __all__ = [
     "REPRODUCE_PROPERTY",
     "SHRINK_NOTE_PROPERTY",
     "AreaSummary",
+    "Certification",
     "CheckResult",
     "ExpectationResult",
     "Outcome",
@@ -44,6 +52,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "RunUsageError",
+    "Verdict",
     "redact_options",
 ]
 
@@ -55,88 +64,6 @@ DRIVER_FRAME_PROPERTY = "runlane_driver_frame"
 REPRODUCE_PROPERTY = "runlane_reproduce"
 #: The user property saying a failure was reported before shrinking finished (its budget ran out).
 SHRINK_NOTE_PROPERTY = "runlane_shrink_note"
-
-
-class RunUsageError(RunlaneError, ValueError):
-    """The run was asked for something impossible (unknown area or requirement, bad worker count).
-
-    The message is one line for the user; the CLI exits 2 on it.
-    """
-
-
-class RunBrokenError(RunlaneError, RuntimeError):
-    """The run could not be carried out at all (the suites did not collect, nothing was collected).
-
-    This says nothing about the driver; ``output`` holds pytest's text for diagnosis.
-    """
-
-    def __init__(self, message: str, output: str = "") -> None:
-        super().__init__(message)
-        self.output = output
-
-
-class Outcome(StrEnum):
-    """How one check (one pytest test) ended, after judging.
-
-    ``gated`` is the only kind of skip there is: our own profile gating, matching
-    what the preflight probe predicted. Every other skip, xfail or exit is ``failed``.
-    ``inconclusive``: the check could not finish inside its deadline (the
-    supervisor's, or its own guard's) and found nothing wrong before it stopped:
-    no evidence either way, so neither a pass nor a failure.
-    """
-
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    GATED = "gated"
-    NOT_RUN = "not_run"
-    INCONCLUSIVE = "inconclusive"
-
-
-class RequirementOutcome(StrEnum):
-    """What one requirement came to across all of its checks.
-
-    ``inconclusive``: no check failed, but at least one could not finish in time; the requirement is
-    neither met nor broken, so it denies certification without counting as a failure.
-    """
-
-    PASSED = "passed"
-    FAILED = "failed"
-    GATED = "gated"
-    NOT_RUN = "not_run"
-    INCONCLUSIVE = "inconclusive"
-
-    @property
-    def acceptable(self) -> bool:
-        """Whether this outcome lets a MUST requirement certify (passed, or not applicable)."""
-        return self in (RequirementOutcome.PASSED, RequirementOutcome.GATED)
-
-
-class RunStatus(StrEnum):
-    """``complete``: every required check was planned; ``partial``: restricted by area or
-    requirement; ``stopped``: ended early on purpose after ``--maxfail`` failed checks (``-x``);
-    ``interrupted``: stopped before the end (Ctrl-C); ``inconclusive``: every required check ran and
-    none failed, but at least one could not finish inside its deadline, so there is no verdict.
-    Only complete runs certify.
-
-    Two more describe a report that holds no results: ``running`` is what the CLI writes at the
-    report and JUnit paths the moment a run starts (so an earlier file there can never pass for
-    this run's, and a CLI killed outright leaves that marker behind), and ``broken`` is what it
-    leaves when the run ended without a verdict (the driver could not be loaded, the run itself
-    broke). An interrupted run that had no plan yet leaves ``interrupted`` in the same form."""
-
-    COMPLETE = "complete"
-    PARTIAL = "partial"
-    STOPPED = "stopped"
-    INTERRUPTED = "interrupted"
-    INCONCLUSIVE = "inconclusive"
-    RUNNING = "running"
-    BROKEN = "broken"
-
-    @property
-    def has_results(self) -> bool:
-        """Whether a run that ends with this status can have judged checks (a plan existed)."""
-        return self not in (RunStatus.RUNNING, RunStatus.BROKEN)
 
 
 @dataclass(frozen=True)
@@ -219,17 +146,6 @@ class CheckResult:
 
 #: The former name of ``CheckResult``.
 TestResult = CheckResult
-
-
-class ExpectationResult(StrEnum):
-    """How a requirement declared as an expected failure (``--expect-fail``) came out."""
-
-    #: It failed (or did not run), as declared: a known failure. It still denies certification.
-    FAILED_AS_EXPECTED = "failed as expected"
-    #: It passed: the declaration is stale and should be removed; the run is not clean.
-    PASSED_UNEXPECTEDLY = "passed unexpectedly"
-    #: The driver's profile gated it off, so there was nothing to fail.
-    GATED = "gated"
 
 
 @dataclass(frozen=True)
@@ -398,18 +314,34 @@ class RunResult:
         return tuple(r for r in self.failed_requirements if r.level is RequirementLevel.MUST)
 
     @property
-    def certified(self) -> bool:
-        """The verdict (see ``verdict.certify``): complete, no problems, every MUST passed or gated."""
-        from .verdict import certification_of
+    def certification(self) -> Certification:
+        """``certification.certify`` applied to this run's own requirement results."""
+        catalog = {r.id: r.requirement for r in self.requirements}
+        outcomes = {r.id: r.outcome for r in self.requirements}
+        return certify(outcomes, catalog, self.facts.offered(), status=self.status, problems=self.problems)
 
-        return certification_of(self).certified
+    @property
+    def certified(self) -> bool:
+        """The certification (see ``certification.certify``): complete, no problems, every MUST
+        passed or gated."""
+        return self.certification.certified
 
     @property
     def level(self) -> str:
         """``none`` unless certified; otherwise ``core`` plus each optional capability offered."""
-        from .verdict import certification_of
+        return self.certification.level
 
-        return certification_of(self).level
+    @property
+    def verdict(self) -> Verdict:
+        """What the run came to, decided once (``certification.decide_verdict``) for every view."""
+        return decide_verdict(
+            self.status,
+            self.certification,
+            failed=bool(self.failed_requirements),
+            inconclusive=bool(self.inconclusive_requirements),
+            problems=bool(self.problems),
+            stale_expectations=bool(self.unexpected_passes),
+        )
 
     @property
     def checks_required(self) -> int:

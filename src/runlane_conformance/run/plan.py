@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..fixtures.gating import ProfileFacts, gating_reason
 from ..requirements import AREAS, Requirement
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
-from .model import RunUsageError
+from .outcomes import RunUsageError
 
 __all__ = [
     "Plan",

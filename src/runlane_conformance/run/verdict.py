@@ -11,13 +11,13 @@ profile gating (as the plan predicted it) fails.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
 from ..contract.values import StorageIndexConsistency
 from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
 from ..in_words import in_words
 from ..requirements import AREAS, Requirement, RequirementLevel
+from .certification import LEVEL_CAPABILITIES, Certification, Verdict, certify, decide_verdict, level_for
 from .model import (
     INCONCLUSIVE_HINT,
     INCONCLUSIVE_PROPERTY,
@@ -26,16 +26,18 @@ from .model import (
     RequirementOutcome,
     RequirementResult,
     RunResult,
-    RunStatus,
 )
 from .plan import Plan, PlannedCheck, area_of
 from .raw import RawCheck
 
 __all__ = [
     "INCONCLUSIVE_HINT",
+    "LEVEL_CAPABILITIES",
     "Certification",
+    "Verdict",
     "certification_of",
     "certify",
+    "decide_verdict",
     "fold_requirements",
     "judge_check",
     "level_for",
@@ -44,81 +46,10 @@ __all__ = [
 
 _BLOB = re.compile(r"@reproduce_failure\([^()]*\)")
 
-#: Optional capabilities that raise the certification level, with their label. ``faults`` is the
-#: harness offering a fault mechanism: a driver certified without one never had a broken connection
-#: tested, so its level must not read like one whose faults checks passed (docs/faults.md).
-LEVEL_CAPABILITIES: tuple[tuple[str, str], ...] = (
-    ("append", "append"),
-    ("exclusive_candidates", "exclusive"),
-    ("faults", "faults"),
-)
-
-
-@dataclass(frozen=True)
-class Certification:
-    """Whether the outcomes certify, at which level, and the requirements that stand in the way."""
-
-    certified: bool
-    level: str
-    must_failed: tuple[str, ...]
-    should_failed: tuple[str, ...]
-    #: Requirements (MUST or SHOULD) a check of which could not finish in time: no verdict on them.
-    inconclusive: tuple[str, ...] = ()
-
-
-def level_for(offered: Collection[str]) -> str:
-    """``core`` plus each level-raising capability in ``offered``."""
-    return "+".join(["core", *(label for name, label in LEVEL_CAPABILITIES if name in offered)])
-
-
-def certify(
-    outcomes: Mapping[str, RequirementOutcome],
-    catalog: Mapping[str, Requirement],
-    offered: Collection[str],
-    *,
-    status: RunStatus,
-    problems: Collection[str] = (),
-) -> Certification:
-    """Certify when the run is complete, had no run-level problem, and every catalogued MUST
-    requirement passed or was gated off by the profile. A catalogued requirement missing from
-    ``outcomes`` counts as not run. The level is ``core`` plus each optional capability offered
-    (an offered capability's requirements are MUSTs, so they all passed)."""
-    must_failed: list[str] = []
-    should_failed: list[str] = []
-    inconclusive: list[str] = []
-    for rid, requirement in sorted(catalog.items()):
-        outcome = outcomes.get(rid, RequirementOutcome.NOT_RUN)
-        if outcome.acceptable:
-            continue
-        if outcome is RequirementOutcome.INCONCLUSIVE:
-            inconclusive.append(rid)
-            continue
-        (must_failed if requirement.level is RequirementLevel.MUST else should_failed).append(rid)
-    # Outcomes for ids outside the catalogue cannot vouch for anything; failing ones still deny.
-    for rid, outcome in sorted(outcomes.items()):
-        if rid not in catalog and not outcome.acceptable:
-            must_failed.append(rid)
-    certified = (
-        status is RunStatus.COMPLETE
-        and not problems
-        and not must_failed
-        and not inconclusive
-        and any(outcome is RequirementOutcome.PASSED for outcome in outcomes.values())
-    )
-    return Certification(
-        certified=certified,
-        level=level_for(offered) if certified else "none",
-        must_failed=tuple(must_failed),
-        should_failed=tuple(should_failed),
-        inconclusive=tuple(inconclusive),
-    )
-
 
 def certification_of(result: RunResult) -> Certification:
-    """``certify`` applied to a run's own requirement results."""
-    catalog = {r.id: r.requirement for r in result.requirements}
-    outcomes = {r.id: r.outcome for r in result.requirements}
-    return certify(outcomes, catalog, result.facts.offered(), status=result.status, problems=result.problems)
+    """``certify`` applied to a run's own requirement results (``RunResult.certification``)."""
+    return result.certification
 
 
 def _blob(longrepr: str | None) -> str | None:

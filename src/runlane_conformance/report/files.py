@@ -1,4 +1,7 @@
-"""Writing the files a run produces (report, JUnit, badge) without ever damaging what is on disk.
+"""Atomic writes: the files a run produces (report, JUnit, badge) without ever damaging what is on disk.
+
+``write_report`` and ``read_report`` are the report's own pair: validated on the way out and on the
+way back in (``report.schema``).
 
 Two moments matter:
 
@@ -33,11 +36,16 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from ..contract.errors import RunlaneError
-from ..safe_text import describe_exception, one_line
+from ..safe_text import describe_exception, json_text, one_line
+
+if TYPE_CHECKING:
+    from .model import Report
 
 __all__ = [
     "STDOUT",
@@ -48,8 +56,10 @@ __all__ = [
     "current_umask",
     "invalidate",
     "output_target",
+    "read_report",
     "same_file",
     "write_output",
+    "write_report",
     "write_text_atomically",
 ]
 
@@ -315,3 +325,35 @@ def same_file(first: Path | str, second: Path | str) -> bool:
         return os.path.samefile(a, b)
     except (OSError, ValueError):
         return False
+
+
+def write_report(path: Path, document: Mapping[str, Any]) -> None:
+    """Validate ``document`` and write it atomically as indented JSON."""
+    from .schema import validate_report
+
+    validate_report(document)
+    write_text_atomically(Path(path), json_text(document, indent=2) + "\n", "report")
+
+
+def read_report(path: Path) -> Report:
+    """Load and validate a report; every problem is a one-line ``ReportError``."""
+    import json
+
+    from .schema import ReportError, validate_report
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise ReportError(f"cannot read report {str(path)!r}: {reason}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReportError(f"report {str(path)!r} is not JSON: {error}") from None
+    except RecursionError:
+        raise ReportError(f"report {str(path)!r} is not a report: its JSON nests too deeply") from None
+    try:
+        validate_report(document)
+    except ReportError as error:
+        raise ReportError(f"report {str(path)!r}: {error}") from None
+    return cast("Report", document)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..safe_text import MESSAGE_LIMIT, xml_safe
+from .model import Report, RequirementEntry, ResultsReport, UnfinishedReport
 
 __all__ = ["junit_xml", "unfinished_junit_xml"]
 
@@ -67,7 +68,7 @@ def _attach(case: ET.Element, html: str | None) -> None:
         ET.SubElement(case, "system-out").text = xml_safe(f"[[ATTACHMENT|{html}]]")
 
 
-def unfinished_junit_xml(report: Mapping[str, Any], *, html: str | None = None) -> str:
+def unfinished_junit_xml(report: UnfinishedReport, *, html: str | None = None) -> str:
     """JUnit XML for a report without results: one testcase in error, naming the run's status."""
     run = report["run"]
     status = str(run["status"])
@@ -108,7 +109,7 @@ _CUT_SHORT = {
 }
 
 
-def junit_xml(report: Mapping[str, Any], *, html: str | None = None) -> str:
+def junit_xml(document: Report, *, html: str | None = None) -> str:
     """The JUnit XML text for a (validated) report document.
 
     With ``html`` (the path of the page ``run --html`` wrote) the first suite carries an
@@ -121,8 +122,9 @@ def junit_xml(report: Mapping[str, Any], *, html: str | None = None) -> str:
     ``not run:`` message, and one ``<error>`` testcase for the run keeps the file red: nothing there
     passed, and nothing there failed either.
     """
-    if "requirements" not in report:
-        return unfinished_junit_xml(report, html=html)
+    if "requirements" not in document:
+        return unfinished_junit_xml(document, html=html)
+    report = cast(ResultsReport, document)
     requirements = report["requirements"]
     cut_short = _CUT_SHORT.get(str(report["run"]["status"]))
 
@@ -149,7 +151,7 @@ def junit_xml(report: Mapping[str, Any], *, html: str | None = None) -> str:
         time=_seconds(report["run"]["duration_seconds"]),
         timestamp=_clean(report["run"]["started_at"]),
     )
-    by_area: dict[str, list[Mapping[str, Any]]] = {}
+    by_area: dict[str, list[RequirementEntry]] = {}
     for requirement in requirements:
         by_area.setdefault(requirement["area"], []).append(requirement)
     for area, members in by_area.items():

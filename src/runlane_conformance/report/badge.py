@@ -8,13 +8,13 @@ can contain anything) and a report on disk may have been edited by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from ..run.isolation import Isolation
 from ..safe_text import one_line, xml_safe
+from .model import ResultsReport
 
 __all__ = ["Badge", "badge_for", "endpoint_json", "is_sandboxed", "isolation_note", "render_svg"]
 
@@ -42,7 +42,7 @@ class Badge:
     is_error: bool
 
 
-def badge_for(report: Mapping[str, Any]) -> Badge:
+def badge_for(report: ResultsReport) -> Badge:
     """The badge for a validated report."""
     certification = report["certification"]
     label = f"runlane {report['driver']['spec']}"
@@ -54,7 +54,7 @@ def badge_for(report: Mapping[str, Any]) -> Badge:
     return Badge(label, certification["level"] + (" (isolated)" if isolated else ""), "brightgreen", False)
 
 
-def is_sandboxed(report: Mapping[str, Any]) -> bool:
+def is_sandboxed(report: ResultsReport) -> bool:
     """Whether the report's driver ran isolated *and* sandboxed: only then is a run marked isolated."""
     environment = report["environment"]
     sandbox = environment.get("sandbox")
@@ -65,12 +65,12 @@ def is_sandboxed(report: Mapping[str, Any]) -> bool:
     )
 
 
-def isolation_note(report: Mapping[str, Any]) -> str:
+def isolation_note(report: ResultsReport) -> str:
     """One line saying where the report's driver ran, and what that means for the verdict."""
     if is_sandboxed(report):
         return (
             "isolation: process, sandboxed (the driver ran in a process of its own, in namespaces "
-            f"of its own: {report['environment']['sandbox'].removeprefix('bubblewrap: ')})"
+            f"of its own: {str(report['environment'].get('sandbox')).removeprefix('bubblewrap: ')})"
         )
     if report["environment"]["isolation"] == Isolation.PROCESS.value:
         why = str(report["environment"].get("sandbox") or "unavailable").removeprefix("unavailable: ")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.requirements import RequirementLevel, all_requirements
+from runlane_conformance.catalogue import RequirementLevel, all_requirements
 from runlane_conformance.requirements_doc import render as render_requirements
 from runlane_conformance.traceability import (
     Clause,

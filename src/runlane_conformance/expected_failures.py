@@ -58,7 +58,7 @@ class ExpectedFailure:
 def _catalog_ids() -> Set[str]:
     # Imported here: the catalog imports every suite module (and with them
     # Hypothesis), which a caller that passes its own ``known`` never needs.
-    from .requirements import all_requirements
+    from .catalogue import all_requirements
 
     return all_requirements().keys()
 

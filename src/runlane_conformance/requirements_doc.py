@@ -21,7 +21,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from .requirements import AREAS, Requirement, all_requirements
+from .catalogue import AREAS, Requirement, all_requirements
 from .traceability import anchor, clauses_by_requirement
 
 __all__ = ["CAPABILITIES_SECTION", "CLAUSE_SECTIONS", "contract_sections", "render", "slugify"]

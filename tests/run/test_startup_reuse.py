@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.requirements import all_requirements
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.run.catalog import suite_catalog
 
 

@@ -44,10 +44,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..catalogue import AREAS
+
 # Only what defining the commands needs is imported here: ``--help`` and ``--version`` must not pay
 # for pytest, Hypothesis, jsonschema or the contract. Each command imports the rest when it runs.
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
-from ..requirements import AREAS
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
 from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, WorkerCount, parse_workers
@@ -418,7 +419,7 @@ def _complete_area(incomplete: str) -> list[str]:
 def _complete_requirement(incomplete: str) -> list[str]:
     """Requirement ids of the catalogue (importing the suites takes a moment, once per completion)."""
     try:
-        from ..requirements import all_requirements
+        from ..catalogue import all_requirements
 
         return [rid for rid in all_requirements() if rid.startswith(incomplete)]
     except Exception:  # completion must never print a traceback into the user's shell

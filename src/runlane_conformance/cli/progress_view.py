@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
-from ..requirements import AREAS
+from ..catalogue import AREAS
 
 __all__ = ["area_progress"]
 

@@ -16,8 +16,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ..catalogue import AREAS, Requirement, all_requirements
 from ..contract.errors import RunlaneError
-from ..requirements import AREAS, Requirement, all_requirements
 from ..safe_text import json_text
 from ..suggest import did_you_mean
 

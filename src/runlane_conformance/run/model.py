@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
+from ..catalogue import AREAS, Requirement, RequirementLevel
 from ..contract.errors import RunlaneError
 from ..contract.values import StorageProfile
 from ..fixtures.defaults import DEFAULT_EXAMPLES
@@ -22,7 +23,6 @@ from ..fixtures.driver_frame import path_from_here, pytest_launcher
 from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
-from ..requirements import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values
 from .isolation import DEFAULT_ISOLATION
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..catalogue import AREAS, Requirement
 from ..fixtures.gating import ProfileFacts, gating_reason
-from ..requirements import AREAS, Requirement
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .model import RunUsageError
 

@@ -14,10 +14,10 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from ..catalogue import AREAS, Requirement, RequirementLevel
 from ..contract.values import StorageIndexConsistency
 from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
 from ..in_words import in_words
-from ..requirements import AREAS, Requirement, RequirementLevel
 from .model import (
     INCONCLUSIVE_HINT,
     INCONCLUSIVE_PROPERTY,

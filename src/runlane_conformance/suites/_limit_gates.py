@@ -43,6 +43,7 @@ from typing import Protocol, TypeVar
 
 import pytest
 
+from ..catalogue.profile import CORE_FLOOR, CORE_FLOOR_REQUIREMENT
 from ..contract.errors import StorageLimitError
 from ..contract.values import StorageLimits
 from ..fixtures.records import Leases
@@ -90,16 +91,7 @@ OPERATOR_PAGE = 500
 
 Gate = Callable[[StorageLimits], "str | None"]
 
-#: The fewest point reads and transaction records one attempt must allow for core to work at all.
-#: Core's smallest indivisible steps read and touch three records: a run-pruning pass reads the
-#: tombstone (to lower its counters), a run link and the wait token it points to (to delete the link
-#: and lower the token's link count together); a run that starts waiting on another is read together
-#: with its source run and the completion-wait marker, and the marker is created in the same commit.
-#: None of these may be split across commits, so a driver allowing fewer can never let core prune a
-#: linked run or put a run to wait. See docs/writing-a-driver.md ("Small limits").
-CORE_FLOOR = 3
-#: The requirement that judges the floor; at limits below it every other check is gated.
-CORE_FLOOR_REQUIREMENT = "profile.limits-leave-core-room"
+# CORE_FLOOR and CORE_FLOOR_REQUIREMENT are the catalogue's (catalogue/profile.py): the floor is a rule.
 
 
 def core_floor_reason(limits: StorageLimits) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from runlane_conformance.catalogue import AREAS, RequirementLevel, all_requirements
-
 from runlane_conformance.requirements_doc import render
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "requirements.md"

@@ -31,10 +31,15 @@ class Mutant:
         return self.requirement.id
 
 
-def all_mutants() -> list[Mutant]:
-    found: list[Mutant] = []
+def mutants_by_module() -> dict[str, list[Mutant]]:
+    """Each ``m_*`` module's name -> the mutants it declares, in module-name order."""
+    found: dict[str, list[Mutant]] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda info: info.name):
         if info.name.startswith("m_"):
             module = importlib.import_module(f"tests.mutants.{info.name}")
-            found.extend(module.MUTANTS)
+            found[info.name] = list(module.MUTANTS)
     return found
+
+
+def all_mutants() -> list[Mutant]:
+    return [mutant for mutants in mutants_by_module().values() for mutant in mutants]

@@ -51,6 +51,7 @@ from runlane_conformance.contract.streams import (
 )
 from runlane_conformance.contract.values import StorageRecordKey
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import chunks, limit_gated, reads, records, values
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.suites._append_support import (
     LAYOUT,
@@ -62,7 +63,6 @@ from runlane_conformance.suites._append_support import (
     point_append,
     read_stream,
 )
-from runlane_conformance.suites._limit_gates import chunks, limit_gated, reads, records, values
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._processes_support import w_append_batches
 

@@ -54,6 +54,7 @@ from runlane_conformance.contract.values import (
     StorageRecordVersion,
 )
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import page, positions, records
 from runlane_conformance.fixtures.records import Leases, leases_for
 from runlane_conformance.suites._conflicts_support import (
     CONFLICT,
@@ -69,7 +70,6 @@ from runlane_conformance.suites._conflicts_support import (
     write_leases,
 )
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import page, positions, records
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._processes_support import GRACE, committed, w_create_if_absent, w_increment
 

@@ -40,6 +40,7 @@ from runlane_conformance.contract.values import (
     StorageRangeBound,
 )
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import page, reads
 from runlane_conformance.fixtures.processes import STEP_TIMEOUT, Worker, gather_signals
 from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.suites._cursors_support import (
@@ -49,7 +50,6 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
-from runlane_conformance.suites._limit_gates import page, reads
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (

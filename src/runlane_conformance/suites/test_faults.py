@@ -45,6 +45,7 @@ from runlane_conformance.catalogue.faults import (
     USABLE_AFTER_FAULT,
 )
 from runlane_conformance.contract.errors import StorageCommitUnknownError, StorageUnavailableError
+from runlane_conformance.fixtures.limit_gates import limit_gated, page
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.suites._faults_support import (
     FAULT_ERRORS,
@@ -58,7 +59,6 @@ from runlane_conformance.suites._faults_support import (
     hold_trials,
     report,
 )
-from runlane_conformance.suites._limit_gates import limit_gated, page
 
 T = TypeVar("T", CounterTrial, BatchTrial, HoldTrial)
 

@@ -38,17 +38,17 @@ from runlane_conformance.contract.values import (
 from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.evidence import record_limit
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.suites._conflicts_support import Attempts
-from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import dependency_mix, limit_gated, replaced_count
-from runlane_conformance.suites._limits_support import (
+from runlane_conformance.fixtures.limit_gates import dependency_mix, limit_gated, replaced_count
+from runlane_conformance.fixtures.limit_plans import (
     KeyPlan,
     lease_floor,
     plan_distinct_keys,
     sized_leases,
     split_sizes,
 )
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.suites._conflicts_support import Attempts
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._mutations_support import create_all, query_candidates_pairs, read, read_one
 

@@ -42,11 +42,11 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import records
 from runlane_conformance.fixtures.records import Leases, expiry, leases_for
 from runlane_conformance.suites._conflicts_support import Attempts, holder
 from runlane_conformance.suites._cursors_support import catalog_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import records
 from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
     batches,

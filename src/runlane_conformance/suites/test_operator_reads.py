@@ -40,7 +40,7 @@ from runlane_conformance.contract.table_definitions import (
 )
 from runlane_conformance.contract.values import NewStorageRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.fixtures.limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import (
     collect_pages,

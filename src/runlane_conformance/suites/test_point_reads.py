@@ -38,10 +38,10 @@ from runlane_conformance.contract.values import (
     StorageRangeBound,
     StoredRecord,
 )
+from runlane_conformance.fixtures.limit_gates import positions, reads
 from runlane_conformance.fixtures.records import Leases, expiry
 from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import positions, reads
 from runlane_conformance.suites._messages import missing
 
 

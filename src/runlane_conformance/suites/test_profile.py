@@ -48,11 +48,11 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import settle_indexes, until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import core_floor_reason
 from runlane_conformance.fixtures.records import Leases, leases_for
 from runlane_conformance.suites._append_support import batch, point_append
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._lifecycle_support import index_scan, read_all
-from runlane_conformance.suites._limit_gates import core_floor_reason
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,

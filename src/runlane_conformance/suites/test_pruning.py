@@ -82,6 +82,7 @@ from runlane_conformance.fixtures.convergence import (
 from runlane_conformance.fixtures.gating import OPERATOR_READ_METHODS
 from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
+from runlane_conformance.fixtures.limit_gates import limit_gated
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.suites._hypothesis_support import (
     CountedMachine,
@@ -104,7 +105,6 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
     tombstone_counts,
 )
-from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import collect_pages, document_of, page_of
 

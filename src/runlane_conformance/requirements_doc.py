@@ -77,8 +77,8 @@ _NO_SECTION = frozenset({"Verification checklist"})
 
 HEADER = f"""# Conformance requirements
 
-Generated from the requirement catalog by `python -m runlane_conformance.requirements_doc --write
-docs/requirements.md`; do not edit by hand. Each ID is frozen: it names the same rule in pytest ids,
+Generated from the requirement catalogue (`src/runlane_conformance/catalogue/`) by
+`python -m runlane_conformance.requirements_doc` (from the repository root); do not edit by hand. Each ID is frozen: it names the same rule in pytest ids,
 JUnit properties and certification reports. MUST failures deny certification; SHOULD failures are
 reported only.
 

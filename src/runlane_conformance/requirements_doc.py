@@ -78,9 +78,9 @@ _NO_SECTION = frozenset({"Verification checklist"})
 HEADER = f"""# Conformance requirements
 
 Generated from the requirement catalogue (`src/runlane_conformance/catalogue/`) by
-`python -m runlane_conformance.requirements_doc` (from the repository root); do not edit by hand. Each ID is frozen: it names the same rule in pytest ids,
-JUnit properties and certification reports. MUST failures deny certification; SHOULD failures are
-reported only.
+`python -m runlane_conformance.requirements_doc` (from the repository root); do not edit by hand.
+Each ID is frozen: it names the same rule in pytest ids, JUnit properties and certification reports.
+MUST failures deny certification; SHOULD failures are reported only.
 
 "Explained in" links to the section of [the contract page]({CONTRACT_PAGE}) that explains the rule.
 "Spec clause" gives the title of the clause in the Runlane storage contract specification that the

@@ -15,8 +15,8 @@ from types import ModuleType
 import pytest
 
 import runlane_conformance
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.fixtures.gating import CAPABILITIES
-from runlane_conformance.requirements import all_requirements
 from runlane_conformance.requirements_doc import (
     CAPABILITIES_SECTION,
     CLAUSE_SECTIONS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from runlane_conformance.requirements import all_requirements
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.runner import run_suites
 
 SMALLEST = {

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runlane_conformance.requirements import AREAS, RequirementLevel, all_requirements
-from runlane_conformance.requirements_doc import render
+from runlane_conformance.catalogue import AREAS, RequirementLevel, all_requirements
+from runlane_conformance.requirements_doc import check_locations, mutant_locations, render
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "requirements.md"
 
 
 def test_requirements_doc_matches_the_catalog() -> None:
-    assert DOC.read_text(encoding="utf-8") == render(), (
-        "docs/requirements.md is stale: run "
-        "`python -m runlane_conformance.requirements_doc --write docs/requirements.md`"
+    assert DOC.read_text(encoding="utf-8") == render(check_locations(), mutant_locations()), (
+        "docs/requirements.md is stale: run `python -m runlane_conformance.requirements_doc` "
+        "from the repository root"
     )
 
 

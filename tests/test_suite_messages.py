@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import runlane_conformance.suites as suites
-from runlane_conformance.requirements import Requirement, RequirementLevel, all_requirements
+from runlane_conformance.catalogue import Requirement, RequirementLevel, all_requirements
 from runlane_conformance.suites._messages import CALLBACK_ERROR_RULE, propagated, refused
 
 SUITES = Path(suites.__file__).parent

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.requirements import RequirementLevel, all_requirements
+from runlane_conformance.catalogue import RequirementLevel, all_requirements
+from runlane_conformance.requirements_doc import mutant_locations
 from runlane_conformance.requirements_doc import render as render_requirements
 from runlane_conformance.traceability import (
     Clause,
@@ -22,7 +23,6 @@ from runlane_conformance.traceability import (
     anchor,
     clauses_by_requirement,
     load_clauses,
-    mutants_by_requirement,
     normative_sentences,
     render,
     spec_sentences,
@@ -65,9 +65,9 @@ def test_the_clause_table_is_sound() -> None:
 
 
 def test_traceability_doc_matches_the_table() -> None:
-    assert DOC.read_text(encoding="utf-8") == render(mutants=mutants_by_requirement()), (
-        "docs/traceability.md is stale: run "
-        "`python -m runlane_conformance.traceability --mutants --write docs/traceability.md`"
+    assert DOC.read_text(encoding="utf-8") == render(mutants=mutant_locations()), (
+        "docs/traceability.md is stale: run `python -m runlane_conformance.requirements_doc` "
+        "from the repository root"
     )
 
 

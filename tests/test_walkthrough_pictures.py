@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from runlane_conformance.requirements import AREAS
+from runlane_conformance.catalogue import AREAS
 
 ROOT = Path(__file__).resolve().parent.parent
 STALE = "docs/images/terminal-run.svg is stale: run `python scripts/capture.py` and commit the pictures"

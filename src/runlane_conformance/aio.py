@@ -78,7 +78,7 @@ from .contract.values import (
     StorageRecordKey,
     StoredRecord,
 )
-from .harness import DriverHarness, HarnessFactory
+from .harness_protocols import DriverHarness, HarnessFactory
 
 __all__ = [
     "AsyncDriverHarness",

@@ -56,9 +56,8 @@ class ExpectedFailure:
 
 
 def _catalog_ids() -> Set[str]:
-    # Imported here: the catalog imports every suite module (and with them
-    # Hypothesis), which a caller that passes its own ``known`` never needs.
-    from .requirements import all_requirements
+    # Imported here: a caller that passes its own ``known`` never needs the catalogue.
+    from .catalogue import all_requirements
 
     return all_requirements().keys()
 

@@ -1,8 +1,11 @@
-"""Renders ``docs/requirements.md`` from the requirement catalog.
+"""Renders ``docs/requirements.md`` (and ``docs/traceability.md``) from the requirement catalogue.
 
-The document is generated, never edited by hand: ``python -m
-runlane_conformance.requirements_doc --write docs/requirements.md``. A test
-fails when the committed file differs from what this renders.
+The documents are generated, never edited by hand: ``python -m runlane_conformance.requirements_doc``
+from the repository root writes both. A test fails when a committed file differs from what this
+renders. Beside each requirement stand its checks (``suites/test_<area>.py::test_name``, found by
+importing the suites: each check records itself when its requirement decorates it) and its mutants
+(``m_<module>:name``, read from the checkout's ``tests/mutants``, importable from the root because
+``python -m`` puts the current directory first on the module path).
 
 Each requirement names the title of the specification clause it enforces.
 The specification is not shipped with this package, so the page does not
@@ -14,17 +17,28 @@ pretend it can be read here: every row links to the section of
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
 import tempfile
 import unicodedata
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .requirements import AREAS, Requirement, all_requirements
+from . import traceability
+from .catalogue import AREAS, Requirement, all_requirements, check_sites
 from .traceability import anchor, clauses_by_requirement
 
-__all__ = ["CAPABILITIES_SECTION", "CLAUSE_SECTIONS", "contract_sections", "render", "slugify"]
+__all__ = [
+    "CAPABILITIES_SECTION",
+    "CLAUSE_SECTIONS",
+    "check_locations",
+    "contract_sections",
+    "mutant_locations",
+    "render",
+    "slugify",
+]
 
 #: The page every link points into, relative to ``docs/requirements.md``.
 CONTRACT_PAGE = "contract.md"
@@ -63,10 +77,10 @@ _NO_SECTION = frozenset({"Verification checklist"})
 
 HEADER = f"""# Conformance requirements
 
-Generated from the requirement catalog by `python -m runlane_conformance.requirements_doc --write
-docs/requirements.md`; do not edit by hand. Each ID is frozen: it names the same rule in pytest ids,
-JUnit properties and certification reports. MUST failures deny certification; SHOULD failures are
-reported only.
+Generated from the requirement catalogue (`src/runlane_conformance/catalogue/`) by
+`python -m runlane_conformance.requirements_doc` (from the repository root); do not edit by hand.
+Each ID is frozen: it names the same rule in pytest ids, JUnit properties and certification reports.
+MUST failures deny certification; SHOULD failures are reported only.
 
 "Explained in" links to the section of [the contract page]({CONTRACT_PAGE}) that explains the rule.
 "Spec clause" gives the title of the clause in the Runlane storage contract specification that the
@@ -76,6 +90,11 @@ find it if you have the text, not as a reference you are expected to follow.
 "Clauses" lists the contract sentences the rule checks, by clause ID, each linked to its row on
 [the traceability page](traceability.md), which maps every normative sentence of the contract to
 the requirements that check it.
+
+"Checked by" names the checks that judge the rule (`test_<area>.py::function` in
+`src/runlane_conformance/suites/`); "Mutants" names the broken drivers of the toolkit's own tests that
+those checks must fail (`module:name`, declared in `tests/mutants/module.py`), which CI's kill table
+holds them to.
 
 A capability in the "Needs" column means the check runs only when the driver offers it (names
 joined by `+`: all of them), and is otherwise skipped with a `profile:` reason;
@@ -117,7 +136,43 @@ def _explained_in(requirement: Requirement) -> str:
     return ", ".join(f"[{section}]({CONTRACT_PAGE}#{slugify(section)})" for section in sections)
 
 
-def render() -> str:
+def check_locations() -> dict[str, tuple[str, ...]]:
+    """Requirement ID -> its checks as ``test_<area>.py::function``, after importing every suite."""
+    for area in AREAS:
+        importlib.import_module(f"{__package__}.suites.test_{area}")
+    return {
+        rid: tuple(f"{Path(site.path).name}::{site.name}" for site in sites)
+        for rid, sites in check_sites().items()
+    }
+
+
+def mutant_locations() -> dict[str, tuple[str, ...]]:
+    """Requirement ID -> the mutants that must fail it, as ``m_<module>:name``, from ``tests/mutants``.
+
+    Needs a checkout's root on the module path (``python -m`` from the root, or pytest in the checkout).
+    """
+    try:
+        catalog = importlib.import_module("tests.mutants.catalog")
+    except ModuleNotFoundError as error:
+        raise SystemExit(
+            f"cannot import tests.mutants ({error}): run this from the repository root with python -m"
+        ) from error
+    found: dict[str, list[str]] = {}
+    for module, mutants in catalog.mutants_by_module().items():
+        for mutant in mutants:
+            found.setdefault(mutant.kills, []).append(f"{module}:{mutant.name}")
+    return {rid: tuple(names) for rid, names in sorted(found.items())}
+
+
+def _cell(items: Sequence[str]) -> str:
+    return "<br>".join(f"`{item}`" for item in items)
+
+
+def render(
+    checks: Mapping[str, Sequence[str]] | None = None, mutants: Mapping[str, Sequence[str]] | None = None
+) -> str:
+    """The Markdown of docs/requirements.md; with ``checks`` and ``mutants`` (requirement ID -> their
+    locations), each row also names its checks and mutants."""
     catalog = all_requirements()
     lines = [HEADER.replace("{capabilities}", slugify(CAPABILITIES_SECTION))]
     traced = clauses_by_requirement()
@@ -126,8 +181,13 @@ def render() -> str:
         if not rows:
             continue
         lines.append(f"\n## {area}\n")
-        lines.append("| ID | Level | Rule | Explained in | Spec clause | Clauses | Needs |")
-        lines.append("|---|---|---|---|---|---|---|")
+        header = ["ID", "Level", "Rule", "Explained in", "Spec clause", "Clauses", "Needs"]
+        if checks is not None:
+            header.append("Checked by")
+        if mutants is not None:
+            header.append("Mutants")
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
         for req in rows:
             summary = req.summary.replace("|", "\\|")
             clause = req.clause.replace("|", "\\|")
@@ -137,7 +197,11 @@ def render() -> str:
                 f"[`{clause_id}`](traceability.md#{anchor(clause_id)})"
                 for clause_id in traced.get(req.id, ())
             )
-            cells = (f"`{req.id}`", req.level.value, summary, explained, clause, clauses, needs)
+            cells = [f"`{req.id}`", req.level.value, summary, explained, clause, clauses, needs]
+            if checks is not None:
+                cells.append(_cell(checks.get(req.id, ())))
+            if mutants is not None:
+                cells.append(_cell(mutants.get(req.id, ())))
             lines.append("| " + " | ".join(cells) + " |")
     total = len(catalog)
     must = sum(1 for req in catalog.values() if req.level.value == "MUST")
@@ -145,19 +209,25 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", type=Path, help="write the document to this path (atomically)")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write is None:
-        sys.stdout.write(text)
-        return 0
-    target: Path = args.write
+def _write(target: Path, text: str) -> None:
     fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     os.replace(temporary, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Render docs/requirements.md and docs/traceability.md.")
+    parser.add_argument("--docs", type=Path, default=Path("docs"), help="the docs folder (default: docs)")
+    parser.add_argument("--stdout", action="store_true", help="print requirements.md instead of writing")
+    args = parser.parse_args(argv)
+    mutants = mutant_locations()
+    text = render(check_locations(), mutants)
+    if args.stdout:
+        sys.stdout.write(text)
+        return 0
+    _write(args.docs / "requirements.md", text)
+    _write(args.docs / "traceability.md", traceability.render(mutants=mutants))
     return 0
 
 

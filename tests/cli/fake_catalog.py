@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runlane_conformance.requirements import Requirement, RequirementLevel
+from runlane_conformance.catalogue import Requirement, RequirementLevel
 
 _CAPABILITY = {
     "append.contiguous-positions": "append",

@@ -9,9 +9,9 @@ import re
 import pytest
 from rich.console import Console
 
+from runlane_conformance.catalogue import AREAS
 from runlane_conformance.cli.progress_view import area_progress
 from runlane_conformance.cli.verdict_view import COUNT_COLUMNS, verdict_view
-from runlane_conformance.requirements import AREAS
 from runlane_conformance.run.model import AreaSummary
 
 WIDTHS = (60, 80, 100, 140)

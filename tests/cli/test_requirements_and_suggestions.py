@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from runlane_conformance.catalogue import AREAS, all_requirements
 from runlane_conformance.cli.app import app
-from runlane_conformance.requirements import AREAS, all_requirements
 from runlane_conformance.suggest import REQUIREMENTS_HINT, close_matches
 
 cli = CliRunner()

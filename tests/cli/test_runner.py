@@ -16,9 +16,9 @@ import hypothesis
 import pytest
 
 from runlane_conformance import StorageProfile
+from runlane_conformance.catalogue import Requirement, RequirementLevel
 from runlane_conformance.fixtures.gating import ProfileFacts
 from runlane_conformance.harness import DriverLoadError, DriverNotFoundError
-from runlane_conformance.requirements import Requirement, RequirementLevel
 from runlane_conformance.run import certify
 from runlane_conformance.run.events import RawCheck, _full_message
 from runlane_conformance.run.plan import build_plan

@@ -26,7 +26,7 @@ import os
 
 import pytest
 
-from runlane_conformance.requirements import AREAS
+from runlane_conformance.catalogue import AREAS
 from runlane_conformance.runner import run_suites
 from tests.conftest import example_package
 

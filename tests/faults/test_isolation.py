@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance.requirements import all_requirements
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.runner import run_suites
 
 ROOT = Path(__file__).resolve().parents[2]

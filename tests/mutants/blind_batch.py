@@ -116,7 +116,9 @@ class BlindMutant:
 
     def as_mutant(self) -> Mutant:
         """The kill-table entry, once a check refuses this driver."""
-        return Mutant(self.name, self.target, self.kills, self.breaks)
+        from runlane_conformance.catalogue import all_requirements
+
+        return Mutant(self.name, self.target, all_requirements()[self.kills], self.breaks)
 
 
 def _table_of(ekey: str) -> str:

@@ -23,6 +23,7 @@ from runlane_conformance import (
     parse_append_records_command,
     read_storage_stream_position,
 )
+from runlane_conformance.catalogue import append
 from runlane_conformance.contract.encodings import U64_MAX
 from runlane_conformance.contract.errors import StorageAttemptEndedError
 from runlane_conformance.contract.limits import StorageTransactionMeter
@@ -376,110 +377,110 @@ MUTANTS = [
     Mutant(
         "gap-between-batches",
         "tests.mutants.m_append:gap_between_batches",
-        "append.positions-contiguous",
+        append.CONTIGUOUS,
         "leaves an unused position before each later batch",
     ),
     Mutant(
         "head-holds-last-position",
         "tests.mutants.m_append:head_holds_last",
-        "append.canonical-layout",
+        append.LAYOUT_REQ,
         "the head stores the last position instead of the next",
     ),
     Mutant(
         "positions-consumed-on-rollback",
         "tests.mutants.m_append:reserves_at_staging",
-        "append.rollback-consumes-nothing",
+        append.NOTHING_ON_ROLLBACK,
         "positions are reserved when append() is called, even if the attempt aborts",
     ),
     Mutant(
         "drops-second-batch",
         "tests.mutants.m_append:drops_later_batches",
-        "append.one-batch-per-attempt",
+        append.ONE_BATCH,
         "a second append in one attempt is silently ignored",
     ),
     Mutant(
         "append-does-not-seal",
         "tests.mutants.m_append:defers_append",
-        "append.seals-reads",
+        append.SEALS,
         "append is staged at the end of the callback, so reads after it still work",
     ),
     Mutant(
         "append-keeps-caller-values",
         "tests.mutants.m_append:defers_append",
-        "append.copies-values",
+        append.COPIES,
         "the caller's values are read only when the callback returns",
     ),
     Mutant(
         "forgets-stream-reads",
         "tests.mutants.m_append:forgets_stream_reads",
-        "append.stream-off-limits",
+        append.OWN_STREAM,
         "an attempt may read its stream's head and then append to it",
     ),
     Mutant(
         "allocates-ignoring-head",
         "tests.mutants.m_append:own_counter",
-        "append.mixed-writers",
+        append.MIXED,
         "native appends count positions privately and ignore heads point writers advanced",
     ),
     Mutant(
         "commits-what-fits",
         "tests.mutants.m_append:commits_what_fits",
-        "append.position-bounds",
+        append.BOUNDS,
         "an exhausted batch commits the records that still fit",
     ),
     Mutant(
         "stale-head-allocation",
         "tests.mutants.m_append:stale_head",
-        "append.concurrent-disjoint",
+        append.CONCURRENT,
         "positions come from the head the attempt's snapshot saw",
     ),
     Mutant(
         "unmetered-append",
         "tests.mutants.m_append:unmetered_append",
-        "append.counts-toward-limits",
+        append.LIMITS,
         "appended records and the head are not counted against limits",
     ),
     Mutant(
         "append-after-attempt-ignored",
         "tests.mutants.m_append:ignores_ended_append",
-        "append.refused-after-attempt",
+        append.ENDED,
         "append() on an ended attempt is silently dropped",
     ),
     Mutant(
         "float-positions",
         "tests.mutants.m_append:float_positions",
-        "append.position-bounds",
+        append.BOUNDS,
         "the head's next position is read through a double, so positions past 2**53 are rounded",
     ),
     Mutant(
         "upserts-appended-records",
         "tests.mutants.m_append:upserts_appended_records",
-        "append.occupied-position-refused",
+        append.OCCUPIED,
         "native append writes its records as upserts, overwriting a record that already sits at the head's "
         "next position",
     ),
     Mutant(
         "signed-64-bit-positions",
         "tests.mutants.m_append:signed_positions",
-        "append.position-bounds",
+        append.BOUNDS,
         "positions live in a signed 64-bit column, so a batch reaching 2**63 is refused as exhausted",
     ),
     Mutant(
         "positions-burnt-by-base-exception",
         "tests.mutants.m_append:burns_positions_on_base_exception",
-        "append.rollback-consumes-nothing",
+        append.NOTHING_ON_ROLLBACK,
         "a callback that raised a BaseException (not an Exception) leaves its batch's positions consumed",
     ),
     Mutant(
         "append-ignored-after-rollback",
         "tests.mutants.m_append:append_ignored_after_rollback",
-        "append.refused-after-attempt",
+        append.ENDED,
         "refuses append() on an ended attempt only after a commit; after a rollback or replay it is dropped",
     ),
     Mutant(
         "append-charged-narrow-with-point-work",
         "tests.mutants.m_append:append_charged_narrow",
-        "append.counts-toward-limits",
+        append.LIMITS,
         "charges an append beside point writes at the narrowest position width, so the bytes pass the limit",
     ),
 ]

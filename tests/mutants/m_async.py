@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from runlane_conformance import StorageAttemptEndedError, StorageConcurrentUseError
+from runlane_conformance.catalogue import point_reads, replay, sealing
 from tests.mutants.async_wrapping import AsyncDriverFromSync, AsyncWrappedTransaction, async_port_harness
 from tests.mutants.catalog import Mutant
 
@@ -102,31 +103,31 @@ MUTANTS = [
     Mutant(
         "async-reversed-positions",
         "tests.mutants.m_async:reverses_positions",
-        "point_reads.exact-positions",
+        point_reads.POSITIONS,
         "an async get() answers in reverse request order",
     ),
     Mutant(
         "async-moving-now",
         "tests.mutants.m_async:moving_now",
-        "sealing.now-frozen-within-attempt",
+        sealing.FROZEN_NOW,
         "an async now() advances between calls of one attempt",
     ),
     Mutant(
         "async-commits-after-callback-error",
         "tests.mutants.m_async:commits_after_callback_error",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "an async transaction commits the attempt whose callback raised, then raises",
     ),
     Mutant(
         "async-serves-overlapping-calls",
         "tests.mutants.m_async:serves_overlapping_calls",
-        "sealing.overlapping-calls-refused",
+        sealing.OVERLAP,
         "an async read overlapping a pending call of its attempt is served from a side transaction",
     ),
     Mutant(
         "async-serves-ended-attempt",
         "tests.mutants.m_async:serves_ended_attempt",
-        "sealing.attempt-ended-refused",
+        sealing.ENDED,
         "an ended async attempt still answers reads from side transactions",
     ),
 ]

@@ -22,6 +22,7 @@ from runlane_conformance import (
     StoredRecord,
     iso_date_codec,
 )
+from runlane_conformance.catalogue import completion_waits
 from runlane_conformance.core.completion_waits import RunCompletionWaitPresence
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedStore, WrappedTransaction, mutant_harness
@@ -307,49 +308,49 @@ MUTANTS = [
     Mutant(
         "markers-in-instance-cache",
         "tests.mutants.m_completion_waits:cached_markers",
-        "completion_waits.marker-stored-for-every-instance",
+        completion_waits.STORED,
         "markers are kept in a per-instance cache instead of the store",
     ),
     Mutant(
         "unfenced-marker-upsert",
         "tests.mutants.m_completion_waits:unfenced_markers",
-        "completion_waits.racing-first-waiters-create-one-marker",
+        completion_waits.RACE,
         "markers are read and upserted outside the attempt, so two first waiters both create one",
     ),
     Mutant(
         "marker-deleted-with-waiters",
         "tests.mutants.m_completion_waits:deletes_marker_with_waiters",
-        "completion_waits.marker-outlives-waiters",
+        completion_waits.MONOTONIC,
         "deleting a waiting run deletes its source's marker",
     ),
     Mutant(
         "marker-for-every-run",
         "tests.mutants.m_completion_waits:marker_for_every_run",
-        "completion_waits.absent-marker-means-no-wait",
+        completion_waits.ABSENT,
         "every stored run gets a marker, so an absent marker no longer proves anything",
     ),
     Mutant(
         "marker-deleted-with-source-run",
         "tests.mutants.m_completion_waits:cascades_from_source_run",
-        "completion_waits.marker-outlives-waiters",
+        completion_waits.MONOTONIC,
         "deleting (pruning) the source run cascades to its marker",
     ),
     Mutant(
         "marker-counts-waiters",
         "tests.mutants.m_completion_waits:counts_waiters_on_resume",
-        "completion_waits.marker-outlives-waiters",
+        completion_waits.MONOTONIC,
         "the marker is deleted once the last waiting run stops waiting",
     ),
     Mutant(
         "marker-expires",
         "tests.mutants.m_completion_waits:expiring_markers",
-        "completion_waits.marker-outlives-waiters",
+        completion_waits.MONOTONIC,
         "a marker older than a day reads as absent (a time to live on the marker row)",
     ),
     Mutant(
         "waiter-index-ignores-partition",
         "tests.mutants.m_completion_waits:waiter_index_ignores_partition",
-        "completion_waits.marker-stored-for-every-instance",
+        completion_waits.STORED,
         "a RunsWaitingForCompletion scan lists the waiters of every environment's run with that source id",
     ),
 ]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from runlane_conformance.catalogue import conflicts
 from runlane_conformance.contract.catalog import StorageQueryDirection
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.values import NewStorageRecord, StoredRecord
@@ -163,79 +164,79 @@ MUTANTS = [
     Mutant(
         "drops-absent-reads",
         "tests.mutants.m_conflicts:drops_absent_reads",
-        "conflicts.absent-read-then-create-elsewhere",
+        conflicts.ABSENT_READ,
         "keys read as absent are not validated at commit",
     ),
     Mutant(
         "drops-present-reads",
         "tests.mutants.m_conflicts:drops_present_reads",
-        "conflicts.present-read-then-replace-elsewhere",
+        conflicts.PRESENT_READ,
         "records read as present are not validated at commit",
     ),
     Mutant(
         "ignores-read-only-dependencies",
         "tests.mutants.m_conflicts:validates_only_written_reads",
-        "conflicts.read-only-dependency",
+        conflicts.READ_ONLY_DEPENDENCY,
         "only reads of keys the attempt writes are validated",
     ),
     Mutant(
         "last-writer-wins",
         "tests.mutants.m_conflicts:last_writer_wins",
-        "conflicts.lost-update",
+        conflicts.LOST_UPDATE,
         "replace/delete do not check the version they were read at",
     ),
     Mutant(
         "reuses-versions",
         "tests.mutants.m_conflicts:reuses_versions",
-        "conflicts.versions-never-reused",
+        conflicts.VERSIONS_NEVER_REUSED,
         "a re-created key restarts at version 1 and validation compares versions",
     ),
     Mutant(
         "blind-create-overwrites",
         "tests.mutants.m_conflicts:blind_create_overwrites",
-        "conflicts.blind-create-single-winner",
+        conflicts.BLIND_CREATE,
         "a create of an existing unread key overwrites it",
     ),
     Mutant(
         "reads-latest-not-snapshot",
         "tests.mutants.m_conflicts:reads_latest",
-        "conflicts.read-skew-in-read-only-attempt",
+        conflicts.READ_SKEW,
         "point reads see the latest commit, so a read-only attempt can mix states",
     ),
     Mutant(
         "ignores-query-ranges",
         "tests.mutants.m_conflicts:ignores_ranges",
-        "conflicts.index-phantom",
+        conflicts.INDEX_PHANTOM,
         "scanned index ranges are not validated at commit",
     ),
     Mutant(
         "scan-partition-matched-by-identity",
         "tests.mutants.m_conflicts:matches_partitions_by_identity",
-        "conflicts.index-phantom",
+        conflicts.INDEX_PHANTOM,
         "a scanned range conflicts with a write only when the write's partition is the same string object",
     ),
     Mutant(
         "point-reads-latest-not-snapshot",
         "tests.mutants.m_conflicts:reads_latest",
-        "conflicts.row-leaves-index-between-query-and-read",
+        conflicts.INDEX_MOVE,
         "point reads see the latest commit, so a candidate's point read disagrees with its scan",
     ),
     Mutant(
         "ignores-read-only-dependencies-random",
         "tests.mutants.m_conflicts:validates_only_written_reads",
-        "conflicts.serializable-interleavings",
+        conflicts.SERIALIZABLE,
         "only reads of keys the attempt writes are validated (caught by the interleaving property)",
     ),
     Mutant(
         "ignores-query-ranges-random",
         "tests.mutants.m_conflicts:ignores_ranges",
-        "conflicts.serializable-interleavings",
+        conflicts.SERIALIZABLE,
         "scanned index ranges are not validated (caught by the interleaving property)",
     ),
     Mutant(
         "reads-latest-not-snapshot-random",
         "tests.mutants.m_conflicts:reads_latest",
-        "conflicts.serializable-interleavings",
+        conflicts.SERIALIZABLE,
         "point reads ignore the attempt's snapshot (caught by the interleaving property)",
     ),
 ]
@@ -317,43 +318,43 @@ MUTANTS += [
     Mutant(
         "keeps-latest-read-call-after-a-scan",
         "tests.mutants.m_conflicts:keeps_latest_read_call",
-        "conflicts.scan-dependencies-span-the-attempt",
+        conflicts.SCAN_ATTEMPT_WIDE,
         "only the latest call's reads are validated, so a range scanned first is forgotten at commit",
     ),
     Mutant(
         "point-read-and-scan-see-different-commits",
         "tests.mutants.m_conflicts:scans_latest",
-        "conflicts.point-read-then-scan-agree",
+        conflicts.READ_THEN_SCAN,
         "index scans read the latest commit, point reads the attempt's snapshot",
     ),
     Mutant(
         "keeps-latest-read-call",
         "tests.mutants.m_conflicts:keeps_latest_read_call",
-        "conflicts.dependencies-span-the-attempt",
+        conflicts.ATTEMPT_WIDE,
         "only the latest get()/query_candidates() call's reads are validated at commit",
     ),
     Mutant(
         "keeps-latest-read-call-random",
         "tests.mutants.m_conflicts:keeps_latest_read_call",
-        "conflicts.serializable-interleavings",
+        conflicts.SERIALIZABLE,
         "only the latest read call's reads are validated (caught by the interleaving property's classics)",
     ),
     Mutant(
         "rereads-latest",
         "tests.mutants.m_conflicts:rereads_latest",
-        "conflicts.repeatable-reads",
+        conflicts.REPEATABLE_READS,
         "a key read again in the same attempt is fetched from the latest commit, not the snapshot",
     ),
     Mutant(
         "snapshot-isolation-only",
         "tests.mutants.m_conflicts:validates_only_written_reads",
-        "conflicts.read-only-transaction-anomaly",
+        conflicts.READ_ONLY_ANOMALY,
         "first-committer-wins on written keys only (snapshot isolation), seen through three transactions",
     ),
     Mutant(
         "descending-scan-recorded-ascending",
         "tests.mutants.m_conflicts:scans_descending_as_ascending",
-        "conflicts.index-phantom",
+        conflicts.INDEX_PHANTOM,
         "a descending page's scanned range is validated as if it had been scanned ascending",
     ),
 ]
@@ -383,7 +384,7 @@ MUTANTS += [
     Mutant(
         "absence-protects-only-creates",
         "tests.mutants.m_conflicts:absence_protects_only_creates",
-        "conflicts.absent-read-then-create-elsewhere",
+        conflicts.ABSENT_READ,
         "keys read as absent are not dependencies unless the attempt creates them itself",
     ),
 ]
@@ -445,7 +446,7 @@ MUTANTS += [
     Mutant(
         "errors-on-stale-reads-escape",
         "tests.mutants.m_conflicts:validates_only_on_return",
-        "conflicts.read-skew-in-read-only-attempt",
+        conflicts.READ_SKEW,
         "reads see the latest commit and are validated when the callback returns, but an error the "
         "callback raised on a view mixing two commits reaches the caller",
     ),

@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runlane_conformance.catalogue import append, completion_waits, conflicts, exclusive_selection, profile
 from tests.mutants.catalog import Mutant
 
 
@@ -26,37 +27,37 @@ MUTANTS = [
     Mutant(
         "xproc-exclusive-by-in-process-lock",
         "tests.mutants.m_cross_process:exclusive_by_in_process_lock",
-        "exclusive_selection.disjoint-across-processes",
+        exclusive_selection.DISJOINT_PROCESSES,
         "exclusive selection is exclusive only under the in-process gate (SQLite's lock taken only to write)",
     ),
     Mutant(
         "xproc-holds-released-lazily",
         "tests.mutants.m_cross_process:holds_released_lazily",
-        "exclusive_selection.released-across-processes",
+        exclusive_selection.RELEASED_PROCESSES,
         "holds other processes see are released only at the holder process's next transaction",
     ),
     Mutant(
         "xproc-conflicts-by-in-process-lock",
         "tests.mutants.m_cross_process:conflicts_by_in_process_lock",
-        "conflicts.across-processes",
+        conflicts.ACROSS_PROCESSES,
         "writes drop their version conditions, trusting the in-process gate to keep reads true",
     ),
     Mutant(
         "xproc-append-head-cached",
         "tests.mutants.m_cross_process:append_head_cached",
-        "append.across-processes",
+        append.ACROSS_PROCESSES,
         "native append takes its next position from a per-process cache of the head",
     ),
     Mutant(
         "xproc-group-commit",
         "tests.mutants.m_cross_process:group_commit",
-        "profile.durable-survives-killed-process",
+        profile.DURABLE_KILLED,
         "commits are acknowledged at a savepoint and made durable when the process's last instance closes",
     ),
     Mutant(
         "xproc-marker-in-process-set",
         "tests.mutants.m_cross_process:marker_in_process_set",
-        "completion_waits.marker-across-processes",
+        completion_waits.ACROSS_PROCESSES,
         "completion-wait markers are kept in a per-process set instead of the store",
     ),
 ]

@@ -31,6 +31,7 @@ from runlane_conformance import (
     parse_new_storage_record,
     storage_tuple_codec,
 )
+from runlane_conformance.catalogue import cursors
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.cursors import StorageCursorPosition, is_after_cursor
 from runlane_conformance.contract.tables import get_storage_table
@@ -271,55 +272,55 @@ MUTANTS = [
     Mutant(
         "key-major-order",
         "tests.mutants.m_cursors:key_major_order",
-        "cursors.ascending-order",
+        cursors.ASCENDING,
         "orders index results by key, then sort",
     ),
     Mutant(
         "descending-reverses-each-page",
         "tests.mutants.m_cursors:reverses_each_page",
-        "cursors.descending-order",
+        cursors.DESCENDING,
         "descending pages are ascending pages reversed one by one",
     ),
     Mutant(
         "ties-by-descending-key",
         "tests.mutants.m_cursors:ties_by_descending_key",
-        "cursors.ties-broken-by-key",
+        cursors.TIES,
         "equal sorts come in descending key order",
     ),
     Mutant(
         "exclusive-lower-bound-inclusive",
         "tests.mutants.m_cursors:exclusive_lower_inclusive",
-        "cursors.range-bounds",
+        cursors.RANGE_BOUNDS,
         "an exclusive lower bound also returns entries equal to it",
     ),
     Mutant(
         "truncates-prefix-upper-bound",
         "tests.mutants.m_cursors:truncates_prefix_bound",
-        "cursors.tuple-prefix-range",
+        cursors.TUPLE_PREFIX,
         "the prefix upper bound loses its last digit",
     ),
     Mutant(
         "cursor-skips-one",
         "tests.mutants.m_cursors:cursor_skips_one",
-        "cursors.pages-join-to-one-scan",
+        cursors.PAGES,
         "continuing from a cursor skips the next entry",
     ),
     Mutant(
         "cursor-crosses-scopes",
         "tests.mutants.m_cursors:cursor_crosses_scopes",
-        "cursors.scope-bound",
+        cursors.SCOPE,
         "a cursor is applied under any index, partition, range or direction",
     ),
     Mutant(
         "garbled-cursor-restarts",
         "tests.mutants.m_cursors:garbled_cursor_restarts",
-        "cursors.garbled-cursor-rejected",
+        cursors.GARBLED,
         "an unreadable cursor restarts the scan",
     ),
     Mutant(
         "partition-prefix-scan",
         "tests.mutants.m_cursors:partition_prefix_scan",
-        "cursors.partitions-isolated",
+        cursors.PARTITIONS,
         "a scan also returns partitions whose names extend the requested one",
     ),
 ]
@@ -353,19 +354,19 @@ MUTANTS += [
     Mutant(
         "ties-by-utf16-code-units",
         "tests.mutants.m_cursors:ties_by_utf16",
-        "cursors.ties-broken-by-key",
+        cursors.TIES,
         "ties are ordered by UTF-16 code units of the key, not code points",
     ),
     Mutant(
         "sorts-by-utf16-code-units",
         "tests.mutants.m_cursors:sorts_by_utf16",
-        "cursors.ascending-order",
+        cursors.ASCENDING,
         "sort values are ordered by UTF-16 code units of their components",
     ),
     Mutant(
         "sorts-by-utf16-code-units-descending",
         "tests.mutants.m_cursors:sorts_by_utf16",
-        "cursors.descending-order",
+        cursors.DESCENDING,
         "descending scans reverse a UTF-16 code unit order",
     ),
 ]
@@ -427,13 +428,13 @@ MUTANTS += [
     Mutant(
         "forgets-one-index",
         "tests.mutants.m_cursors:forgets_one_index",
-        "cursors.every-catalog-index",
+        cursors.EVERY_INDEX,
         "RunsByParent has no query plan: every scan of it comes back empty",
     ),
     Mutant(
         "copies-a-sibling-plan",
         "tests.mutants.m_cursors:copies_a_sibling_plan",
-        "cursors.every-catalog-index",
+        cursors.EVERY_INDEX,
         "WaitTokenLinksByToken is answered by the WaitTokenLinksByRun plan (a copy-pasted mapping)",
     ),
 ]
@@ -463,13 +464,13 @@ MUTANTS += [
     Mutant(
         "drops-cursor-before-short-page",
         "tests.mutants.m_cursors:drops_cursor_before_short_page",
-        "cursors.pages-join-to-one-scan",
+        cursors.PAGES,
         "a full page gets a cursor only when another full page follows, so a short last page is lost",
     ),
     Mutant(
         "descending-cursor-from-first-item",
         "tests.mutants.m_cursors:descending_cursor_from_first_item",
-        "cursors.pages-join-to-one-scan",
+        cursors.PAGES,
         "a descending page's cursor continues after its first entry, so pages repeat",
     ),
 ]
@@ -497,7 +498,7 @@ MUTANTS += [
     Mutant(
         "sentinel-prefix-bound",
         "tests.mutants.m_cursors:sentinel_prefix_bound",
-        "cursors.tuple-prefix-range",
+        cursors.TUPLE_PREFIX,
         "a prefix range ends at the prefix plus a U+10FFFF component (a Unicode sentinel)",
     ),
 ]
@@ -531,13 +532,13 @@ MUTANTS += [
     Mutant(
         "exclusive-ignores-direction",
         "tests.mutants.m_cursors:exclusive_ignores_direction",
-        "cursors.exclusive-pages-keep-contract-order",
+        cursors.EXCLUSIVE_PAGES,
         "the exclusive selection query always scans ascending",
     ),
     Mutant(
         "exclusive-ignores-lower-bound",
         "tests.mutants.m_cursors:exclusive_ignores_lower_bound",
-        "cursors.exclusive-pages-keep-contract-order",
+        cursors.EXCLUSIVE_PAGES,
         "the exclusive selection query forgets the range's lower bound",
     ),
 ]
@@ -638,19 +639,19 @@ MUTANTS += [
     Mutant(
         "cursor-scope-ignores-inclusivity",
         "tests.mutants.m_cursors:cursor_scope_ignores_inclusivity",
-        "cursors.scope-bound",
+        cursors.SCOPE,
         "a cursor is accepted under the same bound values with either end's inclusivity flipped",
     ),
     Mutant(
         "cursor-scope-names-the-table",
         "tests.mutants.m_cursors:cursor_scope_names_the_table",
-        "cursors.scope-bound",
+        cursors.SCOPE,
         "a cursor binds the table, not the index: WaitTokenLinksByToken cursors continue WaitTokenLinksByRun",
     ),
     Mutant(
         "cursor-finds-its-last-entry",
         "tests.mutants.m_cursors:cursor_finds_its_last_entry",
-        "cursors.pages-join-to-one-scan",
+        cursors.PAGES,
         "a cursor continues after the entry it names, and ends the scan once that entry was deleted",
     ),
 ]
@@ -691,7 +692,7 @@ MUTANTS += [
     Mutant(
         "millisecond-prune-after",
         "tests.mutants.m_cursors:millisecond_prune_after",
-        "cursors.range-bounds",
+        cursors.RANGE_BOUNDS,
         "TombstonesByPruneAfter compares instants to the millisecond, so a bound splits no millisecond",
     ),
 ]

@@ -25,6 +25,7 @@ from runlane_conformance import (
     encode_storage_query_cursor,
     storage_record_key_codec,
 )
+from runlane_conformance.catalogue import exclusive_selection
 from runlane_conformance.contract.cursors import StorageCursorPosition
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
@@ -275,103 +276,103 @@ MUTANTS = [
     Mutant(
         "double-hands-exclusive-rows",
         "tests.mutants.m_exclusive_selection:ignores_exclusive_mode",
-        "exclusive_selection.disjoint-across-instances",
+        exclusive_selection.DISJOINT,
         "exclusive selection is advisory: two open attempts get the same rows",
     ),
     Mutant(
         "exclusive-holds-released-at-first-point-read",
         "tests.mutants.m_exclusive_selection:releases_at_first_point_read",
-        "exclusive_selection.disjoint-across-instances",
+        exclusive_selection.DISJOINT,
         "point-reading the selected rows (as core does before deciding) releases their holds",
     ),
     Mutant(
         "exclusive-holds-released-at-first-write",
         "tests.mutants.m_exclusive_selection:releases_at_first_write",
-        "exclusive_selection.disjoint-across-instances",
+        exclusive_selection.DISJOINT,
         "the first staged write releases the selection's holds before the attempt ends",
     ),
     Mutant(
         "exclusive-rows-never-released-at-commit",
         "tests.mutants.m_exclusive_selection:keeps_holds_at_commit",
-        "exclusive_selection.released-at-commit",
+        exclusive_selection.RELEASED_AT_COMMIT,
         "rows stay held after the attempt commits",
     ),
     Mutant(
         "exclusive-rows-never-released-at-rollback",
         "tests.mutants.m_exclusive_selection:keeps_holds_at_rollback",
-        "exclusive_selection.released-at-rollback",
+        exclusive_selection.RELEASED_AT_ROLLBACK,
         "rows stay held after the callback raised",
     ),
     Mutant(
         "advisory-selection-holds",
         "tests.mutants.m_exclusive_selection:advisory_holds",
-        "exclusive_selection.advisory-never-holds",
+        exclusive_selection.ADVISORY,
         "advisory selection holds and skips rows",
     ),
     Mutant(
         "drops-exclusive-cursor",
         "tests.mutants.m_exclusive_selection:drops_exclusive_cursor",
-        "exclusive_selection.full-page-continues",
+        exclusive_selection.FULL_PAGE,
         "a full exclusive page never returns a cursor",
     ),
     Mutant(
         "holds-lookahead-row",
         "tests.mutants.m_exclusive_selection:holds_lookahead",
-        "exclusive_selection.no-lookahead-hold",
+        exclusive_selection.NO_LOOKAHEAD,
         "selects and holds one row beyond the page",
     ),
     Mutant(
         "exclusive-rows-kept-after-base-exception",
         "tests.mutants.m_exclusive_selection:keeps_holds_after_base_exception",
-        "exclusive_selection.released-at-rollback",
+        exclusive_selection.RELEASED_AT_ROLLBACK,
         "rows stay held after the callback raised a BaseException that is not an Exception",
     ),
     Mutant(
         "exclusive-holds-per-index-entry",
         "tests.mutants.m_exclusive_selection:holds_per_index_entry",
-        "exclusive_selection.disjoint-across-instances",
+        exclusive_selection.DISJOINT,
         "holds are kept per index entry, so a record held through one index is handed out through another",
     ),
     Mutant(
         "exclusive-ignores-upper-bound",
         "tests.mutants.m_exclusive_selection:exclusive_ignores_upper_bound",
-        "exclusive_selection.scans-like-advisory",
+        exclusive_selection.SAME_SCAN,
         "the exclusive scan forgets the range's upper bound",
     ),
     Mutant(
         "exclusive-always-ascending",
         "tests.mutants.m_exclusive_selection:exclusive_always_ascending",
-        "exclusive_selection.scans-like-advisory",
+        exclusive_selection.SAME_SCAN,
         "the exclusive scan ignores a descending direction",
     ),
     Mutant(
         "exclusive-cursor-table-ignores-scope",
         "tests.mutants.m_exclusive_selection:exclusive_cursor_table",
-        "exclusive_selection.scans-like-advisory",
+        exclusive_selection.SAME_SCAN,
         "an exclusive cursor continues whatever index, partition, range or direction it is used with",
     ),
     Mutant(
         "exclusive-skips-own-holds",
         "tests.mutants.m_exclusive_selection:skips_own_holds",
-        "exclusive_selection.scans-like-advisory",
+        exclusive_selection.SAME_SCAN,
         "a second exclusive scan in one attempt skips the rows that attempt already holds",
     ),
     Mutant(
         "holds-lookahead-on-continuation",
         "tests.mutants.m_exclusive_selection:holds_lookahead_on_continuation",
-        "exclusive_selection.no-lookahead-hold",
+        exclusive_selection.NO_LOOKAHEAD,
         "a page reached through a cursor selects and holds one row beyond it",
     ),
     Mutant(
         "drops-continuation-cursor",
         "tests.mutants.m_exclusive_selection:drops_continuation_cursor",
-        "exclusive_selection.full-page-continues",
+        exclusive_selection.FULL_PAGE,
         "a full exclusive page reached through a cursor returns no cursor although rows follow",
     ),
     Mutant(
         "exclusive-for-the-rest-of-the-attempt",
         "tests.mutants.m_exclusive_selection:exclusive_for_the_rest_of_the_attempt",
-        "exclusive_selection.advisory-never-holds",
+        exclusive_selection.ADVISORY,
         "after one exclusive selection every later scan of the attempt holds the rows it returns",
     ),
 ]

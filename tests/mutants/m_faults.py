@@ -21,6 +21,7 @@ from runlane_conformance import (
     materialize_storage_append,
     read_storage_stream_position,
 )
+from runlane_conformance.catalogue import faults
 from tests.mutants.catalog import Mutant
 from tests.mutants.m_mutations import with_stale
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
@@ -241,55 +242,55 @@ MUTANTS = [
     Mutant(
         "replays_after_lost_commit_reply",
         "tests.mutants.m_faults:replays_after_lost_commit_reply",
-        "faults.no-replay-after-possible-commit",
+        faults.NO_REPLAY_AFTER_POSSIBLE_COMMIT,
         "replays the callback after a commit whose reply was lost, applying the work twice",
     ),
     Mutant(
         "reports_success_without_committing",
         "tests.mutants.m_faults:reports_success_without_committing",
-        "faults.outcome-matches-store",
+        faults.OUTCOME_MATCHES_STORE,
         "returns the callback's value after a fault although nothing committed",
     ),
     Mutant(
         "leaves_partial_batch",
         "tests.mutants.m_faults:leaves_partial_batch",
-        "faults.no-partial-writes",
+        faults.NO_PARTIAL_WRITES,
         "stores part of a multi-record batch after the commit breaks",
     ),
     Mutant(
         "unusable_after_fault",
         "tests.mutants.m_faults:unusable_after_fault",
-        "faults.usable-after-fault",
+        faults.USABLE_AFTER_FAULT,
         "never works again after one fault",
     ),
     Mutant(
         "leaks_connection_errors",
         "tests.mutants.m_faults:leaks_connection_errors",
-        "faults.failures-are-typed",
+        faults.FAILURES_ARE_TYPED,
         "raises a plain ConnectionError instead of StorageUnavailableError",
     ),
     Mutant(
         "indexes_outside_the_commit",
         "tests.mutants.m_faults:indexes_outside_the_commit",
-        "faults.indexes-match-records",
+        faults.INDEXES_MATCH_RECORDS,
         "writes a create's index entries before the commit, leaving them behind when the commit breaks",
     ),
     Mutant(
         "bumps_head_before_commit",
         "tests.mutants.m_faults:bumps_head_before_commit",
-        "faults.stream-head-follows-records",
+        faults.STREAM_HEAD_FOLLOWS_RECORDS,
         "moves a stream's head before the commit, so a broken commit leaves a gap in the positions",
     ),
     Mutant(
         "carries_usage_after_fault",
         "tests.mutants.m_faults:carries_usage_after_fault",
-        "faults.limits-not-inflated",
+        faults.LIMITS_NOT_INFLATED,
         "keeps a failed attempt's point reads counted against the instance's later transactions",
     ),
     Mutant(
         "keeps_holds_after_fault",
         "tests.mutants.m_faults:keeps_holds_after_fault",
-        "faults.holds-released-after-fault",
+        faults.HOLDS_RELEASED,
         "rows an attempt held exclusively stay held after a fault broke the attempt",
     ),
 ]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from runlane_conformance.catalogue import histories
 from runlane_conformance.contract.errors import StorageError
 from tests.mutants.catalog import Mutant
 from tests.mutants.m_model import _PatchedStoreDriver
@@ -132,37 +133,37 @@ MUTANTS = [
     Mutant(
         "histories-unconditional-writes",
         "tests.mutants.m_histories:unconditional_writes",
-        "histories.no-lost-updates",
+        histories.LOST_UPDATES,
         "validates the records an attempt only read, never the versions it replaces or deletes",
     ),
     Mutant(
         "histories-first-committer-wins",
         "tests.mutants.m_histories:first_committer_wins",
-        "histories.no-write-skew",
+        histories.WRITE_SKEW,
         "validates only the keys an attempt writes (snapshot isolation)",
     ),
     Mutant(
         "histories-unvalidated-scans",
         "tests.mutants.m_histories:unvalidated_scans",
-        "histories.no-predicate-skew",
+        histories.PREDICATE_SKEW,
         "does not validate the index ranges an attempt scanned",
     ),
     Mutant(
         "histories-reads-latest-committed",
         "tests.mutants.m_histories:reads_latest_committed",
-        "histories.no-read-skew",
+        histories.READ_SKEW,
         "each get() reads the latest commit rather than the attempt's snapshot (read committed)",
     ),
     Mutant(
         "histories-commits-raising-callbacks",
         "tests.mutants.m_histories:commits_raising_callbacks",
-        "histories.reads-only-committed-writes",
+        histories.COMMITTED_READS,
         "commits the staged writes of a callback that raised, then re-raises its error",
     ),
     Mutant(
         "histories-corrupts-records-midway",
         "tests.mutants.m_histories:corrupts_records_midway",
-        "histories.transactions-end-as-the-contract-allows",
+        histories.WORKLOAD_ENDS,
         "after some transactions every read fails with an untyped error (a store whose pages went bad)",
     ),
 ]

@@ -13,6 +13,7 @@ from runlane_conformance import (
     build_storage_record,
     parse_storage_document,
 )
+from runlane_conformance.catalogue import json_boundary
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedTransaction, mutant_harness
 
@@ -94,31 +95,31 @@ MUTANTS = [
     Mutant(
         "refuses-mappings",
         "tests.mutants.m_json_boundary:refuses_mappings",
-        "json_boundary.valid-mapping-accepted",
+        json_boundary.VALID_MAPPING,
         "refuses valid plain-mapping input",
     ),
     Mutant(
         "accepts-non-finite",
         "tests.mutants.m_json_boundary:accepts_non_finite",
-        "json_boundary.non-finite-numbers-refused",
+        json_boundary.NON_FINITE,
         "stores NaN/Infinity as null",
     ),
     Mutant(
         "accepts-cycles",
         "tests.mutants.m_json_boundary:accepts_cycles",
-        "json_boundary.reference-cycles-refused",
+        json_boundary.CYCLES,
         "cuts reference cycles instead of refusing them",
     ),
     Mutant(
         "accepts-any-schema-version",
         "tests.mutants.m_json_boundary:accepts_any_schema_version",
-        "json_boundary.schema-version-one-only",
+        json_boundary.SCHEMA_VERSION,
         "reads schemaVersion 2 (or none) as 1",
     ),
     Mutant(
         "derives-key-and-indexes",
         "tests.mutants.m_json_boundary:derives_key_and_indexes",
-        "json_boundary.key-document-index-mismatch-refused",
+        json_boundary.MISMATCH,
         "overrides a disagreeing key and index entries instead of refusing them",
     ),
 ]
@@ -187,13 +188,13 @@ MUTANTS += [
     Mutant(
         "numbers-through-doubles",
         "tests.mutants.m_json_boundary:numbers_through_doubles",
-        "json_boundary.numbers-kept-exactly",
+        json_boundary.NUMBERS,
         "documents pass through doubles: integers past 2**53 come back rounded",
     ),
     Mutant(
         "integral-floats-as-ints",
         "tests.mutants.m_json_boundary:integral_floats_as_ints",
-        "json_boundary.numbers-kept-exactly",
+        json_boundary.NUMBERS,
         "1.0, 100.0 and -0.0 are written back as the integers 1, 100 and 0",
     ),
 ]

@@ -19,6 +19,7 @@ from runlane_conformance import (
     create_storage_limit_error,
     encode_storage_query_cursor,
 )
+from runlane_conformance.catalogue import append, limits
 from runlane_conformance.contract.limits import StorageTransactionMeter
 from runlane_conformance.contract.streams import materialize_storage_append, parse_append_records_command
 from runlane_conformance.contract.values import NewStorageRecord, StorageRecordKey
@@ -92,11 +93,11 @@ class SplitsOversizedWork(WrappedDriver):
 
 
 _REQUIREMENT = {
-    StorageLimitName.POINT_READS: "limits.point-reads-boundary",
-    StorageLimitName.QUERY_RESULTS: "limits.query-results-boundary",
-    StorageLimitName.RECORD_BYTES: "limits.record-bytes-boundary",
-    StorageLimitName.TRANSACTION_RECORDS: "limits.transaction-records-boundary",
-    StorageLimitName.TRANSACTION_BYTES: "limits.transaction-bytes-boundary",
+    StorageLimitName.POINT_READS: limits.POINT_READS,
+    StorageLimitName.QUERY_RESULTS: limits.QUERY_RESULTS,
+    StorageLimitName.RECORD_BYTES: limits.RECORD_BYTES,
+    StorageLimitName.TRANSACTION_RECORDS: limits.TRANSACTION_RECORDS,
+    StorageLimitName.TRANSACTION_BYTES: limits.TRANSACTION_BYTES,
 }
 
 MUTANTS: list[Mutant] = []
@@ -118,13 +119,13 @@ MUTANTS += [
     Mutant(
         "mislabels-point-read-limit",
         "tests.mutants.m_limits:mislabels_point_reads",
-        "limits.point-reads-boundary",
+        limits.POINT_READS,
         "names the wrong limit in the point-read limit error",
     ),
     Mutant(
         "splits-oversized-work",
         "tests.mutants.m_limits:splits_oversized_work",
-        "limits.oversized-work-never-split",
+        limits.ALL_OR_NOTHING,
         "commits the part of an oversized transaction that fitted",
     ),
 ]
@@ -219,31 +220,31 @@ MUTANTS += [
     Mutant(
         "record-bytes-in-characters",
         "tests.mutants.m_limits:record_bytes_in_characters",
-        "limits.record-bytes-boundary",
+        limits.RECORD_BYTES,
         "a document is measured in characters against max_record_bytes",
     ),
     Mutant(
         "transaction-bytes-in-characters",
         "tests.mutants.m_limits:transaction_bytes_in_characters",
-        "limits.transaction-bytes-boundary",
+        limits.TRANSACTION_BYTES,
         "the transaction byte total adds up characters, not UTF-8 bytes",
     ),
     Mutant(
         "replacements-add-no-bytes",
         "tests.mutants.m_limits:replacements_add_no_bytes",
-        "limits.transaction-bytes-boundary",
+        limits.TRANSACTION_BYTES,
         "replacement documents are left out of the transaction byte total",
     ),
     Mutant(
         "counts-only-written-keys",
         "tests.mutants.m_limits:counts_only_written_keys",
-        "limits.transaction-records-boundary",
+        limits.TRANSACTION_RECORDS,
         "point reads (present or absent) and deletes do not count toward max_transaction_records",
     ),
     Mutant(
         "measures-append-at-allocated-position",
         "tests.mutants.m_limits:measures_append_narrow",
-        "append.counts-toward-limits",
+        append.LIMITS,
         "an append batch is sized at the positions it gets, not at the widest position",
     ),
 ]
@@ -286,7 +287,7 @@ MUTANTS += [
     Mutant(
         "point-reads-span-attempts",
         "tests.mutants.m_limits:point_reads_span_attempts",
-        "limits.point-reads-boundary",
+        limits.POINT_READS,
         "the point-read meter is kept per transaction() call, so a replayed attempt starts over the limit",
     ),
 ]
@@ -331,7 +332,7 @@ MUTANTS += [
     Mutant(
         "query-limit-on-first-pages-only",
         "tests.mutants.m_limits:query_limit_on_first_pages_only",
-        "limits.query-results-boundary",
+        limits.QUERY_RESULTS,
         "max_query_results is checked when a scan starts, not on pages continued from a cursor",
     ),
 ]
@@ -358,7 +359,7 @@ MUTANTS += [
     Mutant(
         "exclusive-page-limit-unchecked",
         "tests.mutants.m_limits:exclusive_page_limit_unchecked",
-        "limits.query-results-boundary",
+        limits.QUERY_RESULTS,
         "serves an exclusive page larger than max_query_results",
     ),
 ]

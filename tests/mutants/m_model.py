@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from runlane_conformance.catalogue import model
 from runlane_conformance.contract.catalog import StorageQueryDirection
 from runlane_conformance.contract.values import (
     QueryRecordsCommand,
@@ -58,7 +59,7 @@ MUTANTS = [
     Mutant(
         "skips-read-validation",
         "tests.mutants.m_model:skips_read_validation",
-        "model.serial-equivalent-histories",
+        model.SERIALIZABLE,
         "commits attempts whose reads changed (lost update)",
     ),
 ]
@@ -139,19 +140,19 @@ MUTANTS += [
     Mutant(
         "caches-reads-per-instance",
         "tests.mutants.m_model:caches_reads_per_instance",
-        "model.differential-reads",
+        model.DIFFERENTIAL_READS,
         "answers point reads from a per-instance cache that another instance's commits never invalidate",
     ),
     Mutant(
         "descending-continuation-skips-one",
         "tests.mutants.m_model:descending_continuation_skips_one",
-        "model.differential-scans",
+        model.DIFFERENTIAL_SCANS,
         "loses the first entry of every descending continuation page",
     ),
     Mutant(
         "descending-ignores-exclusive-lower",
         "tests.mutants.m_model:descending_ignores_exclusive_lower",
-        "model.scan-relations",
+        model.SCAN_RELATIONS,
         "applies an exclusive lower bound as inclusive in descending scans only",
     ),
 ]

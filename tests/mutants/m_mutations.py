@@ -17,6 +17,7 @@ from runlane_conformance import (
     StoredRecord,
     parse_new_storage_record,
 )
+from runlane_conformance.catalogue import mutations
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -248,67 +249,67 @@ MUTANTS = [
     Mutant(
         "blind-create-overwrites",
         "tests.mutants.m_mutations:blind_create_overwrites",
-        "mutations.create-unread-key",
+        mutations.CREATE_UNREAD,
         "a create of an unread existing key replaces it",
     ),
     Mutant(
         "refuses-create-after-absent-read",
         "tests.mutants.m_mutations:refuses_create_after_absent_read",
-        "mutations.create-read-absent-key",
+        mutations.CREATE_READ_ABSENT,
         "a key read as absent cannot be created",
     ),
     Mutant(
         "creates-over-present-read",
         "tests.mutants.m_mutations:creates_over_present_read",
-        "mutations.create-read-present-key-refused",
+        mutations.CREATE_READ_PRESENT,
         "a create of a key read as present becomes a replace",
     ),
     Mutant(
         "replace-ignores-version",
         "tests.mutants.m_mutations:replace_ignores_version",
-        "mutations.exact-replace",
+        mutations.EXACT_REPLACE,
         "replaces records this attempt did not read at that version",
     ),
     Mutant(
         "delete-ignores-version",
         "tests.mutants.m_mutations:delete_ignores_version",
-        "mutations.exact-delete",
+        mutations.EXACT_DELETE,
         "deletes records this attempt did not read at that version",
     ),
     Mutant(
         "ignores-second-mutation",
         "tests.mutants.m_mutations:ignores_second_mutation",
-        "mutations.one-mutation-per-key",
+        mutations.ONE_PER_KEY,
         "silently drops a second mutation of a key",
     ),
     Mutant(
         "replace-moves-key",
         "tests.mutants.m_mutations:replace_moves_key",
-        "mutations.replace-keeps-key",
+        mutations.NO_KEY_CHANGE,
         "a replacement with another key moves the record",
     ),
     Mutant(
         "lazy-index-on-replace",
         "tests.mutants.m_mutations:lazy_on_replace",
-        "mutations.replace-moves-index-entries",
+        mutations.INDEX_MOVED,
         "old index entries of a replaced record linger until the next commit",
     ),
     Mutant(
         "lazy-index-on-delete",
         "tests.mutants.m_mutations:lazy_on_delete",
-        "mutations.delete-removes-index-entries",
+        mutations.INDEX_REMOVED,
         "index entries of a deleted record linger until the next commit",
     ),
     Mutant(
         "commits-on-raise",
         "tests.mutants.m_mutations:commits_on_raise",
-        "mutations.callback-error-rolls-back",
+        mutations.ROLLBACK,
         "commits the staged writes of a callback that raised",
     ),
     Mutant(
         "replace-matched-by-id",
         "tests.mutants.m_mutations:replace_matched_by_id",
-        "mutations.replace-keeps-key",
+        mutations.NO_KEY_CHANGE,
         "lets a replacement change the key's table when the id components stay the same",
     ),
 ]
@@ -388,13 +389,13 @@ MUTANTS += [
     Mutant(
         "insert-ignores-taken-keys",
         "tests.mutants.m_mutations:insert_ignores_taken_keys",
-        "mutations.no-partial-batch",
+        mutations.NO_PARTIAL_BATCH,
         "creates go out as one insert that skips keys already taken; the rest of the batch commits",
     ),
     Mutant(
         "creates-in-a-second-commit",
         "tests.mutants.m_mutations:creates_in_a_second_commit",
-        "mutations.no-partial-batch",
+        mutations.NO_PARTIAL_BATCH,
         "replacements and deletes commit before the bulk insert, which then fails on its own",
     ),
 ]
@@ -446,7 +447,7 @@ MUTANTS += [
     Mutant(
         "recreate-after-delete",
         "tests.mutants.m_mutations:recreate_after_delete",
-        "mutations.one-mutation-per-key",
+        mutations.ONE_PER_KEY,
         "a create of a key deleted earlier in the attempt is accepted (delete + create become a replace)",
     ),
 ]
@@ -494,7 +495,7 @@ MUTANTS += [
     Mutant(
         "delete-keeps-secondary-entries",
         "tests.mutants.m_mutations:delete_keeps_secondary_entries",
-        "mutations.delete-removes-index-entries",
+        mutations.INDEX_REMOVED,
         "a delete removes the record's first index entry only; its other indexes keep listing it",
     ),
 ]
@@ -520,7 +521,7 @@ MUTANTS += [
     Mutant(
         "replace-keeps-secondary-entries",
         "tests.mutants.m_mutations:replace_keeps_secondary_entries",
-        "mutations.replace-moves-index-entries",
+        mutations.INDEX_MOVED,
         "a replace moves the record's first index entry only; its other indexes keep the old entries",
     ),
 ]

@@ -25,6 +25,7 @@ from runlane_conformance import (
     encode_storage_query_cursor,
     thaw_json,
 )
+from runlane_conformance.catalogue import operator_reads
 from runlane_conformance.contract.table_definitions import run_record_key
 from runlane_conformance.contract.values import StorageIndexReference
 from runlane_conformance.local.operator import OperatorPage
@@ -188,43 +189,43 @@ MUTANTS = [
     Mutant(
         "lazy-operator-view",
         "tests.mutants.m_operator_reads:lazy_run_view",
-        "operator_reads.committed-run-visible-at-once",
+        operator_reads.VISIBLE_AT_ONCE,
         "get_run serves a projection that applies a commit only when the next transaction starts",
     ),
     Mutant(
         "drops-run-list-cursor",
         "tests.mutants.m_operator_reads:drops_run_list_cursor",
-        "operator_reads.list-shows-each-visible-run-once",
+        operator_reads.LISTED_ONCE,
         "list_runs returns no cursor, so runs after the first page are never listed",
     ),
     Mutant(
         "reversed-history-pages",
         "tests.mutants.m_operator_reads:reversed_history_pages",
-        "operator_reads.history-in-sequence-order",
+        operator_reads.HISTORY_ORDER,
         "list_run_events returns events out of sequence order",
     ),
     Mutant(
         "shows-tombstoned-runs",
         "tests.mutants.m_operator_reads:shows_tombstoned_runs",
-        "operator_reads.tombstone-hides-run-and-history",
+        operator_reads.TOMBSTONE_HIDES,
         "get_run still returns a tombstoned run",
     ),
     Mutant(
         "lists-tombstoned-histories",
         "tests.mutants.m_operator_reads:lists_tombstoned_histories",
-        "operator_reads.tombstone-hides-run-and-history",
+        operator_reads.TOMBSTONE_HIDES,
         "list_run_events still lists a tombstoned run's events",
     ),
     Mutant(
         "run-cursor-ignores-environment",
         "tests.mutants.m_operator_reads:cursor_ignores_environment",
-        "operator_reads.cursor-bound-to-filters",
+        operator_reads.CURSOR_SCOPE,
         "a list_runs cursor from one environment continues a listing of another",
     ),
     Mutant(
         "shares-mutable-runs",
         "tests.mutants.m_operator_reads:shares_mutable_runs",
-        "operator_reads.returns-defensive-copies",
+        operator_reads.DEFENSIVE_COPIES,
         "get_run returns one shared mutable document to every caller",
     ),
 ]
@@ -318,25 +319,25 @@ MUTANTS += [
     Mutant(
         "later-run-cursors-forget-environment",
         "tests.mutants.m_operator_reads:later_run_cursors_forget_environment",
-        "operator_reads.cursor-bound-to-filters",
+        operator_reads.CURSOR_SCOPE,
         "list_runs cursors after the first page continue a listing of any environment",
     ),
     Mutant(
         "history-cursor-forgets-environment",
         "tests.mutants.m_operator_reads:history_cursor_forgets_environment",
-        "operator_reads.cursor-bound-to-filters",
+        operator_reads.CURSOR_SCOPE,
         "a list_run_events cursor continues the same run id in another environment",
     ),
     Mutant(
         "tombstone-hides-first-history-page-only",
         "tests.mutants.m_operator_reads:hides_tombstoned_history_first_page_only",
-        "operator_reads.tombstone-hides-run-and-history",
+        operator_reads.TOMBSTONE_HIDES,
         "a history continued from a cursor is read from the index without checking the tombstone",
     ),
     Mutant(
         "unbounded-operator-pages",
         "tests.mutants.m_operator_reads:unbounded_operator_pages",
-        "operator_reads.page-limit-bounded",
+        operator_reads.PAGE_LIMIT,
         "operator lists serve pages past max_query_results by joining inner pages",
     ),
 ]
@@ -482,31 +483,31 @@ MUTANTS += [
     Mutant(
         "lists-only-active-runs",
         "tests.mutants.m_operator_reads:lists_only_active_runs",
-        "operator_reads.list-shows-each-visible-run-once",
+        operator_reads.LISTED_ONCE,
         "list_runs leaves finished runs out",
     ),
     Mutant(
         "projection-written-at-staging",
         "tests.mutants.m_operator_reads:projection_at_staging",
-        "operator_reads.committed-run-visible-at-once",
+        operator_reads.VISIBLE_AT_ONCE,
         "the projection is written when a run is staged, so a rolled-back or replayed attempt's run shows",
     ),
     Mutant(
         "millisecond-projection",
         "tests.mutants.m_operator_reads:millisecond_projection",
-        "operator_reads.committed-run-visible-at-once",
+        operator_reads.VISIBLE_AT_ONCE,
         "operator summaries keep timestamps to the millisecond only",
     ),
     Mutant(
         "prefix-matching-run-filter",
         "tests.mutants.m_operator_reads:prefix_filters",
-        "operator_reads.list-shows-each-visible-run-once",
+        operator_reads.LISTED_ONCE,
         "list_runs also lists runs of environments whose name extends the one asked for",
     ),
     Mutant(
         "prefix-matching-history-filter",
         "tests.mutants.m_operator_reads:prefix_filters",
-        "operator_reads.history-in-sequence-order",
+        operator_reads.HISTORY_ORDER,
         "list_run_events also lists events of runs whose id extends the one asked for",
     ),
 ]
@@ -564,13 +565,13 @@ MUTANTS += [
     Mutant(
         "run-found-by-id-alone",
         "tests.mutants.m_operator_reads:run_by_id_alone",
-        "operator_reads.committed-run-visible-at-once",
+        operator_reads.VISIBLE_AT_ONCE,
         "get_run returns a run with the asked id from another environment",
     ),
     Mutant(
         "history-found-by-run-id-alone",
         "tests.mutants.m_operator_reads:history_by_run_id_alone",
-        "operator_reads.history-in-sequence-order",
+        operator_reads.HISTORY_ORDER,
         "list_run_events lists the history of a run with the asked id from another environment",
     ),
 ]
@@ -637,13 +638,13 @@ MUTANTS += [
     Mutant(
         "run-cursor-names-its-last-run",
         "tests.mutants.m_operator_reads:run_cursor_names_its_last_run",
-        "operator_reads.list-shows-each-visible-run-once",
+        operator_reads.LISTED_ONCE,
         "a list_runs cursor continues after the run it names, so tombstoning that run ends the listing",
     ),
     Mutant(
         "guesses-runs-by-fields",
         "tests.mutants.m_operator_reads:guesses_runs_by_fields",
-        "operator_reads.list-shows-each-visible-run-once",
+        operator_reads.LISTED_ONCE,
         "list_runs also lists wait tokens, whose documents carry a runId, a status and a createdAt",
     ),
 ]
@@ -671,7 +672,7 @@ MUTANTS += [
     Mutant(
         "shares-mutable-history-items",
         "tests.mutants.m_operator_reads:shares_mutable_history_items",
-        "operator_reads.returns-defensive-copies",
+        operator_reads.DEFENSIVE_COPIES,
         "list_run_events returns a tuple page whose events are mutable dicts shared by every call",
     ),
 ]

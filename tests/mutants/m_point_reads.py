@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from runlane_conformance import StorageDocument, StoredRecord
+from runlane_conformance.catalogue import append, point_reads
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -109,37 +110,37 @@ MUTANTS = [
     Mutant(
         "drops-duplicate-positions",
         "tests.mutants.m_point_reads:drops_duplicates",
-        "point_reads.exact-positions",
+        point_reads.POSITIONS,
         "answers each distinct key once",
     ),
     Mutant(
         "reverses-positions",
         "tests.mutants.m_point_reads:reverses_order",
-        "point_reads.exact-positions",
+        point_reads.POSITIONS,
         "returns results in reverse order",
     ),
     Mutant(
         "ghost-reads",
         "tests.mutants.m_point_reads:ghost_reads",
-        "point_reads.absent-keys-read-as-none",
+        point_reads.ABSENT_IS_NONE,
         "absent keys read as another record",
     ),
     Mutant(
         "drops-index-entries",
         "tests.mutants.m_point_reads:drops_indexes",
-        "point_reads.returns-committed-content",
+        point_reads.RETURNED_CONTENT,
         "returns records without index entries",
     ),
     Mutant(
         "shares-mutable-documents",
         "tests.mutants.m_point_reads:shares_documents",
-        "point_reads.defensive-copies-out",
+        point_reads.COPIES_OUT,
         "hands out the store's own mutable JSON",
     ),
     Mutant(
         "keeps-caller-input",
         "tests.mutants.m_point_reads:keeps_input",
-        "point_reads.defensive-copies-in",
+        point_reads.COPIES_IN,
         "reads are rebuilt from the caller's mutable input",
     ),
 ]
@@ -195,13 +196,13 @@ MUTANTS += [
     Mutant(
         "serializes-input-at-commit",
         "tests.mutants.m_point_reads:serializes_at_commit",
-        "point_reads.input-read-at-call",
+        point_reads.INPUT_READ_AT_CALL,
         "create()/replace() keep the caller's mapping and parse it when the attempt commits",
     ),
     Mutant(
         "serializes-append-at-commit",
         "tests.mutants.m_point_reads:appends_at_commit",
-        "append.copies-values",
+        append.COPIES,
         "append() keeps the caller's command and reads its values when the attempt commits",
     ),
 ]
@@ -266,13 +267,13 @@ MUTANTS += [
     Mutant(
         "raw-joined-keys",
         "tests.mutants.m_point_reads:raw_joined_keys",
-        "point_reads.keys-of-any-shape",
+        point_reads.KEY_SHAPES,
         "keys are stored as raw components joined by '/', so ('a/b', 'c') and ('a', 'b/c') are one row",
     ),
     Mutant(
         "collated-keys",
         "tests.mutants.m_point_reads:collated_keys",
-        "point_reads.keys-of-any-shape",
+        point_reads.KEY_SHAPES,
         "keys compare under a case/accent-insensitive, space-padding collation",
     ),
 ]
@@ -293,7 +294,7 @@ MUTANTS += [
     Mutant(
         "found-then-missing",
         "tests.mutants.m_point_reads:found_then_missing",
-        "point_reads.exact-positions",
+        point_reads.POSITIONS,
         "records found come first and misses last, not at the positions they were asked for",
     ),
 ]
@@ -327,7 +328,7 @@ MUTANTS += [
     Mutant(
         "leases-expire-at-their-expiry",
         "tests.mutants.m_point_reads:expiring_leases",
-        "point_reads.returns-committed-content",
+        point_reads.RETURNED_CONTENT,
         "a lease is stored with a time to live at its expiresAt, so an expired lease vanishes",
     ),
 ]
@@ -428,19 +429,19 @@ MUTANTS += [
     Mutant(
         "neighbour-key-fallback",
         "tests.mutants.m_point_reads:neighbour_fallback",
-        "point_reads.keys-of-any-shape",
+        point_reads.KEY_SHAPES,
         "a miss on ('a', 'b/c') is retried as ('a/b', 'c'), so a key never written reads as its neighbour",
     ),
     Mutant(
         "normalises-strings",
         "tests.mutants.m_point_reads:normalises_strings",
-        "point_reads.returns-committed-content",
+        point_reads.RETURNED_CONTENT,
         "document strings come back NFC-normalised ('e' + U+0301 reads as U+00E9)",
     ),
     Mutant(
         "millisecond-instants",
         "tests.mutants.m_point_reads:millisecond_instants",
-        "point_reads.returns-committed-content",
+        point_reads.RETURNED_CONTENT,
         "instants in documents come back cut to the millisecond",
     ),
 ]

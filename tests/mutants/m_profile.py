@@ -17,6 +17,7 @@ from runlane_conformance import (
     StorageLimits,
     StorageProfile,
 )
+from runlane_conformance.catalogue import profile
 from runlane_conformance.harness import load_harness
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import (
@@ -296,61 +297,61 @@ MUTANTS = [
     Mutant(
         "incoherent-limits",
         "tests.mutants.m_profile:incoherent_limits",
-        "profile.advertised-profile-coherent",
+        profile.COHERENT,
         "advertises max_transaction_bytes below max_record_bytes",
     ),
     Mutant(
         "two-point-reads",
         "tests.mutants.m_profile:two_point_reads",
-        "profile.limits-leave-core-room",
+        profile.CORE_ROOM,
         "enforces and advertises two point reads per attempt, too few for core's smallest atomic steps",
     ),
     Mutant(
         "unknown-durability",
         "tests.mutants.m_profile:unknown_durability",
-        "profile.advertised-profile-coherent",
+        profile.COHERENT,
         "advertises a durability outside the contract",
     ),
     Mutant(
         "profile-differs-per-instance",
         "tests.mutants.m_profile:differs_per_instance",
-        "profile.same-profile-on-every-instance",
+        profile.STABLE,
         "instances on one store advertise different limits",
     ),
     Mutant(
         "hides-other-instances-commits",
         "tests.mutants.m_profile:hides_other_instances_commits",
-        "profile.strong-index-visible-across-instances",
+        profile.STRONG_INDEX,
         "claims strong index consistency but lags on other instances",
     ),
     Mutant(
         "caches-first-clock-reading",
         "tests.mutants.m_profile:caches_first_clock_reading",
-        "profile.client-clock-follows-injected-clock",
+        profile.CLIENT_CLOCK,
         "claims a client clock but reads it once per instance",
     ),
     Mutant(
         "claims-durable-loses-data",
         "tests.mutants.m_profile:claims_durable_loses_data",
-        "profile.durable-survives-reconnect",
+        profile.DURABLE,
         "claims durability but loses data once every instance closed",
     ),
     Mutant(
         "schedule-index-lags",
         "tests.mutants.m_profile:schedule_index_lags",
-        "profile.strong-index-visible-across-instances",
+        profile.STRONG_INDEX,
         "claims strong index consistency, but SchedulesByNextOccurrence lags on other instances",
     ),
     Mutant(
         "profile-loaded-lazily",
         "tests.mutants.m_profile:loads_profile_lazily",
-        "profile.same-profile-on-every-instance",
+        profile.STABLE,
         "an instance advertises other limits before its first transaction than after it",
     ),
     Mutant(
         "claims-authoritative-clock",
         "tests.mutants.m_profile:claims_authoritative_clock",
-        "profile.authoritative-time-follows-what-was-read",
+        profile.AUTHORITATIVE,
         "claims transaction_authoritative time while every instance reads its own skewed clock",
     ),
 ]
@@ -409,19 +410,19 @@ MUTANTS += [
     Mutant(
         "server-sampled-label-on-client-clock",
         "tests.mutants.m_profile:server_sampled_label_only",
-        "profile.server-sampled-time-is-the-stores",
+        profile.SERVER_SAMPLED,
         "advertises server_sampled time but answers from the injected client clock",
     ),
     Mutant(
         "authoritative-label-on-client-clock",
         "tests.mutants.m_profile:authoritative_label_only",
-        "profile.authoritative-time-follows-what-was-read",
+        profile.AUTHORITATIVE,
         "advertises transaction_authoritative time but each instance reads its own client clock",
     ),
     Mutant(
         "authoritative-time-sampled-at-begin",
         "tests.mutants.m_profile:authoritative_sampled_at_begin",
-        "profile.authoritative-time-follows-what-was-read",
+        profile.AUTHORITATIVE,
         "samples the shared clock when the attempt begins, before its read set is sealed",
     ),
 ]

@@ -22,6 +22,7 @@ from runlane_conformance import (
     StorageTableName,
     create_storage_limit_error,
 )
+from runlane_conformance.catalogue import pruning
 from runlane_conformance.contract.values import QueryRecordsResult
 from runlane_conformance.local.harness import local_harness
 from runlane_conformance.local.store import CommitPlan, LocalStore
@@ -307,73 +308,73 @@ MUTANTS = [
     Mutant(
         "run-count-update-dropped",
         "tests.mutants.m_pruning:drops_run_count_updates",
-        "pruning.counters-exact",
+        pruning.COUNTERS,
         "the run's counts are not raised in the commit that creates its children",
     ),
     Mutant(
         "pass-decrements-without-deleting",
         "tests.mutants.m_pruning:decrements_without_deleting",
-        "pruning.counters-exact",
+        pruning.COUNTERS,
         "a pass's counter decrement commits while its child deletes are dropped",
     ),
     Mutant(
         "pass-decrements-without-deleting-random",
         "tests.mutants.m_pruning:decrements_without_deleting",
-        "pruning.random-histories-keep-invariants",
+        pruning.MODEL,
         "a pass's counter decrement commits without its child deletes (caught by the random histories)",
     ),
     Mutant(
         "tombstoned-run-stays-indexed",
         "tests.mutants.m_pruning:ghost_entries",
-        "pruning.tombstone-hides-in-one-commit",
+        pruning.HIDDEN,
         "a tombstoned run's RunsByStatus entry keeps being served",
     ),
     Mutant(
         "eventual-index-never-catches-up",
         "tests.mutants.m_pruning:never_settles",
-        "pruning.stale-page-never-ends-cleanup",
+        pruning.STALE,
         "an eventual index whose settle hook claims convergence that never comes",
     ),
     Mutant(
         "racing-passes-both-commit",
         "tests.mutants.m_pruning:unfenced_tombstones",
-        "pruning.racing-passes-exact",
+        pruning.RACE,
         "attempts that rewrite a tombstone are not validated, so two racing passes both commit",
     ),
     Mutant(
         "pass-deletes-survive-a-raise",
         "tests.mutants.m_pruning:keeps_deletes_on_raise",
-        "pruning.interrupted-pass-resumes",
+        pruning.INTERRUPTED,
         "the deletes of a callback that raised are committed anyway, without the counter update",
     ),
     Mutant(
         "advertises-more-records-than-accepted",
         "tests.mutants.m_pruning:accepts_fewer_records",
-        "pruning.passes-fit-advertised-limits",
+        pruning.LIMITS,
         "advertises 100 transaction records but refuses attempts past 60",
     ),
     Mutant(
         "candidate-page-keeps-lookahead-row",
         "tests.mutants.m_pruning:keeps_lookahead_row",
-        "pruning.passes-stay-within-budget",
+        pruning.BOUNDED,
         "query_candidates fetches one row past the page to learn whether more follow, and returns it too",
     ),
     Mutant(
         "tombstoned-run-stays-under-its-parent",
         "tests.mutants.m_pruning:parent_ghost_entries",
-        "pruning.tombstone-hides-in-one-commit",
+        pruning.HIDDEN,
         "a tombstoned child run's RunsByParent entry keeps being served",
     ),
     Mutant(
         "pass-commits-on-base-exception",
         "tests.mutants.m_pruning:commits_on_base_exception",
-        "pruning.interrupted-pass-resumes",
+        pruning.INTERRUPTED,
         "a pass whose callback raised a BaseException (not an Exception) commits the deletes it staged",
     ),
     Mutant(
         "event-index-ignores-partition",
         "tests.mutants.m_pruning:event_index_ignores_partition",
-        "pruning.counters-exact",
+        pruning.COUNTERS,
         "EventsByRun lists the events of a run with the same id in every environment",
     ),
 ]
@@ -434,7 +435,7 @@ MUTANTS += [
     Mutant(
         "deleted-tombstone-stays-due",
         "tests.mutants.m_pruning:deleted_tombstone_entries",
-        "pruning.counters-exact",
+        pruning.COUNTERS,
         "deleting a tombstone leaves its TombstonesByPruneAfter entry: a pruned run stays listed as due",
     ),
 ]

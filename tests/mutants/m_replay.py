@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from runlane_conformance import StorageConflictError, StorageDuplicateMutationError, StorageError
+from runlane_conformance.catalogue import replay
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -166,55 +167,55 @@ MUTANTS = [
     Mutant(
         "caches-reads-across-attempts",
         "tests.mutants.m_replay:caches_reads",
-        "replay.each-attempt-starts-fresh",
+        replay.FRESH_ATTEMPT,
         "a replay is served the records an abandoned attempt read",
     ),
     Mutant(
         "remembers-read-set-across-attempts",
         "tests.mutants.m_replay:remembers_read_set",
-        "replay.each-attempt-starts-fresh",
+        replay.FRESH_ATTEMPT,
         "keys read as present by an abandoned attempt cannot be created by the replay",
     ),
     Mutant(
         "returns-first-attempt-value",
         "tests.mutants.m_replay:first_value",
-        "replay.only-committed-value-escapes",
+        replay.COMMITTED_VALUE,
         "transaction() returns the first attempt's value, not the committed one",
     ),
     Mutant(
         "commits-abandoned-creates",
         "tests.mutants.m_replay:commits_abandoned",
-        "replay.abandoned-attempts-leave-no-trace",
+        replay.NO_TRACE,
         "creates staged by abandoned attempts are stored after the commit",
     ),
     Mutant(
         "replays-forever",
         "tests.mutants.m_replay:replays_forever",
-        "replay.attempts-are-bounded",
+        replay.BOUNDED,
         "never gives up after conflicts",
     ),
     Mutant(
         "swallows-conflicts",
         "tests.mutants.m_replay:swallows_conflicts",
-        "replay.attempts-are-bounded",
+        replay.BOUNDED,
         "returns None instead of raising StorageConflictError when attempts run out",
     ),
     Mutant(
         "swallows-callback-errors",
         "tests.mutants.m_replay:swallows_errors",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "a callback's exception is swallowed",
     ),
     Mutant(
         "wraps-callback-errors",
         "tests.mutants.m_replay:wraps_errors",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "a callback's exception is replaced by a new StorageError",
     ),
     Mutant(
         "commits-before-raising",
         "tests.mutants.m_replay:commits_before_raising",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "staged writes are committed before the callback's exception is raised",
     ),
 ]
@@ -329,25 +330,25 @@ MUTANTS += [
     Mutant(
         "commits-on-interrupt",
         "tests.mutants.m_replay:commits_on_interrupt",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "a KeyboardInterrupt/SystemExit/GeneratorExit from the callback commits what was staged",
     ),
     Mutant(
         "replays-on-interrupt",
         "tests.mutants.m_replay:replays_on_interrupt",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "a BaseException from the callback is retried like a lost connection",
     ),
     Mutant(
         "wraps-interrupt",
         "tests.mutants.m_replay:wraps_interrupt",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "a BaseException from the callback reaches the caller as a new StorageError",
     ),
     Mutant(
         "leftover-after-interrupt",
         "tests.mutants.m_replay:leftover_after_interrupt",
-        "replay.callback-error-rolls-back-and-propagates",
+        replay.CALLBACK_ERROR,
         "rollback only in except Exception: interrupted creates commit with the next transaction",
     ),
 ]
@@ -378,7 +379,7 @@ MUTANTS += [
     Mutant(
         "returns-last-value-when-attempts-run-out",
         "tests.mutants.m_replay:returns_last_value_when_attempts_run_out",
-        "replay.attempts-are-bounded",
+        replay.BOUNDED,
         "when every attempt lost, transaction() returns the last uncommitted attempt's value",
     ),
 ]
@@ -397,7 +398,7 @@ MUTANTS += [
     Mutant(
         "deletes-eagerly",
         "tests.mutants.m_replay:deletes_eagerly",
-        "replay.abandoned-attempts-leave-no-trace",
+        replay.NO_TRACE,
         "delete() is applied at once, so an abandoned attempt's delete stays applied",
     ),
 ]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from runlane_conformance import StorageAttemptEndedError, StorageConcurrentUseError, StorageSealedError
+from runlane_conformance.catalogue import sealing
 from tests.mutants.catalog import Mutant
 from tests.mutants.wrapping import WrappedDriver, WrappedTransaction, mutant_harness
 
@@ -132,31 +133,31 @@ MUTANTS = [
     Mutant(
         "moving-now",
         "tests.mutants.m_sealing:moving_now",
-        "sealing.now-frozen-within-attempt",
+        sealing.FROZEN_NOW,
         "now() advances between calls of one attempt",
     ),
     Mutant(
         "ignores-injected-clock",
         "tests.mutants.m_sealing:ignores_injected_clock",
-        "sealing.now-uses-injected-client-clock",
+        sealing.INJECTED_CLOCK,
         "now() comes from the wall clock although a client clock was injected",
     ),
     Mutant(
         "reads-after-now",
         "tests.mutants.m_sealing:reads_after_now",
-        "sealing.reads-refused-after-now",
+        sealing.SEALED_BY_NOW,
         "now() does not seal the read set",
     ),
     Mutant(
         "reads-after-mutation",
         "tests.mutants.m_sealing:reads_after_mutation",
-        "sealing.reads-refused-after-first-mutation",
+        sealing.SEALED_BY_MUTATION,
         "mutations are deferred, so reads after them are served",
     ),
     Mutant(
         "usable-after-attempt",
         "tests.mutants.m_sealing:usable_after_attempt",
-        "sealing.attempt-ended-refused",
+        sealing.ENDED,
         "a transaction object keeps working after its attempt ended",
     ),
 ]
@@ -199,13 +200,13 @@ MUTANTS += [
     Mutant(
         "overlapping-get-served",
         "tests.mutants.m_sealing:overlapping_get_served",
-        "sealing.overlapping-calls-refused",
+        sealing.OVERLAP,
         "a get() that overlaps a running call of its attempt is served on another pooled connection",
     ),
     Mutant(
         "overlapping-query-served",
         "tests.mutants.m_sealing:overlapping_query_served",
-        "sealing.overlapping-calls-refused",
+        sealing.OVERLAP,
         "a query_candidates() that overlaps a running call is answered by an advisory query elsewhere",
     ),
 ]
@@ -225,7 +226,7 @@ MUTANTS += [
     Mutant(
         "now-in-milliseconds",
         "tests.mutants.m_sealing:now_in_milliseconds",
-        "sealing.now-uses-injected-client-clock",
+        sealing.INJECTED_CLOCK,
         "now() keeps milliseconds only, so an injected instant with microseconds comes back changed",
     ),
 ]
@@ -286,7 +287,7 @@ MUTANTS += [
     Mutant(
         "usable-after-interrupt",
         "tests.mutants.m_sealing:usable_after_interrupt",
-        "sealing.attempt-ended-refused",
+        sealing.ENDED,
         "an attempt ended by KeyboardInterrupt/SystemExit/GeneratorExit keeps serving calls",
     ),
 ]
@@ -322,7 +323,7 @@ MUTANTS += [
     Mutant(
         "now-seals-writes",
         "tests.mutants.m_sealing:now_seals_writes",
-        "sealing.writes-allowed-after-now",
+        sealing.WRITES_AFTER_SEAL,
         "now() seals the whole attempt: replaces and deletes after it are refused",
     ),
 ]
@@ -364,13 +365,13 @@ MUTANTS += [
     Mutant(
         "frozen-now-after-end",
         "tests.mutants.m_sealing:frozen_now_after_end",
-        "sealing.attempt-ended-refused",
+        sealing.ENDED,
         "now() returns the attempt's frozen time after the attempt ended",
     ),
     Mutant(
         "page-cache-after-end",
         "tests.mutants.m_sealing:page_cache_after_end",
-        "sealing.attempt-ended-refused",
+        sealing.ENDED,
         "a repeated scan is answered from the attempt's cached pages after the attempt ended",
     ),
 ]
@@ -399,7 +400,7 @@ MUTANTS += [
     Mutant(
         "time-kept-across-replays",
         "tests.mutants.m_sealing:time_across_replays",
-        "sealing.now-uses-injected-client-clock",
+        sealing.INJECTED_CLOCK,
         "a replayed attempt's now() returns the time the abandoned attempt sampled",
     ),
 ]

@@ -23,6 +23,7 @@ from runlane_conformance import (
     iso_date_codec,
     storage_tuple_codec,
 )
+from runlane_conformance.catalogue import wait_tokens
 from runlane_conformance.contract.table_definitions import OwnerScope, owner_record_key
 from runlane_conformance.contract.values import QueryRecordsResult
 from runlane_conformance.local.store import CommitPlan, LocalStore
@@ -356,85 +357,85 @@ MUTANTS = [
     Mutant(
         "token-owner-claimed-outside-the-attempt",
         "tests.mutants.m_wait_tokens:unfenced_owners",
-        "wait_tokens.created-with-reciprocal-owner",
+        wait_tokens.CREATED,
         "owner keys are read and upserted on a side connection, so two creators with one key both win",
     ),
     Mutant(
         "token-link-count-lost-update",
         "tests.mutants.m_wait_tokens:unfenced_tokens",
-        "wait_tokens.links-counted-on-both-sides",
+        wait_tokens.LINKS,
         "token rewrites are not validated, so two racing links both raise the count from the same value",
     ),
     Mutant(
         "racing-resolutions-both-win",
         "tests.mutants.m_wait_tokens:unfenced_tokens",
-        "wait_tokens.racing-resolutions-one-winner",
+        wait_tokens.RACE,
         "token rewrites are not validated, so a racing completion and timeout both commit",
     ),
     Mutant(
         "stale-cached-token-reads",
         "tests.mutants.m_wait_tokens:cached_token_reads",
-        "wait_tokens.second-resolution-loses",
+        wait_tokens.ONCE,
         "token reads come from a per-instance cache, so another instance resolves a token again",
     ),
     Mutant(
         "timeout-index-dropped",
         "tests.mutants.m_wait_tokens:drops_timeout_index",
-        "wait_tokens.timeout-at-or-after-due",
+        wait_tokens.TIMEOUT,
         "WaitTokensByTimeout scans return nothing, so due tokens are never found",
     ),
     Mutant(
         "millisecond-clock-rounds-up",
         "tests.mutants.m_wait_tokens:millisecond_clock",
-        "wait_tokens.timeout-boundary-by-injected-clock",
+        wait_tokens.TIMEOUT_BOUNDARY,
         "now() is rounded up to the millisecond, so a token times out just before its timeoutAt",
     ),
     Mutant(
         "token-by-run-entries-dropped",
         "tests.mutants.m_wait_tokens:drops_token_by_run_index",
-        "wait_tokens.index-mappings-exact",
+        wait_tokens.MAPPINGS,
         "WaitTokensByRun scans return nothing (the mapping's entries are dropped)",
     ),
     Mutant(
         "stale-token-status-entry",
         "tests.mutants.m_wait_tokens:stale_status_entries",
-        "wait_tokens.index-mappings-exact",
+        wait_tokens.MAPPINGS,
         "a resolved token is still served under its old 'pending' WaitTokensByStatus entry",
     ),
     Mutant(
         "stale-token-status-entry-random",
         "tests.mutants.m_wait_tokens:stale_status_entries",
-        "wait_tokens.random-histories-match-model",
+        wait_tokens.MODEL,
         "a resolved token keeps its old WaitTokensByStatus entry (caught by the random histories)",
     ),
     Mutant(
         "token-owner-delete-dropped",
         "tests.mutants.m_wait_tokens:keeps_owners",
-        "wait_tokens.pruned-with-owner-when-unlinked",
+        wait_tokens.PRUNED,
         "deleting an owner record does nothing, so pruning a token orphans its owner",
     ),
     Mutant(
         "repairs-orphan-tokens",
         "tests.mutants.m_wait_tokens:repairs_orphans",
-        "wait_tokens.broken-owner-reported-not-repaired",
+        wait_tokens.BROKEN,
         "a token whose owner is missing is deleted by the driver, turning a reported fault into data loss",
     ),
     Mutant(
         "resolved-tokens-expire",
         "tests.mutants.m_wait_tokens:expires_resolved_tokens",
-        "wait_tokens.pruned-with-owner-when-unlinked",
+        wait_tokens.PRUNED,
         "a token resolved more than a day ago reads as absent although runs still link it",
     ),
     Mutant(
         "due-bound-exclusive",
         "tests.mutants.m_wait_tokens:due_bound_exclusive",
-        "wait_tokens.timeout-at-or-after-due",
+        wait_tokens.TIMEOUT,
         "WaitTokensByTimeout treats the inclusive due bound as exclusive: a token due exactly now is missed",
     ),
     Mutant(
         "links-index-ignores-partition",
         "tests.mutants.m_wait_tokens:links_index_ignores_partition",
-        "wait_tokens.index-mappings-exact",
+        wait_tokens.MAPPINGS,
         "a WaitTokenLinksByToken scan of one environment lists the links of every environment",
     ),
 ]
@@ -497,7 +498,7 @@ MUTANTS += [
     Mutant(
         "owner-delete-ignores-scope",
         "tests.mutants.m_wait_tokens:owner_delete_ignores_scope",
-        "wait_tokens.pruned-with-owner-when-unlinked",
+        wait_tokens.PRUNED,
         "pruning a token's owner also deletes the run owner of the same idempotency key (scope ignored)",
     ),
 ]
@@ -524,7 +525,7 @@ MUTANTS += [
     Mutant(
         "tokens-by-run-in-key-order",
         "tests.mutants.m_wait_tokens:tokens_by_run_in_key_order",
-        "wait_tokens.index-mappings-exact",
+        wait_tokens.MAPPINGS,
         "WaitTokensByRun lists a run's tokens by token key instead of by their createdAt",
     ),
 ]

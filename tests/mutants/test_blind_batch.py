@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.harness import load_harness
-from runlane_conformance.requirements import all_requirements
 from tests.mutants.blind_batch import BLIND_MUTANTS, CONTROLS
 from tests.mutants.catalog import all_mutants
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from runlane_conformance import StorageIndexConsistency
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.fixtures import hypothesis_profiles
-from runlane_conformance.requirements import all_requirements
 from runlane_conformance.runner import run_suites
 from tests.conftest import KILL_TABLE_ROW
 from tests.mutants.catalog import Mutant, all_mutants

@@ -17,10 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runlane_conformance.contract.values import StorageLimits
-from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.run.model import Outcome, RequirementOutcome
-from runlane_conformance.runner import run_suites
-from runlane_conformance.suites._limit_gates import (
+from runlane_conformance.fixtures.limit_gates import (
     GATES,
     Size,
     limit_gate_reason,
@@ -29,7 +26,10 @@ from runlane_conformance.suites._limit_gates import (
     records,
     values,
 )
-from runlane_conformance.suites._limits_support import lease_floor, plan_distinct_keys, split_sizes
+from runlane_conformance.fixtures.limit_plans import lease_floor, plan_distinct_keys, split_sizes
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.run.model import Outcome, RequirementOutcome
+from runlane_conformance.runner import run_suites
 from tests.profiles.certified import assert_certified
 
 HUGE = {

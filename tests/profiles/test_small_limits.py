@@ -3,7 +3,7 @@
 The reference driver is run at limits well below the contract's defaults. The
 checks size their own work to what one attempt may hold; where a rule's check
 cannot be built at those limits at all the plan gates that one check, and the
-set it gates is exactly what ``suites._limit_gates`` predicts from the collected
+set it gates is exactly what ``fixtures.limit_gates`` predicts from the collected
 checks' gates (and, where the list is short, the checks spelled out here). Below
 core's floor of three point reads and three records the profile is refused by
 ``profile.limits-leave-core-room`` alone, every other check gated with its reason.
@@ -17,15 +17,15 @@ import pytest
 
 from runlane_conformance.contract.values import StorageLimits
 from runlane_conformance.fixtures.gating import gating_reason
-from runlane_conformance.run import certify
-from runlane_conformance.run.model import CheckResult, Outcome, RequirementOutcome, RunResult
-from runlane_conformance.run.plan import Plan
-from runlane_conformance.runner import run_suites
-from runlane_conformance.suites._limit_gates import (
+from runlane_conformance.fixtures.limit_gates import (
     CORE_FLOOR_REQUIREMENT,
     core_floor_reason,
     limit_gates_reason,
 )
+from runlane_conformance.run import certify
+from runlane_conformance.run.model import CheckResult, Outcome, RequirementOutcome, RunResult
+from runlane_conformance.run.plan import Plan
+from runlane_conformance.runner import run_suites
 from tests.profiles.certified import assert_certified
 
 PHANTOM = "test_a_phantom_where_a_scan_looked_is_detected_in_both_directions"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runlane_conformance.requirements import AREA_FOUNDATIONS, AREAS, Requirement, RequirementLevel
+from runlane_conformance.catalogue import AREA_FOUNDATIONS, AREAS, Requirement, RequirementLevel
 from runlane_conformance.run.model import RequirementOutcome, RequirementResult
 from runlane_conformance.run.root_cause import area_depth, foundations_of, in_root_cause_order
 

@@ -1,6 +1,6 @@
 """What a run's start-up reuses or narrows must never change what the run covers.
 
-The parent computes the requirement catalogue from the installed suites, never from a file a
+The parent builds the requirement catalogue from the ``catalogue`` package, never from a file a
 driver could rewrite (``run.catalog``), and a restricted run collects only its areas' suite
 modules (``run.certify._collected``). Both are only correct under the conditions tested here.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.requirements import all_requirements
+from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.run.catalog import suite_catalog
 
 
@@ -34,8 +34,10 @@ def test_the_catalogue_is_the_one_the_suites_declare_whatever_the_cache_director
             (directory / name).write_text(json.dumps(forged), encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("RUNLANE_CATALOG_CACHE", str(tmp_path / "chosen"))
+    planted = sorted(tmp_path.rglob("*"))
     assert suite_catalog() == all_requirements()
     assert list(suite_catalog()) == list(all_requirements())
+    assert sorted(tmp_path.rglob("*")) == planted, "reading the catalogue wrote a file"
 
 
 _COLLECT = """

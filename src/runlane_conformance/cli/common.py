@@ -25,7 +25,7 @@ from ..report.files import (
     output_target,
     write_text_atomically,
 )
-from ..requirements import AREAS
+from ..catalogue import AREAS
 from ..run.isolation import Isolation
 from ..safe_text import MESSAGE_LIMIT, one_line, redact_options, redact_text, safe_str, secret_values
 
@@ -226,7 +226,7 @@ def complete_area(incomplete: str) -> list[str]:
 def complete_requirement(incomplete: str) -> list[str]:
     """Requirement ids of the catalogue (importing the suites takes a moment, once per completion)."""
     try:
-        from ..requirements import all_requirements
+        from ..catalogue import all_requirements
 
         return [rid for rid in all_requirements() if rid.startswith(incomplete)]
     except Exception:  # completion must never print a traceback into the user's shell

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 from rich.text import Text
 
-from ..requirements import AREAS
+from ..catalogue import AREAS
 from .common import FAIL_MARK, PASS_MARK, SKIP_MARK, console, shown
 from .wording import count
 

@@ -15,8 +15,8 @@ import typer
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from ..catalogue import AREAS, Requirement, all_requirements
 from ..contract.errors import RunlaneError
-from ..requirements import AREAS, Requirement, all_requirements
 from ..safe_text import json_text
 from ..suggest import did_you_mean
 from .common import ExitCode, begin, complete_area, console, stop

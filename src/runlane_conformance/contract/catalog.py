@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["StorageCandidateMode", "StorageIndexName", "StorageQueryDirection", "StorageTableName"]
+__all__ = [
+    "StorageCandidateMode",
+    "StorageIndexName",
+    "StorageQueryDirection",
+    "StorageStreamName",
+    "StorageTableName",
+]
 
 
 class StorageTableName(StrEnum):
@@ -65,3 +71,9 @@ class StorageQueryDirection(StrEnum):
 
     ASCENDING = "asc"
     DESCENDING = "desc"
+
+
+class StorageStreamName(StrEnum):
+    """The closed set of ordered streams core appends to (``streams`` re-exports it)."""
+
+    OBSERVATIONS = "observations"

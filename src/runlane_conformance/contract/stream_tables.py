@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .catalog import StorageIndexName, StorageTableName
+from .catalog import StorageIndexName, StorageStreamName, StorageTableName
 from .encodings import storage_unsigned_integer_codec
 from .json_boundary import FrozenJsonObject
-from .streams import StorageStreamName
-from .tables import StorageDocumentRuleError, StorageTable, register_storage_table, unsigned_integer
-from .values import StorageIndexEntry
+from .keys import StorageIndexEntry
+from .table_rules import StorageDocumentRuleError, StorageTable, unsigned_integer
 
-__all__ = ["ObservationsTable", "StreamHeadsTable"]
+__all__ = ["STREAM_TABLES", "ObservationsTable", "StreamHeadsTable"]
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 256}
 _NON_EMPTY = {"type": "string", "minLength": 1}
@@ -119,5 +118,5 @@ class StreamHeadsTable(StorageTable):
         unsigned_integer(value, "next", self.name, minimum=1, rule="stream-head")
 
 
-register_storage_table(ObservationsTable())
-register_storage_table(StreamHeadsTable())
+#: The streams' table definitions; the catalogue (``tables``) lists them with core's.
+STREAM_TABLES: tuple[StorageTable, ...] = (ObservationsTable(), StreamHeadsTable())

@@ -25,9 +25,8 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from .catalog import StorageIndexName, StorageTableName
+from .catalog import StorageIndexName, StorageStreamName, StorageTableName
 from .encodings import U64_MAX, storage_tuple_codec, storage_unsigned_integer_codec
 from .errors import (
     StorageCorruptionError,
@@ -53,12 +52,6 @@ __all__ = [
     "read_storage_stream_position",
     "storage_stream_layouts",
 ]
-
-
-class StorageStreamName(StrEnum):
-    """The closed set of ordered streams core appends to."""
-
-    OBSERVATIONS = "observations"
 
 
 _WIDEST_POSITION = storage_unsigned_integer_codec.encode(U64_MAX)
@@ -159,8 +152,6 @@ def _stream(stream: object) -> StorageStreamName:
 
 
 def _table(name: StorageTableName) -> StorageTable:
-    from . import stream_tables  # noqa: F401  (registers the stream tables even if nothing else did)
-
     return get_storage_table(name)
 
 

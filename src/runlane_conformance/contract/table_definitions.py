@@ -34,10 +34,11 @@ from .catalog import StorageIndexName, StorageTableName
 from .encodings import iso_date_codec, storage_tuple_codec, storage_unsigned_integer_codec
 from .errors import StorageValidationError
 from .json_boundary import FrozenJson, FrozenJsonObject, JsonValue, freeze_json, thaw_json
-from .tables import StorageDocumentRuleError, StorageTable, iso, register_storage_table, unsigned_integer
-from .values import StorageIndexEntry, StorageRecordKey
+from .keys import StorageIndexEntry, StorageRecordKey
+from .table_rules import StorageDocumentRuleError, StorageTable, iso, unsigned_integer
 
 __all__ = [
+    "CORE_TABLES",
     "TERMINAL_RUN_STATUSES",
     "EventsTable",
     "LeasesTable",
@@ -1058,7 +1059,8 @@ _OWNERS = OwnersTable()
 _WAIT_TOKENS = WaitTokensTable()
 
 
-for _table in (
+#: Core's table definitions, one instance each; the catalogue (``tables``) lists them with the streams'.
+CORE_TABLES: tuple[StorageTable, ...] = (
     LeasesTable(),
     _RUNS,
     EventsTable(),
@@ -1071,6 +1073,4 @@ for _table in (
     _WAIT_TOKENS,
     WaitTokenLinksTable(),
     RunCompletionWaitPresenceTable(),
-):
-    register_storage_table(_table)
-from . import stream_tables  # noqa: E402,F401
+)

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..requirements import Requirement, RequirementLevel
+from ..catalogue import Requirement, RequirementLevel
 from .outcomes import RequirementOutcome, RunStatus
 
 __all__ = [

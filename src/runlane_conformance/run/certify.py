@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Literal
 
 from .. import __version__
+from ..catalogue import Requirement
 from ..expected_failures import ExpectedFailure
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, HYPOTHESIS_PROFILES, check_budget
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo, available_drivers
-from ..requirements import Requirement
 from ..safe_text import redact_options
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .catalog import suite_catalog

@@ -20,7 +20,7 @@ from ..fixtures.driver_frame import path_from_here, pytest_launcher
 from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
-from ..requirements import AREAS, Requirement, RequirementLevel
+from ..catalogue import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values
 from .certification import Certification, Verdict, certify, decide_verdict
 from .isolation import DEFAULT_ISOLATION

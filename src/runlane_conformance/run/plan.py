@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..fixtures.gating import ProfileFacts, gating_reason
-from ..requirements import AREAS, Requirement
+from ..catalogue import AREAS, Requirement
+from ..fixtures.gating import ProfileFacts, check_gate, gating_reason
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .outcomes import RunUsageError
 
@@ -40,7 +40,7 @@ class PlannedCheck:
     ``declared_timeout`` is the time the check itself says it may need (its
     ``timeout`` marker); ``searches`` whether it is a Hypothesis search. Both only
     shape scheduling and deadlines, never the verdict. ``limit_gates`` names the
-    advertised limits at which the check's work cannot be built (``suites._limit_gates``).
+    advertised limits at which the check's work cannot be built (``fixtures.limit_gates``).
     """
 
     nodeid: str
@@ -151,19 +151,23 @@ def build_plan(
                 gated[rid] = reason
     checks = tuple(collected)
     gated_checks = {}
-    from ..suites._limit_gates import CORE_FLOOR_REQUIREMENT, core_floor_reason, limit_gates_reason
+    from ..fixtures.limit_gates import core_floor_reason
 
     floor = core_floor_reason(facts.profile.limits)
     for check in checks:
         if check.requirement_id in gated:
             continue
-        if floor is not None and check.requirement_id != CORE_FLOOR_REQUIREMENT:
-            # Below core's floor nothing but the floor's own check can mean anything (suites._limit_gates).
-            gated_checks[check.nodeid] = floor
-        elif check.limit_gates:
-            reason = limit_gates_reason(check.limit_gates, facts.profile.limits)
-            if reason is not None:
-                gated_checks[check.nodeid] = reason
+        # The capability was decided per requirement above; the rest is the plugin's own rule.
+        reason = check_gate(
+            check.requirement_id,
+            None,
+            check.limit_gates,
+            facts=lambda: facts,
+            floor=lambda: floor,
+            limits=lambda: facts.profile.limits,
+        )
+        if reason is not None:
+            gated_checks[check.nodeid] = reason
     return Plan(dict(requirements), gated, checks, restricted, gated_checks)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from ..requirements import AREA_FOUNDATIONS, AREAS
+from ..catalogue import AREA_FOUNDATIONS, AREAS
 from .model import RequirementResult
 
 __all__ = ["FailureInContext", "area_depth", "foundations_of", "in_root_cause_order"]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from ..contract.values import StorageIndexConsistency
 from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
 from ..in_words import in_words
-from ..requirements import AREAS, Requirement, RequirementLevel
+from ..catalogue import AREAS, Requirement, RequirementLevel
 from .certification import LEVEL_CAPABILITIES, Certification, Verdict, certify, decide_verdict, level_for
 from .model import (
     INCONCLUSIVE_HINT,

@@ -23,20 +23,20 @@ from ..contract.streams import (
     storage_stream_layouts,
 )
 from ..contract.values import (
-    NewStorageRecord,
     QueryRecordsCommand,
-    StorageLimits,
     StorageRecordKey,
     StoredRecord,
 )
 from ..fixtures.convergence import settle_indexes
-from ..fixtures.records import Leases
-from ._limits_support import lease_floor, sized_leases, split_sizes
+
+# The append work the limit gates measure too lives with them (fixtures.limit_plans); re-exported.
+from ..fixtures.limit_plans import append_byte_plan, batch, observation_values
 
 __all__ = [
     "LAYOUT",
     "OBSERVATIONS",
     "StreamView",
+    "append_byte_plan",
     "batch",
     "observation_values",
     "point_append",
@@ -46,20 +46,6 @@ __all__ = [
 
 OBSERVATIONS = StorageStreamName.OBSERVATIONS
 LAYOUT = storage_stream_layouts[OBSERVATIONS]
-
-
-def observation_values(tag: str, count: int, *, padding: int = 0) -> list[dict[str, Any]]:
-    """``count`` observation values whose source ids (``tag-i``) say which batch wrote them."""
-    return [
-        {"source": {"kind": "conformance", "id": f"{tag}-{i}"}, "data": {"i": i, "pad": "x" * padding}}
-        for i in range(count)
-    ]
-
-
-def batch(partition: str, tag: str, count: int, *, padding: int = 0) -> AppendRecordsCommand:
-    """One append command of ``count`` values for ``partition``."""
-    values: Any = observation_values(tag, count, padding=padding)  # frozen and validated by the command
-    return AppendRecordsCommand(OBSERVATIONS, partition, values)
 
 
 def point_append(tx: StorageTransaction, command: AppendRecordsCommand) -> MaterializedStorageAppend:
@@ -143,12 +129,3 @@ def read_stream(driver: StorageDriver, partition: str) -> StreamView:
     return StreamView(partition, head, tuple(records))
 
 
-def append_byte_plan(
-    leases: Leases, limits: StorageLimits, appended: int, over: int
-) -> list[NewStorageRecord] | None:
-    """Creates that, beside an append measured at ``appended`` bytes, stage ``max_transaction_bytes +
-    over`` bytes in all, within the record limits (``None`` when no such creates exist)."""
-    total = limits.max_transaction_bytes + over - appended
-    room = limits.max_transaction_records - 2  # the appended record and the head
-    sizes = split_sizes(total, lease_floor(leases), limits.max_record_bytes, room)
-    return None if sizes is None else sized_leases(leases, sizes, prefix="p")

@@ -38,11 +38,11 @@ from ..faults.plan import Fault, FaultInjector, FaultKind, FaultSwitch
 from ..faults.proxy import FaultProxy
 from ..fixtures.convergence import forget_instance, register_instance, settle_indexes
 from ..fixtures.gating import fault_skip_reason
+from ..fixtures.limit_gates import FAULT_BATCH_RECORDS
+from ..fixtures.limit_plans import PRACTICAL_COUNT
 from ..fixtures.records import Leases
 from ..harness import DriverHarness, FaultHookStore, ProxiedStore, StoreHandle
 from ._append_support import LAYOUT, batch, point_append, read_stream, stage_point_append
-from ._limit_gates import FAULT_BATCH_RECORDS
-from ._limits_support import PRACTICAL_COUNT
 from ._mutations_support import query_pairs, read
 
 __all__ = [
@@ -504,7 +504,7 @@ def _batch_trial(rig: FaultRig, fault: Fault | None, planned: int) -> tuple[Batc
 
 def batch_trials(harness: DriverHarness) -> list[BatchTrial]:
     """The multi-record transaction under every fault of the calibrated schedule."""
-    from ._limit_gates import core_floor_reason, limit_gate_reason
+    from ..fixtures.limit_gates import core_floor_reason, limit_gate_reason
 
     with FaultRig(harness) as rig:
         # The plan gates the checks judging these trials where the attempt cannot fit the limits; this

@@ -310,7 +310,7 @@ def fit_plan(plan: Plan, records: int) -> Plan:
 
     A drawn plan touches at most six records (three reads, one fresh key, an append), so at any limit
     of six or more every plan runs as drawn. Reads are never dropped: no plan reads more than three
-    keys, and a driver's limits allow that much (``_limit_gates.CORE_FLOOR``).
+    keys, and a driver's limits allow that much (``catalogue.profile.CORE_FLOOR``).
     """
     phases = list(plan.phases)
 

@@ -32,7 +32,7 @@ from typing import Generic, TypeVar
 
 import pytest
 
-from runlane_conformance.requirements import Requirement
+from runlane_conformance.catalogue import Requirement
 
 __all__ = ["CALLBACK_ERROR_RULE", "Refusal", "differs", "missing", "propagated", "refused"]
 

@@ -15,6 +15,22 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.catalogue.append import (
+    ACROSS_PROCESSES,
+    BOUNDS,
+    CONCURRENT,
+    CONTIGUOUS,
+    COPIES,
+    ENDED,
+    LAYOUT_REQ,
+    LIMITS,
+    MIXED,
+    NOTHING_ON_ROLLBACK,
+    OCCUPIED,
+    ONE_BATCH,
+    OWN_STREAM,
+    SEALS,
+)
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.encodings import U64_MAX
 from runlane_conformance.contract.errors import (
@@ -35,8 +51,8 @@ from runlane_conformance.contract.streams import (
 )
 from runlane_conformance.contract.values import StorageRecordKey
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import chunks, limit_gated, reads, records, values
 from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._append_support import (
     LAYOUT,
     OBSERVATIONS,
@@ -47,109 +63,8 @@ from runlane_conformance.suites._append_support import (
     point_append,
     read_stream,
 )
-from runlane_conformance.suites._limit_gates import chunks, limit_gated, reads, records, values
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._processes_support import w_append_batches
-
-CLAUSE = "Add optional ordered append"
-CAPABILITY = "append"
-
-CONTIGUOUS = requirement(
-    "append.positions-contiguous",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Each partition's positions start at 1, every batch is contiguous and follows the batches before it.",
-    capability=CAPABILITY,
-)
-LAYOUT_REQ = requirement(
-    "append.canonical-layout",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Appended records and the head are stored exactly as materialize_storage_append describes, readable "
-    "by point reads and the position index.",
-    capability=CAPABILITY,
-)
-NOTHING_ON_ROLLBACK = requirement(
-    "append.rollback-consumes-nothing",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An aborted or replayed attempt consumes no positions and leaves no records.",
-    capability=CAPABILITY,
-)
-ONE_BATCH = requirement(
-    "append.one-batch-per-attempt",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An attempt may stage only one append batch; a second one is refused and nothing commits.",
-    capability=CAPABILITY,
-)
-SEALS = requirement(
-    "append.seals-reads",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Appending ends the read phase: later point reads and queries in the attempt are refused.",
-    capability=CAPABILITY,
-)
-OWN_STREAM = requirement(
-    "append.stream-off-limits",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An appending attempt may not also point-read or mutate that partition's head or records.",
-    capability=CAPABILITY,
-)
-MIXED = requirement(
-    "append.mixed-writers",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Native appends and point writers (head read plus conditional writes) share one head and layout, "
-    "in sequence and when they race.",
-    capability=CAPABILITY,
-)
-BOUNDS = requirement(
-    "append.position-bounds",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A batch whose head would pass 2**64-1 fails with StorageStreamExhaustedError and changes nothing.",
-    capability=CAPABILITY,
-)
-OCCUPIED = requirement(
-    "append.occupied-position-refused",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A native append whose next position already holds a record (the head trails its records) fails "
-    "with a StorageError and changes nothing: it never overwrites that record.",
-    capability=CAPABILITY,
-)
-CONCURRENT = requirement(
-    "append.concurrent-disjoint",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Concurrent appends from independent instances get disjoint, contiguous position ranges.",
-    capability=CAPABILITY,
-)
-LIMITS = requirement(
-    "append.counts-toward-limits",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Appended records and the head count toward the transaction record and byte limits, with point work.",
-    capability=CAPABILITY,
-)
-COPIES = requirement(
-    "append.copies-values",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Values are copied when append() is called: changing the caller's objects afterwards changes nothing.",
-    capability=CAPABILITY,
-)
-ENDED = requirement(
-    "append.refused-after-attempt",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "append() on an attempt that already ended (committed, rolled back or replayed) is refused with "
-    "StorageAttemptEndedError.",
-    capability=CAPABILITY,
-)
-
 
 #: Append batches, sized from the driver's record limit (each value is a record, the head one more):
 #: a batch long enough to show order inside it, and a shorter one after it.
@@ -911,14 +826,6 @@ def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
 
 # -- across processes --------------------------------------------------------------------------------
 
-ACROSS_PROCESSES = requirement(
-    "append.across-processes",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Appends from several processes on one stream partition, native ones where offered mixed with core's "
-    "point writers, get unique contiguous positions in commit order and lose no committed batch.",
-    capability="cross_process",
-)
 
 
 def _expect_batches(view: StreamView, committed: list[tuple[str, int]], *, ordered: bool) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.catalogue.completion_waits import ABSENT, ACROSS_PROCESSES, MONOTONIC, RACE, STORED
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.table_definitions import RunStatus, run_record_key
 from runlane_conformance.contract.values import (
@@ -36,7 +37,6 @@ from runlane_conformance.core.completion_waits import (
 )
 from runlane_conformance.core.pruning import PassStatus, TombstoneOutcome, tombstone_run
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._lifecycle_support import prune_fully
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._operator_support import fresh_environment, read_keys, run_record, write
@@ -45,37 +45,6 @@ from runlane_conformance.suites._processes_support import (
     committed,
     w_finish_source,
     w_register_wait,
-)
-
-CLAUSE = "Preserve completion-wait presence"
-
-STORED = requirement(
-    "completion_waits.marker-stored-for-every-instance",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A marker created by one instance is seen by point reads on every other instance of the store, so "
-    "their waits and waiter scans agree, and a waiter scan lists only its own environment's waiting runs.",
-)
-RACE = requirement(
-    "completion_waits.racing-first-waiters-create-one-marker",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Two first waiters racing on two instances end serializably: exactly one created the marker, the "
-    "other saw it, and both waiting runs are kept.",
-)
-MONOTONIC = requirement(
-    "completion_waits.marker-outlives-waiters",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Once registered, the marker stays: deleting the waiting runs or moving them out of their wait, "
-    "finishing or pruning the source run, time passing and reconnecting instances never remove it.",
-)
-ABSENT = requirement(
-    "completion_waits.absent-marker-means-no-wait",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "No marker exists for a source nobody registered a wait on (ordinary runs and waits refused because the "
-    "source already finished create none), so skipping the waiter scan is safe.",
 )
 
 
@@ -388,15 +357,6 @@ def test_a_wait_on_a_finished_source_creates_no_marker(
 
 # -- across processes --------------------------------------------------------------------------------
 
-ACROSS_PROCESSES = requirement(
-    "completion_waits.marker-across-processes",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "The marker works between processes: a wait registered in one process is seen by waits and terminal "
-    "transitions in others, and a wait racing the source's terminal transition in another process never "
-    "leaves a waiting run that the transition skipped.",
-    capability="cross_process",
-)
 
 
 @ACROSS_PROCESSES

@@ -20,6 +20,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue.cursors import (
+    ASCENDING,
+    DESCENDING,
+    EVERY_INDEX,
+    EXCLUSIVE_PAGES,
+    GARBLED,
+    PAGES,
+    PARTITIONS,
+    RANGE_BOUNDS,
+    SCOPE,
+    TIES,
+    TUPLE_PREFIX,
+)
 from runlane_conformance.contract.catalog import (
     StorageCandidateMode,
     StorageIndexName,
@@ -44,7 +57,6 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.records import Leases, expiry, leases_for
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import (
     ScanItem,
     Via,
@@ -58,66 +70,6 @@ from runlane_conformance.suites._cursors_support import (
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import refused
 from runlane_conformance.suites._operator_support import run_value
-
-CATALOG = "Use the closed index catalog; Verification checklist: order, range bounds, tie-breaking"
-ENCODINGS = "Use the canonical encodings (tuple-prefix ranges)"
-CURSORS = "Use the closed index catalog (cursor scope); Verification checklist: cursor-scope rejection"
-
-ASCENDING = requirement(
-    "cursors.ascending-order",
-    RequirementLevel.MUST,
-    CATALOG,
-    "An ascending scan returns index entries ordered by encoded sort value, then by encoded record key.",
-)
-DESCENDING = requirement(
-    "cursors.descending-order",
-    RequirementLevel.MUST,
-    CATALOG,
-    "A descending scan returns the exact reverse of the whole ascending order, across every page.",
-)
-RANGE_BOUNDS = requirement(
-    "cursors.range-bounds",
-    RequirementLevel.MUST,
-    CATALOG,
-    "Inclusive and exclusive lower and upper bounds and open ends select exactly the entries they describe.",
-)
-TUPLE_PREFIX = requirement(
-    "cursors.tuple-prefix-range",
-    RequirementLevel.MUST,
-    ENCODINGS,
-    "A range from a tuple prefix to its exclusive prefix upper bound returns exactly the entries whose "
-    "sort tuple starts with that prefix.",
-)
-TIES = requirement(
-    "cursors.ties-broken-by-key",
-    RequirementLevel.MUST,
-    CATALOG,
-    "Entries with equal sort values come in encoded record key order (reversed when descending).",
-)
-PAGES = requirement(
-    "cursors.pages-join-to-one-scan",
-    RequirementLevel.MUST,
-    CATALOG,
-    "Following each page's cursor yields every entry of one unpaged scan exactly once, in the same order.",
-)
-SCOPE = requirement(
-    "cursors.scope-bound",
-    RequirementLevel.MUST,
-    CURSORS,
-    "A cursor reused with another index, partition, range or direction is refused with StorageCursorError.",
-)
-GARBLED = requirement(
-    "cursors.garbled-cursor-rejected",
-    RequirementLevel.MUST,
-    CURSORS,
-    "A garbled, truncated or altered cursor is refused with StorageCursorError, never read as a fresh start.",
-)
-PARTITIONS = requirement(
-    "cursors.partitions-isolated",
-    RequirementLevel.MUST,
-    CATALOG,
-    "A scan returns only entries of its own index and partition, even when partition names share a prefix.",
-)
 
 VIAS = pytest.mark.parametrize("via", list(Via), ids=[via.value for via in Via])
 DIRECTIONS = list(StorageQueryDirection)
@@ -765,13 +717,6 @@ def test_descending_sort_components_follow_reverse_code_point_order(
 
 # -- every index of the closed catalogue -------------------------------------------------------------
 
-EVERY_INDEX = requirement(
-    "cursors.every-catalog-index",
-    RequirementLevel.MUST,
-    "Use the closed index catalog",
-    "Every index of StorageIndexName is served: a scan of each returns exactly the entries its records "
-    "carry in that index and partition (no index forgotten, none answered from another index's plan).",
-)
 
 
 @EVERY_INDEX
@@ -798,14 +743,6 @@ def test_every_catalogued_index_returns_exactly_its_entries(driver: StorageDrive
 
 # -- the exclusive path keeps the same order, ranges and cursors ---------------------------------------
 
-EXCLUSIVE_PAGES = requirement(
-    "cursors.exclusive-pages-keep-contract-order",
-    RequirementLevel.MUST,
-    "Use the closed index catalog; Add optional exclusive candidates",
-    "Exclusive query_candidates, with no rows held elsewhere, pages exactly like an advisory scan: the same "
-    "order and ties in both directions, the same range bounds, and cursors that join the pages.",
-    capability="exclusive_candidates",
-)
 
 #: (lower, upper) bounds the exclusive path must apply like the advisory one.
 EXCLUSIVE_SCOPES: dict[str, tuple[tuple[int | None, bool], tuple[int | None, bool]]] = {

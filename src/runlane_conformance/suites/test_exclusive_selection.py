@@ -16,6 +16,17 @@ from typing import Any, cast
 
 import pytest
 
+from runlane_conformance.catalogue.exclusive_selection import (
+    ADVISORY,
+    DISJOINT,
+    DISJOINT_PROCESSES,
+    FULL_PAGE,
+    NO_LOOKAHEAD,
+    RELEASED_AT_COMMIT,
+    RELEASED_AT_ROLLBACK,
+    RELEASED_PROCESSES,
+    SAME_SCAN,
+)
 from runlane_conformance.contract.catalog import StorageCandidateMode, StorageIndexName, StorageQueryDirection
 from runlane_conformance.contract.cursors import parse_query_records_result
 from runlane_conformance.contract.errors import StorageCursorError
@@ -29,9 +40,9 @@ from runlane_conformance.contract.values import (
     StorageRangeBound,
 )
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import page, reads
 from runlane_conformance.fixtures.processes import STEP_TIMEOUT, Worker, gather_signals
 from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import (
     Via,
     in_transaction_scan,
@@ -39,7 +50,6 @@ from runlane_conformance.suites._cursors_support import (
     scan_all,
     write_records,
 )
-from runlane_conformance.suites._limit_gates import page, reads
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._operator_support import fresh_environment, run_record
 from runlane_conformance.suites._processes_support import (
@@ -48,64 +58,6 @@ from runlane_conformance.suites._processes_support import (
     end_all,
     w_hold_exclusive,
     w_select_once,
-)
-
-CLAUSE = "Add optional exclusive candidates"
-CAPABILITY = "exclusive_candidates"
-
-DISJOINT = requirement(
-    "exclusive_selection.disjoint-across-instances",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Two open attempts on independent instances never both receive the same row from exclusive selection, "
-    "however far the first has gone (point reads, now(), staged writes) before it ends.",
-    capability=CAPABILITY,
-)
-RELEASED_AT_COMMIT = requirement(
-    "exclusive_selection.released-at-commit",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Rows held by an attempt are released when it commits, so a later exclusive selection gets them.",
-    capability=CAPABILITY,
-)
-RELEASED_AT_ROLLBACK = requirement(
-    "exclusive_selection.released-at-rollback",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Rows held by an attempt are released when it rolls back (the callback raised or the attempt is "
-    "replayed), so a later selection gets them.",
-    capability=CAPABILITY,
-)
-ADVISORY = requirement(
-    "exclusive_selection.advisory-never-holds",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Advisory selection (the default mode) and driver.query neither hold rows nor skip rows others hold.",
-    capability=CAPABILITY,
-)
-FULL_PAGE = requirement(
-    "exclusive_selection.full-page-continues",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A full exclusive page with more rows after it returns a cursor; following it selects the next rows, "
-    "and a cursor after the last row leads to an empty page.",
-    capability=CAPABILITY,
-)
-NO_LOOKAHEAD = requirement(
-    "exclusive_selection.no-lookahead-hold",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Only returned rows are held: after a page of k from k+1 free rows, another attempt gets row k+1.",
-    capability=CAPABILITY,
-)
-SAME_SCAN = requirement(
-    "exclusive_selection.scans-like-advisory",
-    RequirementLevel.MUST,
-    f"{CLAUSE}; Use the closed index catalog",
-    "On rows nobody else holds, exclusive selection returns what advisory selection returns: the same "
-    "partition, range bounds, direction, tie order and pages through its cursors; it refuses a cursor used "
-    "under another scope, and an attempt is never kept from rows it holds itself.",
-    capability=CAPABILITY,
 )
 
 EXCLUSIVE = StorageCandidateMode.EXCLUSIVE
@@ -486,22 +438,6 @@ def test_no_row_beyond_the_page_is_held(
 
 # -- across processes --------------------------------------------------------------------------------
 
-DISJOINT_PROCESSES = requirement(
-    "exclusive_selection.disjoint-across-processes",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Attempts open at the same time in different processes never both receive the same row from exclusive "
-    "selection.",
-    capability="cross_process+exclusive_candidates",
-)
-RELEASED_PROCESSES = requirement(
-    "exclusive_selection.released-across-processes",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Rows an attempt in one process held are free for exclusive selection in every other process as soon "
-    "as that attempt committed or rolled back.",
-    capability="cross_process+exclusive_candidates",
-)
 
 
 @DISJOINT_PROCESSES

@@ -17,6 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue import Requirement
+from runlane_conformance.catalogue.json_boundary import (
+    CYCLES,
+    MISMATCH,
+    NON_FINITE,
+    NUMBERS,
+    SCHEMA_VERSION,
+    VALID_MAPPING,
+)
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import StorageCorruptionError, StorageValidationError
 from runlane_conformance.contract.json_boundary import parse_storage_document, thaw_json
@@ -24,46 +33,12 @@ from runlane_conformance.contract.protocols import StorageDriver, StorageTransac
 from runlane_conformance.contract.records import build_storage_record
 from runlane_conformance.contract.values import NewStorageRecord, StorageIndexEntry
 from runlane_conformance.fixtures.records import Leases, expiry, leases_for
-from runlane_conformance.requirements import Requirement, RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
 
-CLAUSE = "Keep logical records in core"
 REFUSED = (StorageValidationError, StorageCorruptionError)
 
-VALID_MAPPING = requirement(
-    "json_boundary.valid-mapping-accepted",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A well-formed plain mapping given to create() or replace() commits exactly like the built record.",
-)
-NON_FINITE = requirement(
-    "json_boundary.non-finite-numbers-refused",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "NaN, Infinity and -Infinity anywhere in a document are refused at the driver boundary; nothing commits.",
-)
-CYCLES = requirement(
-    "json_boundary.reference-cycles-refused",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A document containing a reference cycle is refused at the driver boundary; nothing commits.",
-)
-SCHEMA_VERSION = requirement(
-    "json_boundary.schema-version-one-only",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Only the envelope {schemaVersion: 1, value: {...}} is accepted; any other version or envelope shape "
-    "is refused and nothing commits.",
-)
-MISMATCH = requirement(
-    "json_boundary.key-document-index-mismatch-refused",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A write whose key or index entries disagree with its document is refused as invalid or corrupt; "
-    "nothing commits.",
-)
 
 
 def raw(record: NewStorageRecord) -> dict[str, Any]:
@@ -461,14 +436,6 @@ def test_disagreeing_indexes_are_refused_on_replace(driver: StorageDriver, lease
 
 # -- numbers, in every spelling the codecs accept --------------------------------------------------------
 
-NUMBERS = requirement(
-    "json_boundary.numbers-kept-exactly",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Every number the codecs accept reads back as the same JSON number: integers of any size exactly, "
-    "floats bit for bit (an integral float stays a float, -0.0 keeps its sign), whatever spelling the "
-    "written JSON text used.",
-)
 
 #: Numbers a lossy store changes: integers past 2**53 (doubles), past 2**63 (int64), integral floats
 #: (written back as integers), -0.0 and the extremes of the double range.

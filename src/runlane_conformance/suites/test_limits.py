@@ -17,6 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue.limits import (
+    ALL_OR_NOTHING,
+    POINT_READS,
+    QUERY_RESULTS,
+    RECORD_BYTES,
+    TRANSACTION_BYTES,
+    TRANSACTION_RECORDS,
+)
 from runlane_conformance.contract.catalog import StorageCandidateMode
 from runlane_conformance.contract.errors import StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
@@ -30,65 +38,19 @@ from runlane_conformance.contract.values import (
 from runlane_conformance.fixtures.convergence import settle_indexes
 from runlane_conformance.fixtures.evidence import record_limit
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._conflicts_support import Attempts
-from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import dependency_mix, limit_gated, replaced_count
-from runlane_conformance.suites._limits_support import (
+from runlane_conformance.fixtures.limit_gates import dependency_mix, limit_gated, replaced_count
+from runlane_conformance.fixtures.limit_plans import (
     KeyPlan,
     lease_floor,
     plan_distinct_keys,
     sized_leases,
     split_sizes,
 )
+from runlane_conformance.fixtures.records import Leases
+from runlane_conformance.suites._conflicts_support import Attempts
+from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._mutations_support import create_all, query_candidates_pairs, read, read_one
-
-CLAUSE = "Report a profile that is true (limits); Add optional ordered append (oversized atomic work)"
-
-POINT_READS = requirement(
-    "limits.point-reads-boundary",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An attempt may point-read exactly max_point_reads key positions (duplicates count); one more is "
-    "refused with StorageLimitError(max_point_reads).",
-)
-QUERY_RESULTS = requirement(
-    "limits.query-results-boundary",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A query page of exactly max_query_results is served in full; a larger page limit is refused with "
-    "StorageLimitError(max_query_results), in and outside transactions.",
-)
-RECORD_BYTES = requirement(
-    "limits.record-bytes-boundary",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A document of exactly max_record_bytes commits; one byte more is refused with "
-    "StorageLimitError(max_record_bytes) and nothing commits.",
-)
-TRANSACTION_RECORDS = requirement(
-    "limits.transaction-records-boundary",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An attempt touching exactly max_transaction_records distinct keys commits; one more key is refused "
-    "with StorageLimitError(max_transaction_records) and nothing commits.",
-)
-TRANSACTION_BYTES = requirement(
-    "limits.transaction-bytes-boundary",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An attempt writing exactly max_transaction_bytes commits; one byte more is refused with "
-    "StorageLimitError(max_transaction_bytes) and nothing commits.",
-)
-ALL_OR_NOTHING = requirement(
-    "limits.oversized-work-never-split",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A transaction refused for size commits none of its writes, not even those staged before the limit "
-    "was crossed, and the store stays usable afterwards.",
-)
 
 
 def _limits(driver: StorageDriver) -> StorageLimits:

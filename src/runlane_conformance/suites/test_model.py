@@ -31,6 +31,12 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from runlane_conformance.catalogue.model import (
+    DIFFERENTIAL_READS,
+    DIFFERENTIAL_SCANS,
+    SCAN_RELATIONS,
+    SERIALIZABLE,
+)
 from runlane_conformance.contract.catalog import StorageIndexName, StorageQueryDirection, StorageTableName
 from runlane_conformance.contract.cursors import parse_query_records_result
 from runlane_conformance.contract.encodings import iso_date_codec
@@ -51,21 +57,12 @@ from runlane_conformance.fixtures.interleave import Competitor, CompetitorPace, 
 from runlane_conformance.fixtures.records import BASE_TIME
 from runlane_conformance.fixtures.replay_guard import ReplayGuardedDriver, ReplayWithoutBound
 from runlane_conformance.harness import DriverHarness
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import ScanItem, expected_scan
 from runlane_conformance.suites._hypothesis_support import (
     SearchBudget,
     check_seconds,
     plain_hypothesis_errors,
     searches,
-)
-
-SERIALIZABLE = requirement(
-    "model.serial-equivalent-histories",
-    RequirementLevel.MUST,
-    "Treat each transaction callback as a new attempt; Use the closed index catalog",
-    "Random histories of reads, queries, creates, replaces, deletes, raising callbacks and competing "
-    "commits leave every record, every index scan and every returned read equal to some serial order.",
 )
 
 ENVIRONMENTS = ("east", "west")
@@ -639,24 +636,7 @@ def test_random_histories_match_a_serial_model(
 
 # -- the differential workload: the driver and the reference run the same random programs -------------------
 
-DIFFERENTIAL_READS = requirement(
-    "model.differential-reads",
-    RequirementLevel.MUST,
-    "Keep logical records in core; Treat each transaction callback as a new attempt",
-    "Random programs over every table (creates, replaces, deletes, blind creates, raising callbacks, "
-    "several instances, clock jumps of seconds to decades) read and leave exactly what the one serial "
-    "outcome does: every point read position by position, every error by kind, every key's content "
-    "afterwards, and versions that follow the contract's rules.",
-)
 
-DIFFERENTIAL_SCANS = requirement(
-    "model.differential-scans",
-    RequirementLevel.MUST,
-    "Use the closed index catalog",
-    "Scans drawn at random inside random programs (any index of the catalogue, any partition, random "
-    "range bounds, both directions, random page sizes, query, advisory and exclusive candidates, any "
-    "instance) join their pages to exactly the entries the one serial outcome holds.",
-)
 
 
 def _require_settle_hook(harness: DriverHarness) -> None:
@@ -711,15 +691,6 @@ def test_random_scans_inside_random_programs_match_the_reference(
     _differential(runlane_harness, request, "scans")
 
 
-SCAN_RELATIONS = requirement(
-    "model.scan-relations",
-    RequirementLevel.MUST,
-    "Use the closed index catalog; Add optional exclusive candidates",
-    "Whatever legitimate choices a driver makes, its own answers agree with each other after random "
-    "writes to every table: a range equals its two adjacent sub-ranges joined, descending is ascending "
-    "reversed, an uncontended exclusive selection equals the advisory scan, and every instance reads the "
-    "same scans, records and versions.",
-)
 
 
 @SCAN_RELATIONS

@@ -13,6 +13,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue.mutations import (
+    CREATE_READ_ABSENT,
+    CREATE_READ_PRESENT,
+    CREATE_UNREAD,
+    EXACT_DELETE,
+    EXACT_REPLACE,
+    INDEX_MOVED,
+    INDEX_REMOVED,
+    NO_KEY_CHANGE,
+    NO_PARTIAL_BATCH,
+    ONE_PER_KEY,
+    ROLLBACK,
+)
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import (
     StorageConflictError,
@@ -29,12 +42,11 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import records
 from runlane_conformance.fixtures.records import Leases, expiry, leases_for
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._conflicts_support import Attempts, holder
 from runlane_conformance.suites._cursors_support import catalog_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import records
 from runlane_conformance.suites._messages import differs, missing, refused
 from runlane_conformance.suites._mutations_support import (
     batches,
@@ -43,73 +55,6 @@ from runlane_conformance.suites._mutations_support import (
     query_pairs,
     read,
     read_one,
-)
-
-CLAUSE = "Treat each transaction callback as a new attempt"
-
-CREATE_UNREAD = requirement(
-    "mutations.create-unread-key",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "create() of a key the attempt never read commits while the key is absent, and never overwrites "
-    "a record that exists at commit.",
-)
-CREATE_READ_ABSENT = requirement(
-    "mutations.create-read-absent-key",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "create() of a key this attempt read as absent commits.",
-)
-CREATE_READ_PRESENT = requirement(
-    "mutations.create-read-present-key-refused",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "create() of a key this attempt read as present is refused with StorageDuplicateMutationError.",
-)
-EXACT_REPLACE = requirement(
-    "mutations.exact-replace",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "replace() commits for the record and version read in this attempt and is refused "
-    "(StorageKeyChangeError) for any record this attempt did not read at that version.",
-)
-EXACT_DELETE = requirement(
-    "mutations.exact-delete",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "delete() removes the record read in this attempt and is refused (StorageKeyChangeError) for any "
-    "record this attempt did not read at that version.",
-)
-ONE_PER_KEY = requirement(
-    "mutations.one-mutation-per-key",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A second mutation of one key in one attempt is refused with StorageDuplicateMutationError.",
-)
-NO_KEY_CHANGE = requirement(
-    "mutations.replace-keeps-key",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A replacement whose record has another key is refused with StorageKeyChangeError.",
-)
-INDEX_MOVED = requirement(
-    "mutations.replace-moves-index-entries",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Replacing a record replaces all its index entries in the same commit: queries right after the "
-    "commit show only the new entries.",
-)
-INDEX_REMOVED = requirement(
-    "mutations.delete-removes-index-entries",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Deleting a record removes all its index entries in the same commit.",
-)
-ROLLBACK = requirement(
-    "mutations.callback-error-rolls-back",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "When the callback raises, the error propagates and none of the attempt's staged writes is visible.",
 )
 
 
@@ -762,14 +707,6 @@ def test_no_subset_of_staged_writes_survives_a_raising_callback(
 
 # -- no partially applied batch ------------------------------------------------------------------------
 
-NO_PARTIAL_BATCH = requirement(
-    "mutations.no-partial-batch",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "When one staged create loses its condition (another instance created the key before commit), none "
-    "of the attempt's creates, replacements and deletes commit: the attempt is replayed or fails, and is "
-    "never reported as done with only part of its writes applied.",
-)
 
 
 #: The batch's blind creates beside its replace and delete: b2, the key another instance takes, and

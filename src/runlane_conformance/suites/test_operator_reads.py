@@ -19,6 +19,15 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.catalogue.operator_reads import (
+    CURSOR_SCOPE,
+    DEFENSIVE_COPIES,
+    HISTORY_ORDER,
+    LISTED_ONCE,
+    PAGE_LIMIT,
+    TOMBSTONE_HIDES,
+    VISIBLE_AT_ONCE,
+)
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import StorageCursorError, StorageLimitError, StorageLimitName
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
@@ -31,8 +40,7 @@ from runlane_conformance.contract.table_definitions import (
 )
 from runlane_conformance.contract.values import NewStorageRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
-from runlane_conformance.requirements import RequirementLevel, requirement
-from runlane_conformance.suites._limit_gates import limit_gated
+from runlane_conformance.fixtures.limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import (
     collect_pages,
@@ -47,58 +55,6 @@ from runlane_conformance.suites._operator_support import (
     scribble,
     tombstoned,
     write,
-)
-
-CLAUSE = "Keep operator reads separate"
-CAPABILITY = "operator_reads"
-
-VISIBLE_AT_ONCE = requirement(
-    "operator_reads.committed-run-visible-at-once",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Right after a commit, another instance's operator reads show the run with exactly the committed "
-    "summary (the same document a point read returns) and its committed history; a run is found only "
-    "in its own environment.",
-    capability=CAPABILITY,
-)
-LISTED_ONCE = requirement(
-    "operator_reads.list-shows-each-visible-run-once",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Paging through list_runs with its cursors yields every visible run of the environment exactly once, "
-    "each page within its limit, and nothing from other environments.",
-    capability=CAPABILITY,
-)
-HISTORY_ORDER = requirement(
-    "operator_reads.history-in-sequence-order",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "list_run_events returns exactly the run's own events (never those of the same run id in another "
-    "environment), in ascending sequence order across pages, whatever order they were committed in.",
-    capability=CAPABILITY,
-)
-TOMBSTONE_HIDES = requirement(
-    "operator_reads.tombstone-hides-run-and-history",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "The commit that tombstones a run removes it and its whole history from every operator read at once; "
-    "no read shows a partial history, before or after.",
-    capability=CAPABILITY,
-)
-CURSOR_SCOPE = requirement(
-    "operator_reads.cursor-bound-to-filters",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A list cursor only continues the listing it came from: used with another environment, run or list "
-    "it is refused, or at most ignored, and never skips or leaks rows.",
-    capability=CAPABILITY,
-)
-DEFENSIVE_COPIES = requirement(
-    "operator_reads.returns-defensive-copies",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Changing a returned run, summary, event, nested value or page changes nothing the driver returns later.",
-    capability=CAPABILITY,
 )
 
 LIMITS = pytest.mark.parametrize("limit", [1, 2, 50], ids=lambda limit: f"limit-{limit}")
@@ -578,14 +534,6 @@ def test_changing_returned_runs_events_and_pages_changes_nothing(
     assert _get(driver, env, "run-1") == run, "changing returned values leaked into another instance"
 
 
-PAGE_LIMIT = requirement(
-    "operator_reads.page-limit-bounded",
-    RequirementLevel.MUST,
-    "Keep operator reads separate (a joined read remains bounded); Report a profile that is true (limits)",
-    "An operator list page never holds more than its limit nor more than max_query_results: a limit past "
-    "max_query_results is refused with StorageLimitError(max_query_results) or served in pages within it.",
-    capability=CAPABILITY,
-)
 
 
 def _page_cursors(fetch: Callable[[str | None], object], limit: int) -> list[str]:

@@ -17,6 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue.point_reads import (
+    ABSENT_IS_NONE,
+    COPIES_IN,
+    COPIES_OUT,
+    INPUT_READ_AT_CALL,
+    KEY_SHAPES,
+    POSITIONS,
+    RETURNED_CONTENT,
+)
 from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.cursors import parse_query_records_result
 from runlane_conformance.contract.errors import StorageError
@@ -29,46 +38,11 @@ from runlane_conformance.contract.values import (
     StorageRangeBound,
     StoredRecord,
 )
+from runlane_conformance.fixtures.limit_gates import positions, reads
 from runlane_conformance.fixtures.records import Leases, expiry
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._cursors_support import catalog_records, write_records
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import positions, reads
 from runlane_conformance.suites._messages import missing
-
-CLAUSE = "Treat each transaction callback as a new attempt; Verification checklist"
-
-POSITIONS = requirement(
-    "point_reads.exact-positions",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "get() returns exactly one result per requested key, in request order, duplicates and misses included.",
-)
-ABSENT_IS_NONE = requirement(
-    "point_reads.absent-keys-read-as-none",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A key that was never written, or was deleted, reads as None, not as an error or a stale record.",
-)
-RETURNED_CONTENT = requirement(
-    "point_reads.returns-committed-content",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A read returns the committed key, document and index entries exactly as written, with a version, "
-    "for records of every table whatever times they carry (a record never expires by itself).",
-)
-COPIES_OUT = requirement(
-    "point_reads.defensive-copies-out",
-    RequirementLevel.MUST,
-    "Keep logical records in core (JSON boundaries); Verification checklist: defensive copies",
-    "Changing anything reachable from a returned record never changes what is stored.",
-)
-COPIES_IN = requirement(
-    "point_reads.defensive-copies-in",
-    RequirementLevel.MUST,
-    "Keep logical records in core (JSON boundaries); Verification checklist: defensive copies",
-    "Changing the caller's input after a write never changes what is stored.",
-)
 
 
 def _write(driver: StorageDriver, *records: object) -> None:
@@ -440,14 +414,6 @@ def test_mutating_the_written_input_changes_nothing_stored(driver: StorageDriver
     )
 
 
-INPUT_READ_AT_CALL = requirement(
-    "point_reads.input-read-at-call",
-    RequirementLevel.MUST,
-    "Keep logical records in core (JSON boundaries: mutable caller inputs are reparsed); "
-    "Treat each transaction callback as a new attempt",
-    "create() and replace() take what the caller's input says when they are called: changing or reusing "
-    "that mapping (or anything nested in it) later in the same callback never changes what commits.",
-)
 
 
 def _as_mapping(record: NewStorageRecord) -> dict[str, Any]:
@@ -606,13 +572,6 @@ def test_one_mapping_reused_for_a_replace_and_a_create_stores_both(
 
 # -- keys of every shape ---------------------------------------------------------------------------------
 
-KEY_SHAPES = requirement(
-    "point_reads.keys-of-any-shape",
-    RequirementLevel.MUST,
-    "Use the canonical encodings",
-    "Keys that differ only in case, accents, Unicode normalisation, trailing spaces, a NUL, an astral "
-    "character or where a '/' falls between components are distinct records: each reads back its own.",
-)
 
 #: (environment or None for the check's own, lease name). Neighbours collide under a cheap key encoding:
 #: raw components joined by '/', a case- or accent-insensitive or space-padding collation, Unicode

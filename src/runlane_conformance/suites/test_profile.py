@@ -20,6 +20,17 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue.profile import (
+    AUTHORITATIVE,
+    CLIENT_CLOCK,
+    COHERENT,
+    CORE_ROOM,
+    DURABLE,
+    DURABLE_KILLED,
+    SERVER_SAMPLED,
+    STABLE,
+    STRONG_INDEX,
+)
 from runlane_conformance.contract.catalog import StorageIndexName
 from runlane_conformance.contract.encodings import iso_date_codec
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
@@ -37,12 +48,11 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import settle_indexes, until_indexed
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import core_floor_reason
 from runlane_conformance.fixtures.records import Leases, leases_for
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._append_support import batch, point_append
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._lifecycle_support import index_scan, read_all
-from runlane_conformance.suites._limit_gates import CORE_FLOOR, CORE_FLOOR_REQUIREMENT, core_floor_reason
 from runlane_conformance.suites._mutations_support import (
     create_all,
     query_candidates_pairs,
@@ -50,77 +60,6 @@ from runlane_conformance.suites._mutations_support import (
     read_one,
 )
 from runlane_conformance.suites._processes_support import w_read_leases, w_write_leases_and_wait
-
-CLAUSE = "Report a profile that is true"
-
-COHERENT = requirement(
-    "profile.advertised-profile-coherent",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "The profile names a valid durability, clock authority and index consistency, and its limits are "
-    "positive integers that work together (a maximal record fits a transaction; the transaction byte "
-    "limit is reachable within the record limits).",
-)
-CORE_ROOM = requirement(
-    CORE_FLOOR_REQUIREMENT,
-    RequirementLevel.MUST,
-    f"{CLAUSE} (the limit values must work together); Preserve pruning invariants; "
-    "Preserve completion-wait presence",
-    f"The limits allow at least {CORE_FLOOR} point reads and {CORE_FLOOR} records in one transaction: "
-    "core's smallest steps that cannot be split (a pruning pass over a tombstone, a link and its token; a "
-    "run put to wait with its source run and marker) need that much. Below it every other check is "
-    "gated and the profile is refused.",
-)
-STABLE = requirement(
-    "profile.same-profile-on-every-instance",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Every instance on one store advertises the same profile, before and after its first transactions, so "
-    "core can size work on any of them.",
-)
-STRONG_INDEX = requirement(
-    "profile.strong-index-visible-across-instances",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "With strong index consistency, a committed create, move or delete is reflected at once by query() "
-    "and query_candidates() on another instance.",
-    capability="strong_index",
-)
-CLIENT_CLOCK = requirement(
-    "profile.client-clock-follows-injected-clock",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "With client clock authority, each attempt's now() is a fresh reading of that instance's injected "
-    "clock: later attempts see later readings, and each instance keeps to its own clock.",
-    capability="client_clock",
-)
-SERVER_SAMPLED = requirement(
-    "profile.server-sampled-time-is-the-stores",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "With server_sampled clock authority, each attempt's now() is one frozen reading of the store's own "
-    "clock: a clock given to connect() is not what it answers, and every instance on a store reads the "
-    "same clock.",
-    capability="server_sampled_clock",
-)
-AUTHORITATIVE = requirement(
-    "profile.authoritative-time-follows-what-was-read",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "With transaction_authoritative clock authority, an attempt's now() is never earlier than the now() "
-    "of an attempt whose committed write it read, on any instance, even when that write committed after "
-    "the reading attempt began and whatever clock connect() was given.",
-    capability="transaction_authoritative_clock",
-)
-DURABLE = requirement(
-    "profile.durable-survives-reconnect",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "With durable durability, committed records and index entries survive closing every instance and "
-    "connecting again to the same store.",
-    capability="durable",
-)
-
 
 # -- coherence ---------------------------------------------------------------------------------------
 
@@ -609,14 +548,6 @@ def test_committed_data_survives_closing_every_instance(
     until_indexed(again, index_survived)
 
 
-DURABLE_KILLED = requirement(
-    "profile.durable-survives-killed-process",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "With durable durability, what a process committed (records and index entries) is read back by a fresh "
-    "process after the writer was killed with SIGKILL right after its commits were acknowledged.",
-    capability="cross_process+durable",
-)
 
 
 @DURABLE_KILLED

@@ -31,6 +31,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from runlane_conformance.catalogue.pruning import (
+    BOUNDED,
+    COUNTERS,
+    HIDDEN,
+    INTERRUPTED,
+    LIMITS,
+    MODEL,
+    RACE,
+    STALE,
+)
 from runlane_conformance.contract.catalog import StorageIndexName
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
@@ -72,8 +82,8 @@ from runlane_conformance.fixtures.convergence import (
 from runlane_conformance.fixtures.gating import OPERATOR_READ_METHODS
 from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
+from runlane_conformance.fixtures.limit_gates import limit_gated
 from runlane_conformance.harness import DriverHarness
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import (
     CountedMachine,
     SearchBudget,
@@ -95,56 +105,8 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
     tombstone_counts,
 )
-from runlane_conformance.suites._limit_gates import limit_gated
 from runlane_conformance.suites._messages import missing, propagated
 from runlane_conformance.suites._operator_support import collect_pages, document_of, page_of
-
-CLAUSE = "Preserve pruning invariants"
-
-COUNTERS = requirement(
-    "pruning.counters-exact",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A run's four child counts, the tombstone's copy of them and every count a cleanup pass leaves equal "
-    "the children that really exist; linked tokens lose exactly the links deleted; nothing of another run "
-    "is touched.",
-)
-HIDDEN = requirement(
-    "pruning.tombstone-hides-in-one-commit",
-    RequirementLevel.MUST,
-    "Preserve pruning invariants; Keep operator reads separate",
-    "The commit that tombstones a run removes it from every operational index (at once on strong indexes, "
-    "eventually on eventual ones) and, where operator reads are offered, from them at once, while the run "
-    "stays point-readable and its tombstone is listed by TombstonesByPruneAfter.",
-)
-STALE = requirement(
-    "pruning.stale-page-never-ends-cleanup",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "While a counter is above zero the run and its tombstone stay, whatever the index pages show; once the "
-    "index has caught up, cleanup finishes with no child left behind.",
-)
-RACE = requirement(
-    "pruning.racing-passes-exact",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Two cleanup passes racing on two instances end serializably: no child deleted twice into the counts, "
-    "no counter lowered for a child that still exists, no orphan.",
-)
-INTERRUPTED = requirement(
-    "pruning.interrupted-pass-resumes",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A pass whose callback raises after staging some of its deletes leaves nothing behind, and cleanup "
-    "resumes to the same end state.",
-)
-LIMITS = requirement(
-    "pruning.passes-fit-advertised-limits",
-    RequirementLevel.MUST,
-    "Preserve pruning invariants; Report a profile that is true",
-    "Cleanup passes sized to the driver's advertised limits (point reads, query page, records, bytes) are "
-    "accepted, and a run with more children than one pass can hold is pruned over several passes.",
-)
 
 
 def _budget(driver: StorageDriver) -> PassBudget:
@@ -506,15 +468,6 @@ def test_a_run_larger_than_one_pass_is_pruned_in_passes_the_driver_accepts(
 
 # -- random histories --------------------------------------------------------------------------------
 
-MODEL = requirement(
-    "pruning.random-histories-keep-invariants",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Random histories of runs, children, token links, finishes, tombstones and cleanup passes (alone or "
-    "racing on two instances) keep every invariant of a small model after every step: visible runs keep "
-    "all their children and exact counts, tombstone counters equal the children left, tokens count the "
-    "links that exist, and a pruned run leaves nothing behind.",
-)
 
 #: At most this many histories per run, whatever the profile asks: each one opens a fresh store.
 MAX_HISTORIES = 150
@@ -760,14 +713,6 @@ def test_random_pruning_histories_keep_the_invariants(runlane_harness: DriverHar
 
 # -- bounded passes ----------------------------------------------------------------------------------
 
-BOUNDED = requirement(
-    "pruning.passes-stay-within-budget",
-    RequirementLevel.MUST,
-    "Preserve pruning invariants; Report a profile that is true",
-    "Every cleanup attempt point-reads and writes no more keys than the budget it was sized to, for "
-    "budgets tighter than the driver's limits in one dimension at a time; this bound rests on the driver "
-    "never returning a candidate page longer than the page size asked for.",
-)
 
 #: (point reads, records, page, bytes tight): each dimension in turn the tight one, and the smallest
 #: pass of three keys. A tight byte budget fits the tombstone and one rewritten token, no more.

@@ -20,51 +20,21 @@ from typing import Any
 
 import pytest
 
+from runlane_conformance.catalogue.replay import (
+    BOUNDED,
+    CALLBACK_ERROR,
+    COMMITTED_VALUE,
+    FRESH_ATTEMPT,
+    NO_TRACE,
+)
 from runlane_conformance.contract.errors import StorageConflictError, StorageDuplicateMutationError
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StoredRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
 from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
 from runlane_conformance.suites._messages import differs, missing, refused
-
-CLAUSE = "Treat each transaction callback as a new attempt"
-
-FRESH_ATTEMPT = requirement(
-    "replay.each-attempt-starts-fresh",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Each replay gets a new transaction object that reads current data; nothing an abandoned attempt "
-    "read or staged (its read set, its mutated keys) carries over into the next attempt.",
-)
-COMMITTED_VALUE = requirement(
-    "replay.only-committed-value-escapes",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "transaction() returns the value of the attempt that committed, never one from an abandoned attempt.",
-)
-NO_TRACE = requirement(
-    "replay.abandoned-attempts-leave-no-trace",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Writes staged by an attempt that did not commit are never stored and never visible to any instance.",
-)
-BOUNDED = requirement(
-    "replay.attempts-are-bounded",
-    RequirementLevel.MUST,
-    "Treat each transaction callback as a new attempt; Use Local as the executable reference",
-    "A callback that keeps losing races ends with StorageConflictError after a bounded number of "
-    "attempts, having committed nothing.",
-)
-CALLBACK_ERROR = requirement(
-    "replay.callback-error-rolls-back-and-propagates",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "An exception raised by the callback rolls its attempt back, commits nothing, is not replayed, and "
-    "reaches the caller as the very same exception object; the store stays usable.",
-)
 
 #: More attempts than this is treated as "replays without bound" (the reference driver stops at 16).
 ATTEMPT_CEILING = 1000

@@ -17,6 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runlane_conformance.catalogue.sealing import (
+    ENDED,
+    FROZEN_NOW,
+    INJECTED_CLOCK,
+    OVERLAP,
+    SEALED_BY_MUTATION,
+    SEALED_BY_NOW,
+    WRITES_AFTER_SEAL,
+)
 from runlane_conformance.contract.errors import (
     StorageAttemptEndedError,
     StorageSealedError,
@@ -25,50 +34,12 @@ from runlane_conformance.contract.errors import (
 from runlane_conformance.contract.protocols import StorageDriver, StorageTransaction
 from runlane_conformance.contract.values import StorageRecordVersion, StoredRecord
 from runlane_conformance.fixtures.interleave import Competitor, compete
+from runlane_conformance.fixtures.limit_gates import records
 from runlane_conformance.fixtures.records import Leases
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
-from runlane_conformance.suites._limit_gates import records
 from runlane_conformance.suites._messages import CALLBACK_ERROR_RULE, missing, propagated, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
-
-CLAUSE = "Treat each transaction callback as a new attempt"
-
-FROZEN_NOW = requirement(
-    "sealing.now-frozen-within-attempt",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Every now() call of one attempt returns the same instant, even when the clock moves in between.",
-)
-INJECTED_CLOCK = requirement(
-    "sealing.now-uses-injected-client-clock",
-    RequirementLevel.MUST,
-    "Report a profile that is true (clock authority); Use Local as the executable reference",
-    "A driver with client clock authority answers now() with the time of the clock given to connect(), "
-    "read anew by each attempt (a replay never reuses the time of the attempt it replaces).",
-    capability="client_clock",
-)
-SEALED_BY_NOW = requirement(
-    "sealing.reads-refused-after-now",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "get() and query_candidates() after now() in the same attempt raise StorageSealedError.",
-)
-SEALED_BY_MUTATION = requirement(
-    "sealing.reads-refused-after-first-mutation",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "get() and query_candidates() after a create, replace or delete in the same attempt raise "
-    "StorageSealedError.",
-)
-ENDED = requirement(
-    "sealing.attempt-ended-refused",
-    RequirementLevel.MUST,
-    "Treat each transaction callback as a new attempt; Add optional ordered append (use after the attempt)",
-    "Every call on a transaction object after its attempt committed, rolled back or was replayed raises "
-    "StorageAttemptEndedError.",
-)
 
 
 class SteppingClock:
@@ -453,14 +424,6 @@ def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
 
 # -- overlapping calls -------------------------------------------------------------------------------
 
-OVERLAP = requirement(
-    "sealing.overlapping-calls-refused",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A get() or query_candidates() that starts while another call of the same attempt is still running "
-    "(now() waiting on the injected clock) is refused with a StorageUsageError, never served.",
-    capability="client_clock",
-)
 
 #: How long the check holds now() inside the clock while the overlapping read runs. A driver that makes
 #: the read wait for now() instead of refusing it at once uses up this time, then the read must be
@@ -533,13 +496,6 @@ def test_a_read_overlapping_a_running_call_is_refused(
 
 # -- sealing closes reads, not writes --------------------------------------------------------------------
 
-WRITES_AFTER_SEAL = requirement(
-    "sealing.writes-allowed-after-now",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "now() and the first mutation close only the read phase: creates, replaces and deletes staged after "
-    "them (of records read before) commit.",
-)
 
 
 @WRITES_AFTER_SEAL

@@ -27,6 +27,18 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from runlane_conformance.catalogue.wait_tokens import (
+    BROKEN,
+    CREATED,
+    LINKS,
+    MAPPINGS,
+    MODEL,
+    ONCE,
+    PRUNED,
+    RACE,
+    TIMEOUT,
+    TIMEOUT_BOUNDARY,
+)
 from runlane_conformance.contract.catalog import StorageIndexName, StorageTableName
 from runlane_conformance.contract.errors import StorageConflictError
 from runlane_conformance.contract.json_boundary import thaw_json
@@ -71,7 +83,6 @@ from runlane_conformance.fixtures.convergence import (
 from runlane_conformance.fixtures.hypothesis_profiles import machine_settings
 from runlane_conformance.fixtures.interleave import Competitor
 from runlane_conformance.harness import DriverHarness
-from runlane_conformance.requirements import RequirementLevel, requirement
 from runlane_conformance.suites._hypothesis_support import (
     CountedMachine,
     SearchBudget,
@@ -91,74 +102,6 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
 )
 from runlane_conformance.suites._messages import missing, refused
-
-CLAUSE = "Preserve pruning invariants (wait tokens); Verification checklist (wait tokens)"
-
-CREATED = requirement(
-    "wait_tokens.created-with-reciprocal-owner",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A token and its idempotency owner commit together and name each other; two creations racing with one "
-    "idempotency key on two instances leave one token, which both are told about.",
-)
-LINKS = requirement(
-    "wait_tokens.links-counted-on-both-sides",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Every link raises the token's linkCount and the run's waitTokenLinks count in its commit, also when "
-    "two runs link one token from two instances at once.",
-)
-ONCE = requirement(
-    "wait_tokens.second-resolution-loses",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Once a token is resolved, a later completion or timeout on any instance is told it lost and changes "
-    "nothing.",
-)
-RACE = requirement(
-    "wait_tokens.racing-resolutions-one-winner",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A completion and a timeout racing on two instances end with exactly one resolution, the one reported "
-    "as the winner.",
-)
-TIMEOUT = requirement(
-    "wait_tokens.timeout-at-or-after-due",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A token times out only at or after its timeoutAt, and a due token is found through "
-    "WaitTokensByTimeout (at once on strong indexes, eventually on eventual ones).",
-)
-TIMEOUT_BOUNDARY = requirement(
-    "wait_tokens.timeout-boundary-by-injected-clock",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "By the clock given to connect(), a token is not due one microsecond before its timeoutAt, is due "
-    "exactly at it, and records resolvedAt equal to that timeoutAt.",
-    capability="client_clock",
-)
-MAPPINGS = requirement(
-    "wait_tokens.index-mappings-exact",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "After each transition (create, link, resolve, run tombstone and cleanup, token pruning) "
-    "WaitTokensByTimeout, WaitTokensByRun, WaitTokensByStatus, WaitTokenLinksByRun, WaitTokenLinksByToken "
-    "and TombstonesByPruneAfter hold exactly the entries the stored records carry.",
-)
-PRUNED = requirement(
-    "wait_tokens.pruned-with-owner-when-unlinked",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "A pending token, or one a run still links, is kept; a resolved unlinked token is deleted in one "
-    "commit together with its exact owner.",
-)
-BROKEN = requirement(
-    "wait_tokens.broken-owner-reported-not-repaired",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Pruning a token whose owner is missing or names another token fails as an invariant failure, and "
-    "both records stay exactly as they were.",
-)
 
 
 def _now(driver: StorageDriver) -> datetime:
@@ -670,14 +613,6 @@ def test_a_token_with_a_broken_owner_is_reported_and_left_in_place(
 
 # -- random histories --------------------------------------------------------------------------------
 
-MODEL = requirement(
-    "wait_tokens.random-histories-match-model",
-    RequirementLevel.MUST,
-    CLAUSE,
-    "Random histories of token creations (new and repeated idempotency keys), links, completions, "
-    "timeouts, racing resolutions, token pruning and run pruning match a small model after every step: "
-    "each token's status, resolution, link count and owner, each link, and every token index mapping.",
-)
 
 MAX_HISTORIES, MAX_RUNS, MAX_TOKENS, MAX_STEPS = 150, 3, 4, 16
 

@@ -17,9 +17,9 @@ What this module guarantees, and ``tests/test_traceability.py`` enforces:
 * every MUST requirement is named by at least one clause, so the catalogue
   links back to the contract (:func:`clauses_by_requirement`).
 
-``docs/traceability.md`` is generated from the table: ``python -m
-runlane_conformance.traceability --mutants --write docs/traceability.md`` (from the repository root,
-so that the mutants each row's requirements must kill are listed too).
+``docs/traceability.md`` is generated from the table together with docs/requirements.md, by
+``python -m runlane_conformance.requirements_doc`` from the repository root, so that the mutants each
+row's requirements must kill (``tests/mutants``) are listed too (``render(mutants=...)``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ __all__ = [
     "SpecSentence",
     "clauses_by_requirement",
     "load_clauses",
-    "mutants_by_requirement",
     "normative_sentences",
     "render",
     "spec_sentences",
@@ -255,8 +254,7 @@ def anchor(clause_id: str) -> str:
 HEADER = """# Traceability: contract sentences to checks
 
 Generated from `src/runlane_conformance/traceability/clauses.toml` by
-`python -m runlane_conformance.traceability --mutants --write docs/traceability.md` (from the
-repository root); do not edit by hand.
+`python -m runlane_conformance.requirements_doc` (from the repository root); do not edit by hand.
 
 Every normative sentence of the storage contract (the repository keeps its upstream copy in
 `spec/storage-contract.md`) has a clause ID here: every obligation, every prohibition (a sentence that
@@ -274,8 +272,9 @@ flagged sentence that binds core or states a fact).
 
 MUTANTS_NOTE = """
 "Misreads caught" lists the broken drivers of the toolkit's own test suite (`tests/mutants/`) that a
-check of the row's requirements must fail: each is one cheap wrong reading of the rule, and CI's kill
-table proves each is caught by the requirement it names.
+check of the row's requirements must fail, as `module:name` (`m_point_reads:drops-duplicate-positions`
+is declared in `tests/mutants/m_point_reads.py`): each is one cheap wrong reading of the rule, and CI's
+kill table proves each is caught by the requirement it names.
 """
 
 
@@ -284,8 +283,9 @@ def render(
 ) -> str:
     """The Markdown of docs/traceability.md.
 
-    ``mutants`` maps a requirement ID to the names of the mutants it must kill; with it, each row also
-    lists the misreads its requirements catch (``--mutants`` reads them from ``tests/mutants``).
+    ``mutants`` maps a requirement ID to the mutants it must kill (``module:name``); with it, each row
+    also lists the misreads its requirements catch (``requirements_doc.mutant_locations`` reads them
+    from ``tests/mutants``).
     """
     rows = load_clauses() if clauses is None else clauses
     lines = [HEADER if mutants is None else HEADER + MUTANTS_NOTE]
@@ -322,29 +322,11 @@ def render(
     return "\n".join(lines)
 
 
-def mutants_by_requirement() -> dict[str, tuple[str, ...]]:
-    """Requirement ID -> names of the mutants that must fail it, from a checkout's ``tests/mutants``."""
-    import importlib
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    catalog = importlib.import_module("tests.mutants.catalog")
-    found: dict[str, list[str]] = {}
-    for mutant in catalog.all_mutants():
-        found.setdefault(mutant.kills, []).append(mutant.name)
-    return {requirement_id: tuple(names) for requirement_id, names in found.items()}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Render docs/traceability.md from the clause table.")
     parser.add_argument("--write", type=Path, help="write the document to this path (atomically)")
-    parser.add_argument(
-        "--mutants",
-        action="store_true",
-        help="list the mutants of tests/mutants (importable from the current directory) per clause",
-    )
     args = parser.parse_args(argv)
-    text = render(mutants=mutants_by_requirement() if args.mutants else None)
+    text = render()
     if args.write is None:
         sys.stdout.write(text)
         return 0

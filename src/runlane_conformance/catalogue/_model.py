@@ -1,20 +1,14 @@
-"""The requirement catalog: every check the suites make, with a frozen ID.
+"""What a requirement is, and the registries that link it to its checks.
 
-Each conformance test is tagged with exactly one ``Requirement``. Its ID
-(``area.rule-name``) never changes once published: it appears in pytest ids,
-JUnit properties and certification reports, and driver authors search for
-it. ``docs/requirements.md`` is generated from this catalog.
-
-A requirement may need an optional capability (``append``,
-``exclusive_candidates``) or a profile property; when the driver's
-advertised profile does not offer it, the check skips with the reason
-``profile: <capability> not offered`` instead of failing or vanishing.
+Nothing here imports pytest or Hypothesis: the catalogue is data, read by the CLI's ``requirements``
+command, by the parent of a run and by the docs generators, none of which should pay for (or need) the
+test machinery. Only tagging a check (``Requirement.__call__``) imports pytest, and only the suites do it.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -23,18 +17,19 @@ from typing import Any, TypeVar
 __all__ = [
     "AREAS",
     "AREA_FOUNDATIONS",
+    "CheckSite",
     "Requirement",
     "RequirementLevel",
-    "all_requirements",
+    "check_sites",
     "requirement",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Contract areas, in the order reports list them; each is ``runlane_conformance.suites.<area>``.
-#: An area comes after the areas whose rules its checks rely on (``replay`` after ``conflicts``: a
-#: stale read committed without a replay fails both, and the conflict rule is the cause), so a report
-#: read from the top meets the cause first.
+#: Contract areas, in the order reports list them; each is ``catalogue.<area>`` (its requirements) and
+#: ``suites.test_<area>`` (its checks). An area comes after the areas whose rules its checks rely on
+#: (``replay`` after ``conflicts``: a stale read committed without a replay fails both, and the
+#: conflict rule is the cause), so a report read from the top meets the cause first.
 AREAS: tuple[str, ...] = (
     "point_reads",
     "json_boundary",
@@ -93,13 +88,27 @@ class RequirementLevel(StrEnum):
 
 
 @dataclass(frozen=True)
+class CheckSite:
+    """Where a check is defined: its module, its function's name and the line of its ``def``."""
+
+    module: str
+    name: str
+    path: str
+    line: int
+
+
+#: Requirement ID -> the checks that declared it, in the order their modules were imported.
+_CHECK_SITES: dict[str, list[CheckSite]] = {}
+
+
+@dataclass(frozen=True)
 class Requirement:
     """One rule of the contract as the suites check it.
 
-    ``clause`` names the spec section it enforces; ``summary`` says the rule
-    in our words; ``capability`` names the profile capability the check
-    needs (``None`` for core rules every driver must keep), or several joined
-    with ``+`` when it needs all of them (``cross_process+durable``).
+    ``clause`` names the spec section(s) it enforces, as titles; ``summary`` says the rule in our words;
+    ``capability`` names the profile capability the check needs (``None`` for core rules every driver
+    must keep), or several joined with ``+`` when it needs all of them (``cross_process+durable``).
+    The sentence-level clause IDs that name it live in the clause table (``clause_ids``).
     """
 
     id: str
@@ -112,10 +121,31 @@ class Requirement:
     def area(self) -> str:
         return self.id.partition(".")[0]
 
+    @property
+    def clause_ids(self) -> tuple[str, ...]:
+        """The IDs of the contract clauses (``traceability/clauses.toml``) whose checks include this one."""
+        from ..traceability import clauses_by_requirement
+
+        return clauses_by_requirement().get(self.id, ())
+
     def __call__(self, test: F) -> F:
-        """Tag a test function: its pytest id gets ``[<id>]`` and the plugin gates and reports it."""
+        """Tag a check: its pytest id gets ``[<id>]``, the plugin gates and reports it, and the catalogue
+        records where it is (``check_sites``)."""
+        import inspect
+
         import pytest
 
+        # The function as written: past functools.wraps and Hypothesis's @given wrappers.
+        inner = inspect.unwrap(test)
+        inner = inspect.unwrap(getattr(getattr(inner, "hypothesis", None), "inner_test", inner))
+        code = getattr(inner, "__code__", None)
+        module = getattr(test, "__module__", "?")
+        path = code.co_filename if code is not None else getattr(sys.modules.get(module), "__file__", "?")
+        line = code.co_firstlineno if code is not None else 0
+        site = CheckSite(module, getattr(inner, "__name__", repr(test)), str(path), line)
+        sites = _CHECK_SITES.setdefault(self.id, [])
+        if site not in sites:
+            sites.append(site)
         marked = pytest.mark.usefixtures("runlane_requirement")(
             pytest.mark.runlane_requirement(self.id)(test)
         )
@@ -124,32 +154,30 @@ class Requirement:
         )(marked)
 
 
-_CATALOG: dict[str, Requirement] = {}
+_DECLARED: dict[str, Requirement] = {}
 
 
 def requirement(
     id: str, level: RequirementLevel | str, clause: str, summary: str, *, capability: str | None = None
 ) -> Requirement:
-    """Declare a requirement (once per ID) and return it for use as a test decorator."""
+    """Declare a requirement (once per ID) and return it; the suites use it as a check decorator."""
     if not _ID.fullmatch(id):
         raise ValueError(f"requirement id {id!r} is not of the form area.rule-name")
     area = id.partition(".")[0]
     if area not in AREAS:
         raise ValueError(f"requirement {id!r} names unknown area {area!r}")
     declared = Requirement(id, RequirementLevel(level), clause, summary, capability)
-    existing = _CATALOG.get(id)
+    existing = _DECLARED.get(id)
     if existing is not None and existing != declared:
         raise ValueError(f"requirement {id!r} declared twice with different content")
-    _CATALOG[id] = declared
+    _DECLARED[id] = declared
     return declared
 
 
-def all_requirements() -> dict[str, Requirement]:
-    """The whole catalog, importing every suite module so each declares its requirements."""
-    for area in AREAS:
-        try:
-            importlib.import_module(f"runlane_conformance.suites.test_{area}")
-        except ModuleNotFoundError as error:
-            if error.name != f"runlane_conformance.suites.test_{area}":
-                raise
-    return dict(sorted(_CATALOG.items()))
+def check_sites() -> dict[str, tuple[CheckSite, ...]]:
+    """Requirement ID -> where its checks are, for the suite modules imported so far in this process.
+
+    The catalogue never imports the suites itself; the docs generators and the tests that hold every
+    requirement to at least one check import them first (``suites.import_all``).
+    """
+    return {rid: tuple(sites) for rid, sites in sorted(_CHECK_SITES.items())}

@@ -127,8 +127,8 @@ def test_the_report_file_is_replaced_not_rewritten_in_place(document: dict, tmp_
 
 
 def test_report_evidence_tables_name_only_catalogued_requirements() -> None:
-    from runlane_conformance.report.builder import ALL_LIMITS_EVIDENCE, CHECK_EVIDENCE, LIMIT_EVIDENCE
     from runlane_conformance.catalogue import all_requirements
+    from runlane_conformance.report.builder import ALL_LIMITS_EVIDENCE, CHECK_EVIDENCE, LIMIT_EVIDENCE
 
     catalog = all_requirements()
     named = {*ALL_LIMITS_EVIDENCE}

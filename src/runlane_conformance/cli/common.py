@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from ..catalogue import AREAS
 from ..fixtures.defaults import HYPOTHESIS_PROFILES
 from ..report.files import (
     OutputFileError,
@@ -25,7 +26,6 @@ from ..report.files import (
     output_target,
     write_text_atomically,
 )
-from ..catalogue import AREAS
 from ..run.isolation import Isolation
 from ..safe_text import MESSAGE_LIMIT, one_line, redact_options, redact_text, safe_str, secret_values
 

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 import typer
 from rich.text import Text
 
+from ..catalogue import AREAS
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..report.files import OutputFileError, OutputTarget, check_output_directory, invalidate, output_target
-from ..catalogue import AREAS
 from ..run.isolation import DEFAULT_ISOLATION, Isolation
 from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, parse_workers

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ..catalogue import AREAS, Requirement, RequirementLevel
 from ..contract.values import StorageProfile
 from ..fixtures.defaults import DEFAULT_EXAMPLES
 from ..fixtures.driver_frame import path_from_here, pytest_launcher
 from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
-from ..catalogue import AREAS, Requirement, RequirementLevel
 from ..safe_text import redact_options, redact_text, secret_values
 from .certification import Certification, Verdict, certify, decide_verdict
 from .isolation import DEFAULT_ISOLATION

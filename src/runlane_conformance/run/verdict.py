@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from ..catalogue import AREAS, Requirement, RequirementLevel
 from ..contract.values import StorageIndexConsistency
 from ..fixtures.gating import NO_SETTLE_REASON, ProfileFacts
 from ..in_words import in_words
-from ..catalogue import AREAS, Requirement, RequirementLevel
 from .certification import LEVEL_CAPABILITIES, Certification, Verdict, certify, decide_verdict, level_for
 from .model import (
     INCONCLUSIVE_HINT,

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.records import parse_new_storage_record
 from runlane_conformance.contract.values import StorageRecordVersion
 from runlane_conformance.harness import load_harness
 from tests.locking.drivers import LockingDriver
@@ -159,8 +160,10 @@ class KeyLockTransaction(StoreSampledTransaction):
         return super().get(keys)
 
     def create(self, record: Any) -> None:
-        self._lock([record.key])
+        # Staged first: a plain mapping is parsed (and a malformed one refused) exactly as the reference
+        # does; the key is locked before the attempt can commit, which is all a lock on a write needs.
         super().create(record)
+        self._lock([parse_new_storage_record(record).key])
 
 
 class KeyLockDriver(TransactionAuthoritativeDriver, OperatorReadsDriver):

@@ -61,3 +61,16 @@ def test_an_in_process_certification_keeps_its_level_and_its_note_says_where_the
 
 def test_a_refused_certification_is_not_certified_whatever_its_isolation() -> None:
     assert badge_for(_document("process", certified=False)).message == "not certified"
+
+
+def test_an_isolated_run_s_worker_processes_serve_the_driver_through_the_same_backend() -> None:
+    """Cross-process checks start worker processes that attach to the store: under isolation they must
+    load the served harness (the ``process`` driver with its backend command), not the raw options,
+    which name no backend; every such check failed to start before (a verdict isolation changed)."""
+    from runlane_conformance.run.certify import certify_driver
+    from runlane_conformance.run.model import RequirementOutcome
+
+    requirement = "completion_waits.marker-across-processes"
+    result = certify_driver("sqlite", {}, requirements=[requirement], seed=0, isolation=Isolation.PROCESS)
+    outcome = result.requirement(requirement)
+    assert outcome.outcome is RequirementOutcome.PASSED, [test.message for test in outcome.failures]

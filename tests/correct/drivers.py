@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from runlane_conformance.contract.errors import StorageConflictError
+from runlane_conformance.contract.records import parse_new_storage_record
 from runlane_conformance.contract.values import StorageRecordVersion
 from runlane_conformance.harness import load_harness
 from tests.locking.drivers import LockingDriver
@@ -140,16 +141,24 @@ class KeyLocks:
 
 
 class KeyLockTransaction(StoreSampledTransaction):
-    """Locks every key it point-reads or creates, from that call until the transaction ends."""
+    """Locks every key it point-reads or creates, from that call until the transaction ends.
+
+    ``age`` is the transaction's (kept across its replays); once the attempt has ended (``live`` is
+    False) nothing is locked any more, so a call on an ended attempt is refused by the store below
+    and leaves no lock behind that nobody would release."""
 
     doomed: _Wounded | None = None
+    age: int = -1
+    live: bool = True
 
     def _lock(self, keys: Sequence[Any]) -> None:
         driver = self.driver
         assert isinstance(driver, KeyLockDriver)
+        if not self.live:
+            return
         try:
             for key in keys:
-                driver.locks().acquire(key.encoded, driver.current_age())
+                driver.locks().acquire(key.encoded, self.age)
         except _Wounded as wounded:
             self.doomed = wounded
             raise
@@ -159,8 +168,10 @@ class KeyLockTransaction(StoreSampledTransaction):
         return super().get(keys)
 
     def create(self, record: Any) -> None:
-        self._lock([record.key])
+        # Staged first: a plain mapping is parsed (and a malformed one refused) exactly as the reference
+        # does; the key is locked before the attempt can commit, which is all a lock on a write needs.
         super().create(record)
+        self._lock([parse_new_storage_record(record).key])
 
 
 class KeyLockDriver(TransactionAuthoritativeDriver, OperatorReadsDriver):
@@ -191,8 +202,12 @@ class KeyLockDriver(TransactionAuthoritativeDriver, OperatorReadsDriver):
                 def attempt(tx: Any, attempts: list[KeyLockTransaction] = attempts) -> T:
                     wrapped = self.transaction_class(tx, self)
                     assert isinstance(wrapped, KeyLockTransaction)
+                    wrapped.age = self.current_age()
                     attempts.append(wrapped)
-                    result = callback(wrapped)
+                    try:
+                        result = callback(wrapped)
+                    finally:
+                        wrapped.live = False
                     if wrapped.doomed is not None:  # the callback swallowed the refusal: still a replay
                         raise wrapped.doomed
                     return result

@@ -6,27 +6,52 @@ The twin of ``tests/mutants``: a check that refuses one of these drivers refuses
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from runlane_conformance.runner import run_suites
+from runlane_conformance.run.certify import certify_driver
+from runlane_conformance.run.isolation import Isolation
+from runlane_conformance.run.model import RunResult
 from tests.mutants.runner import requirement_outcomes
 from tests.profiles.certified import assert_certified
 
 CORPUS = "tests.correct.drivers:"
+ROOT = Path(__file__).resolve().parents[2]
 
 
+def _outcomes(result: RunResult) -> dict[str, tuple[str, str | None]]:
+    return {req.id: (req.outcome.value, req.reason) for req in result.requirements}
+
+
+@pytest.mark.timeout(2400)
 @pytest.mark.parametrize(
     ("driver", "level"),
     [
         (CORPUS + "durable_eventual", "core+append+exclusive+faults"),
         (CORPUS + "coarse_conflicts", "core+append+exclusive+faults"),
         (CORPUS + "opaque_versions", "core+append+exclusive+faults"),
+        # Lock-style: competitors wait for a store-wide lock (taken when the attempt starts) or for
+        # per-key locks (wait-die); both offer exclusive candidates and a transaction-authoritative clock.
+        (CORPUS + "store_lock_authoritative", "core+append+exclusive+faults"),
+        (CORPUS + "key_locks", "core+append+exclusive+faults"),
     ],
 )
-def test_a_correct_driver_taking_a_freedom_certifies_at_its_honest_level(driver: str, level: str) -> None:
-    result = run_suites(driver, {}, seed=0)
-    assert_certified(result, driver)
-    assert str(result.level) == level
+def test_a_correct_driver_taking_a_freedom_certifies_at_its_honest_level_in_both_modes(
+    driver: str, level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full quick run next to the checks and one behind the backend (``--isolation process``): each
+    certifies at the driver's honest level, with the same outcome and reason for every requirement."""
+    monkeypatch.chdir(ROOT)
+    in_process = certify_driver(driver, {}, seed=0, isolation=Isolation.NONE)
+    assert_certified(in_process, driver)
+    assert str(in_process.level) == level
+    isolated = certify_driver(driver, {}, seed=0, isolation=Isolation.PROCESS)
+    assert_certified(isolated, driver)
+    assert str(isolated.level) == level
+    expected, got = _outcomes(in_process), _outcomes(isolated)
+    differing = {rid: (outcome, got.get(rid)) for rid, outcome in expected.items() if got.get(rid) != outcome}
+    assert got == expected, f"in process vs isolated: {differing}"
 
 
 @pytest.mark.parametrize(
@@ -35,6 +60,8 @@ def test_a_correct_driver_taking_a_freedom_certifies_at_its_honest_level(driver:
         ("tests.locking.drivers:harness", "exclusive_selection.advisory-never-holds"),
         (CORPUS + "store_lock_authoritative", "exclusive_selection.advisory-never-holds"),
         (CORPUS + "store_lock_authoritative", "profile.authoritative-time-follows-what-was-read"),
+        (CORPUS + "store_lock_authoritative", "operator_reads.committed-run-visible-at-once"),
+        (CORPUS + "key_locks", "operator_reads.committed-run-visible-at-once"),
         (CORPUS + "durable_eventual", "profile.durable-survives-reconnect"),
     ],
 )

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from runlane_conformance import StorageCandidateMode, StorageClockAuthority, StorageDurability
 from runlane_conformance.contract.errors import StorageUnsupportedError
 from runlane_conformance.harness import load_harness
+from tests.locking.drivers import LockingDriver
 from tests.mutants.wrapping import WrappedDriver, WrappedHarness, WrappedStore, WrappedTransaction
 
 T = TypeVar("T")
@@ -176,6 +177,14 @@ server_sampled = _factory(_with_reads(ServerSampledDriver))
 transaction_authoritative = _factory(_with_reads(TransactionAuthoritativeDriver))
 durable = _factory(_with_reads(DurableDriver))
 caching = _factory(type("CachingDriver", (OperatorReadsDriver,), {"transaction_class": CachingTransaction}))
+
+
+#: The lock-style reference configuration: the reference driver behind one store-wide lock held by each
+#: attempt from its first call to its end, offering every optional capability the reference offers
+#: (append, exclusive candidates, operator reads) and the fault hook. Competitors wait for the lock, and
+#: an attempt that finds one queued behind it is rolled back and replayed once (a deadlock victim), so
+#: the checks see all three shapes a locking database shows them. It must reach the top level.
+store_locked = _factory(type("StoreLockedDriver", (LockingDriver, OperatorReadsDriver), {}))
 
 
 #: Every combination of the optional capabilities, by factory name (``with_<...>`` lists what is offered).

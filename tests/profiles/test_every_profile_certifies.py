@@ -89,6 +89,17 @@ def test_every_combination_of_optional_capabilities_certifies(name: str) -> None
     )
 
 
+@pytest.mark.timeout(1800)
+def test_a_store_wide_lock_with_exclusive_candidates_reaches_every_capability_level() -> None:
+    """Whole-store locking is a legitimate way to be serializable (the scaffold's own style): a check
+    that waits inside an attempt for a competitor the lock blocks, or that demands the competitor's
+    optimistic outcome, refuses it. Offering every optional capability, it must reach the top level."""
+    result = _certify(DRIVER + "store_locked")
+    assert str(result.level) == "core+append+exclusive+faults"
+    assert {"append", "exclusive_candidates", "operator_reads", "faults"} <= set(result.facts.offered())
+    assert result.requirement("exclusive_selection.advisory-never-holds").outcome is RequirementOutcome.PASSED
+
+
 def test_small_but_coherent_limits_certify() -> None:
     """Ten point reads, ten results a page and eleven records an attempt: checks that read a whole key
     universe, a long request or a delete batch split them to fit, rather than failing with a limit

@@ -73,7 +73,7 @@ def test_limit_options_replace_only_those_limits(tmp_path: Path) -> None:
         profile = store.connect().profile
         assert profile.limits == StorageLimits(max_point_reads=7, max_query_results=9)
         assert profile.durability is StorageDurability.DURABLE
-        assert not profile.append and not profile.exclusive_candidates
+        assert not profile.append and profile.exclusive_candidates
     finally:
         made.close()
 
@@ -192,15 +192,23 @@ def test_a_lock_held_past_every_busy_wait_gives_a_conflict_error() -> None:
         made.close()
 
 
-def test_optional_capabilities_are_refused(sqlite_harness: SqliteHarness) -> None:
+def test_append_is_refused(sqlite_harness: SqliteHarness) -> None:
     driver = sqlite_harness.open_store().connect()
-    leases = _leases()
-    with pytest.raises(StorageUnsupportedError):
-        driver.transaction(
-            lambda tx: tx.query_candidates(leases.query(), mode=StorageCandidateMode.EXCLUSIVE)
-        )
     with pytest.raises(StorageUnsupportedError):
         driver.transaction(lambda tx: tx.append(object()))
+
+
+def test_exclusive_candidates_switched_off_are_refused_and_not_advertised() -> None:
+    made = harness({"exclusive_candidates": "false"})
+    try:
+        driver = made.open_store().connect()
+        assert not driver.profile.exclusive_candidates
+        with pytest.raises(StorageUnsupportedError):
+            driver.transaction(
+                lambda tx: tx.query_candidates(_leases().query(), mode=StorageCandidateMode.EXCLUSIVE)
+            )
+    finally:
+        made.close()
 
 
 # -- another process -------------------------------------------------------------------------------
@@ -286,8 +294,8 @@ def test_a_transaction_nested_on_the_same_thread_and_store_is_refused_at_once(
     assert inner.transaction(lambda tx: tx.get([leases.key("k")]))[0] is not None
 
 
-def test_exclusive_selection_when_enabled_returns_exactly_the_page_with_a_cursor() -> None:
-    made = harness({"exclusive_candidates": "true"})
+def test_exclusive_selection_by_default_returns_exactly_the_page_with_a_cursor() -> None:
+    made = harness({})
     try:
         driver = made.open_store().connect()
         assert driver.profile.exclusive_candidates

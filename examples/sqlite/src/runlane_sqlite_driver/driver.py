@@ -122,9 +122,10 @@ _CHUNK = 400
 
 
 def sqlite_profile(
-    limits: StorageLimits | None = None, *, exclusive_candidates: bool = False
+    limits: StorageLimits | None = None, *, exclusive_candidates: bool = True
 ) -> StorageProfile:
-    """What every instance advertises: durable file, client clock, strong index; no append."""
+    """What every instance advertises: durable file, client clock, strong index, exclusive candidates
+    (every selection is exclusive under the write lock) unless switched off; no append."""
     return StorageProfile(
         durability=StorageDurability.DURABLE,
         clock_authority=StorageClockAuthority.CLIENT,
@@ -609,7 +610,7 @@ class SqliteStorageDriver:
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         max_transaction_attempts: int = 3,
-        exclusive_candidates: bool = False,
+        exclusive_candidates: bool = True,
         faults: FaultHook | None = None,
     ) -> None:
         self._path = path

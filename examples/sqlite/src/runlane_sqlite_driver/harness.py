@@ -10,9 +10,9 @@ Options (``--runlane-option key=value``):
   before trying again (default 30).
 * ``synchronous``: ``full`` (default: a commit survives power loss) or
   ``normal`` (a commit survives a process crash; faster).
-* ``exclusive_candidates``: ``true`` to advertise exclusive candidate selection
-  (every selection is already exclusive under the write lock), ``false``
-  (default) to refuse it;
+* ``exclusive_candidates``: ``true`` (default) to advertise exclusive candidate
+  selection (every selection is already exclusive under the write lock: a
+  competing selector waits for it), ``false`` to refuse exclusive mode;
 * ``max_transaction_attempts``: how many lock waits of ``busy_timeout`` before giving up (default 3).
 * the five limits (``max_point_reads``, ``max_query_results``,
   ``max_transaction_records``, ``max_record_bytes``, ``max_transaction_bytes``):
@@ -125,7 +125,7 @@ class SqliteHarness:
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         max_transaction_attempts: int = 3,
-        exclusive_candidates: bool = False,
+        exclusive_candidates: bool = True,
     ) -> None:
         self.path = path
         self.exclusive_candidates = exclusive_candidates
@@ -231,7 +231,7 @@ def harness(options: Mapping[str, str]) -> SqliteHarness:
         if "max_transaction_attempts" in options
         else 3
     )
-    exclusive = options.get("exclusive_candidates", "false").strip().lower()
+    exclusive = options.get("exclusive_candidates", "true").strip().lower()
     if exclusive not in ("true", "false"):
         raise SqliteOptionError(
             f"sqlite driver option exclusive_candidates={options['exclusive_candidates']!r}: "

@@ -8,17 +8,22 @@ server and no database engine, only a directory holding two files:
   file, flushes it to disk (``fsync``) and renames it over ``state.json``, so a reader sees either
   the old state or the new one, never a torn write, and a commit acknowledged to the caller is on
   disk before ``transaction()`` returns: a process killed right after cannot lose it.
-* ``lock``: every transaction holds an exclusive ``flock`` on it from the attempt's start to its
-  end, so attempts on the store run one after another whatever process they run in, and nothing
-  another writer commits can invalidate an attempt's reads. Inside one process a re-entrant thread
-  lock queues the threads first, so one process never asks the kernel for a lock it already holds.
+* ``lock``: a commit holds an exclusive ``flock`` on it while it validates and writes, so commits
+  on the store happen one after another whatever process they run in. Inside one process a
+  re-entrant thread lock queues the threads first, so one process never asks the kernel for a
+  lock it already holds.
+
+Attempts are optimistic and never wait for one another: an attempt reads one committed state (the
+file as it was when the attempt began: a snapshot, so its reads agree with each other and a re-read
+answers the same). A read-only attempt commits nothing and needs no lock: its snapshot is a state
+every serial order of the commits passes through. An attempt that writes commits only if, under the
+lock, every record it read still has the version it read and every candidate page it scanned comes
+back the same from the latest state; its reads are then what a transaction running alone at that
+instant would read, so the commit is serializable. Otherwise the attempt is rolled back and replayed.
 
 Each process caches the state it last loaded, together with an open descriptor of that very file:
 while the descriptor is open its inode cannot be reused, so "the file at ``state.json`` is still the
 inode I hold" proves the cache is current, and anything else reloads it.
-
-Commit still validates what the attempt read (a transaction nested in another on the same thread
-re-enters the locks and may commit in between); a stale attempt is replayed, never committed.
 
 Options: ``durability`` (``durable``, the default, or ``process``: the same store advertising only
 the weaker promise, which is honest since it keeps the stronger one). No append, no exclusive
@@ -75,8 +80,8 @@ def scan(store: object, command: QueryRecordsCommand) -> QueryRecordsResult:
 
 STATE = "state.json"
 LOCK = "lock"
-#: How many times an attempt whose reads went stale (only possible when transactions nest) is replayed.
-MAX_ATTEMPTS = 16
+#: Attempts before a transaction that keeps losing to other writers gives up with ``StorageConflictError``.
+MAX_ATTEMPTS = 64
 
 
 class _Stale(StorageConflictError):
@@ -146,8 +151,13 @@ class FileStore:
                 if self._depth == 0:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
+    def snapshot(self) -> _State:
+        """The latest committed state, read without the store's lock (a rename swaps it atomically)."""
+        with self._thread_lock:
+            return self.state()
+
     def state(self) -> _State:
-        """The committed state (the caller holds ``locked()``): the cache if it is still the file."""
+        """The latest committed state, the cache if it is still the file (under the thread lock)."""
         path = os.path.join(self.directory, STATE)
         if self._cached is not None and self._cached_fd is not None:
             try:
@@ -204,6 +214,7 @@ class FileTransaction:
     def __init__(self, state: _State, profile: StorageProfile, clock: Callable[[], datetime]) -> None:
         self._state = state
         self._rules = StorageAttemptRules(profile.limits, clock)
+        self._pages: list[tuple[QueryRecordsCommand, QueryRecordsResult]] = []
 
     def get(self, keys: Sequence[StorageRecordKey]) -> list[StoredRecord | None]:
         with self._rules:
@@ -219,7 +230,9 @@ class FileTransaction:
         with self._rules:
             if self._rules.begin_query(command, mode) is not StorageCandidateMode.ADVISORY:
                 raise StorageUnsupportedError("the files driver does not offer exclusive candidates")
-            return scan(self._state, command)
+            page = scan(self._state, command)
+            self._pages.append((command, page))
+            return page
 
     def now(self) -> datetime:
         with self._rules:
@@ -241,10 +254,17 @@ class FileTransaction:
         raise StorageUnsupportedError("the files driver does not offer append")
 
     def commit(self, store: FileStore) -> None:
-        """Validate against the committed state, then write the next one (the caller holds the lock)."""
+        """Nothing to do for a read-only attempt; otherwise validate and write, holding the lock."""
         rules = self._rules
         rules.end_for_commit()
         rules.check_within_limits()
+        if not rules.mutated:
+            return
+        with store.locked():
+            self._commit_locked(store)
+
+    def _commit_locked(self, store: FileStore) -> None:
+        rules = self._rules
         committed = store.state()
         records = committed.records
         for ekey, seen in rules.reads.items():
@@ -253,8 +273,9 @@ class FileTransaction:
                 now is not None and seen is not None and now.version != seen.version
             ):
                 raise _Stale(f"record {ekey} changed after this attempt read it")
-        if not rules.mutated:
-            return
+        for command, page in self._pages:
+            if scan(committed, command) != page:
+                raise _Stale("an index range this attempt scanned changed after it scanned it")
         following = _State(dict(records), committed.last_version)
         for ekey, new in rules.creates:
             if ekey in following.records:
@@ -291,22 +312,20 @@ class FileDriver:
 
     def transaction(self, callback: Callable[[FileTransaction], T]) -> T:
         for _ in range(MAX_ATTEMPTS):
-            with self._store.locked():
-                tx = FileTransaction(self._store.state(), self.profile, self._clock)
-                try:
-                    result = callback(tx)
-                    tx.commit(self._store)
-                    return result
-                except _Stale:
-                    continue
-                finally:
-                    tx.end()
-        raise StorageConflictError(f"gave up after {MAX_ATTEMPTS} attempts whose reads went stale")
+            tx = FileTransaction(self._store.snapshot(), self.profile, self._clock)
+            try:
+                result = callback(tx)
+                tx.commit(self._store)
+                return result
+            except _Stale:
+                continue
+            finally:
+                tx.end()
+        raise StorageConflictError(f"gave up after {MAX_ATTEMPTS} attempts lost to other writers")
 
     def query(self, command: QueryRecordsCommand) -> QueryRecordsResult:
-        with self._store.locked():
-            StorageTransactionMeter(self.profile.limits).check_query(command)
-            return scan(self._store.state(), command)
+        StorageTransactionMeter(self.profile.limits).check_query(command)
+        return scan(self._store.snapshot(), command)
 
     def close(self) -> None:
         pass

@@ -1,0 +1,95 @@
+"""More correct drivers taking the contract's freedoms certify at their honest level, in both modes.
+
+Each driver is certified in full at the quick profile twice: next to the checks (``run_suites``)
+and served from a backend process of its own (``--isolation process``, the mode our CI workflow
+gives driver authors). A correct driver refused in either mode means a check, or the isolation
+layer, is wrong. The level is asserted too: a driver must reach exactly the level its profile
+earns, no less (a check refusing it) and no more (a gate it should not have passed).
+
+The store-owned clocks and the driver with no optional capabilities are reused from
+``tests.profiles.drivers``; ``tests/profiles/test_every_profile_certifies.py`` certifies them next
+to the checks, so here they are certified isolated only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runlane_conformance.run.certify import certify_driver
+from runlane_conformance.run.isolation import Isolation
+from runlane_conformance.run.model import RequirementOutcome
+from runlane_conformance.runner import run_suites
+from tests.profiles.certified import assert_certified
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = "tests.correct."
+PROFILES = "tests.profiles.drivers:"
+#: A full quick run of a driver whose attempts wait for one another takes a few minutes of waiting.
+pytestmark = pytest.mark.timeout(1200)
+
+#: (driver, options, level): the corpus drivers of this file, certified in both modes.
+BOTH_MODES = [
+    pytest.param(CORPUS + "files_store:harness", {}, "core", id="files-durable"),
+    pytest.param(CORPUS + "files_store:harness", {"durability": "process"}, "core", id="files-process"),
+    pytest.param(CORPUS + "async_native:harness", {}, "core", id="async-native"),
+    pytest.param(CORPUS + "small_limits:harness", {}, "core+exclusive+faults", id="small-limits"),
+]
+
+#: Drivers of ``tests.profiles.drivers`` certified next to the checks elsewhere: isolated here.
+ISOLATED_ONLY = [
+    pytest.param(PROFILES + "server_sampled", "core+append+exclusive+faults", id="server-sampled"),
+    pytest.param(PROFILES + "transaction_authoritative", "core+append+exclusive+faults", id="authoritative"),
+    pytest.param(PROFILES + "with_nothing_optional", "core+faults", id="nothing-optional"),
+]
+
+
+@pytest.mark.parametrize(("driver", "options", "level"), BOTH_MODES)
+def test_a_correct_driver_certifies_next_to_the_checks(
+    driver: str, options: dict[str, str], level: str
+) -> None:
+    result = run_suites(driver, options, seed=0)
+    assert_certified(result, driver)
+    assert str(result.level) == level
+
+
+@pytest.mark.parametrize(("driver", "options", "level"), BOTH_MODES)
+def test_a_correct_driver_certifies_served_from_its_own_process(
+    driver: str, options: dict[str, str], level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)  # the backend imports the driver from this checkout's tests package
+    result = certify_driver(driver, options, seed=0, isolation=Isolation.PROCESS)
+    assert_certified(result, driver)
+    assert str(result.level) == level
+
+
+@pytest.mark.parametrize(("driver", "level"), ISOLATED_ONLY)
+def test_a_reused_correct_driver_certifies_served_from_its_own_process(
+    driver: str, level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    result = certify_driver(driver, {}, seed=0, isolation=Isolation.PROCESS)
+    assert_certified(result, driver)
+    assert str(result.level) == level
+
+
+def test_a_durable_store_on_files_keeps_what_a_killed_process_committed_in_both_modes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cross-process checks of a served driver start their workers on the served driver too.
+
+    Under ``--isolation process`` each worker process loads the ``process`` driver with the options
+    that start the backend, and attaches to the store by the address the backend gave; before, the
+    workers were given the user's options for the ``process`` driver and failed to start.
+    """
+    monkeypatch.chdir(ROOT)
+    driver = CORPUS + "files_store:harness"
+    requirements = ["profile.durable-survives-killed-process", "conflicts.across-processes"]
+    for isolation in (Isolation.NONE, Isolation.PROCESS):
+        result = certify_driver(driver, {}, requirements=requirements, seed=0, isolation=isolation)
+        outcomes = {req.id: req.outcome for req in result.requirements if req.id in requirements}
+        assert outcomes == dict.fromkeys(requirements, RequirementOutcome.PASSED), (
+            isolation,
+            result.problems,
+        )

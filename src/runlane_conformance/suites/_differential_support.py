@@ -136,6 +136,8 @@ def dimensions() -> dict[str, tuple[str, ...]]:
         "shift": tuple(name for name, _ in SHIFTS),
         "sweep": tuple(table.value for table in _tables()),
         "compete": ("write skew", "blind create"),
+        "append": ("committed", *(kind.__name__ for kind in _ERROR_KINDS)),
+        "operator": tuple(f"instance {n}" for n in range(INSTANCES)),
         "order": ("first, then second", "second, then first"),
         "repeated": ("no", "yes"),
         "readback index": tuple(index.value for index in StorageIndexName),
@@ -460,7 +462,30 @@ class Compete:
         )
 
 
-Step = Transact | Scan | Jump | Compete
+@dataclass(frozen=True)
+class Append:
+    """An append of ``count`` observations to one environment's stream on instance ``instance`` (the
+    attempt perhaps raising after it appended)."""
+
+    instance: int
+    environment: int
+    count: int
+    raises: str | None
+
+    def command(self, tag: str) -> Any:
+        from runlane_conformance.suites._append_support import batch
+
+        return batch(ENVIRONMENTS[self.environment], tag, self.count)
+
+    def __str__(self) -> str:
+        raised = f", then raises {self.raises}" if self.raises else ""
+        return (
+            f"instance {self.instance}: appends {self.count} observations to the stream of "
+            f"{ENVIRONMENTS[self.environment]!r}{raised}"
+        )
+
+
+Step = Transact | Scan | Jump | Compete | Append
 
 
 def _decode_sort(encoded: str) -> str:
@@ -507,6 +532,7 @@ class Program:
     instances: int
     limits: StorageLimits
     exclusive: bool
+    append: bool = False
     slots: list[Slot] = field(default_factory=list)
     written: dict[str, NewStorageRecord] = field(default_factory=dict)
     scans: list[Scan] = field(default_factory=list)
@@ -552,9 +578,17 @@ class Program:
         return slot
 
     def draw(self, draw: Draw) -> Step:
-        kind = draw(st.sampled_from(("write", "write", "write", "scan", "scan", "jump")))
+        kinds = ("write", "write", "write", "scan", "scan", "jump") + (("append",) if self.append else ())
+        kind = draw(st.sampled_from(kinds))
         if kind == "jump":
             return Jump(draw(st.sampled_from(tuple(JUMPS))))
+        if kind == "append":
+            return Append(
+                draw(st.integers(0, self.instances - 1)),
+                draw(st.integers(0, len(ENVIRONMENTS) - 1)),
+                draw(st.integers(1, 3)),
+                draw(st.sampled_from((None, None, None, "Exception", "BaseException"))),
+            )
         if kind == "scan" and self.written:
             return self._scan(draw)
         return self._transact(draw)
@@ -684,8 +718,15 @@ class Program:
             base = siblings[draw(st.integers(0, len(siblings) - 1))]
             environment = draw(st.integers(0, len(ENVIRONMENTS) - 1))
             elsewhere = (environment + draw(st.integers(1, len(ENVIRONMENTS) - 1))) % len(ENVIRONMENTS)
-            near = Slot(base, environment, 0, draw(_SHIFT))
-            tie = Slot(base, environment, draw(st.integers(1, len(RUN_IDS) - 1)), draw(_SHIFT))
+            shift = draw(_SHIFT)
+            near = Slot(base, environment, 0, shift)
+            tie = Slot(base, environment, draw(st.integers(1, len(RUN_IDS) - 1)), shift)
+            late = Slot(
+                base,
+                environment,
+                draw(st.integers(1, len(RUN_IDS) - 1)),
+                0 if shift == len(SHIFTS) - 1 else len(SHIFTS) - 1,
+            )
             far = Slot(base, elsewhere, 0, draw(_SHIFT))
             if len({_key(near), _key(tie), _key(far)}) < 3:
                 continue  # a template whose key ignores the run or environment: nothing to cross
@@ -693,6 +734,21 @@ class Program:
             to_far, to_near = self._write(draw, far, "put"), self._write(draw, near, "put")
             look = self._fit(Transact(c, (near, far), (), None))
             steps.append(look)
+            # Instance c scans near's index scopes before and after the others commit into them (with a
+            # read of its own in between): what it lists the second time must include their commits.
+            scopes = [
+                Scan(
+                    c,
+                    entry.index,
+                    entry.partition,
+                    StorageQueryRange(),
+                    StorageQueryDirection.ASCENDING,
+                    1,
+                    "query",
+                )
+                for entry in near.template.indexes[:1]
+            ]
+            steps.extend(scopes)
             if contended:
                 steps.append(
                     Compete(
@@ -704,6 +760,7 @@ class Program:
             else:
                 steps.append(self._fit(Transact(a, (near,), (to_far,), None)))
                 steps.append(self._fit(Transact(b, (far,), (to_near,), None)))
+            steps.extend(replace(scan, repeated=True) for scan in scopes)
             steps.append(look)
             create = self._write(draw, tie, "blind")
             if contended:
@@ -717,7 +774,9 @@ class Program:
             else:
                 steps.append(self._fit(Transact(a, (), (create,), None)))
                 steps.append(self._fit(Transact(b, (), (create,), None)))
-            steps.append(self._fit(Transact(b, (), (to_near,), None)))
+            # b rewrites near with identical content (a new version all the same) and adds ``late``, a
+            # neighbour whose dates lie across 2038-01-19 from near's (past it when near's are not).
+            steps.append(self._fit(Transact(b, (), (to_near, self._write(draw, late, "put")), None)))
             steps.append(self._fit(Transact(a, (near, tie), (), None)))
         return steps
 
@@ -983,6 +1042,65 @@ def do_transact(sides: Sides, step: Transact) -> None:
             sides.scopes.update((entry.index, entry.partition) for entry in write.record.indexes)
 
 
+def run_append(driver: StorageDriver, step: Append, tag: str) -> Answer:
+    """``step`` as one callback on ``driver``: committed, or the kind of error it raised."""
+    command = step.command(tag)
+
+    def body(tx: StorageTransaction) -> list[StoredRecord | None]:
+        # An appending attempt may not read the stream it appends to: the head is judged afterwards,
+        # by the read-back of every key the program touched.
+        got: list[StoredRecord | None] = []
+        tx.append(command)
+        if step.raises is not None:
+            raise RAISES[step.raises]("the callback raised on purpose")
+        return got
+
+    try:
+        got = driver.transaction(body)
+    except BaseException as error:
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise
+        return Answer(None, (), error_kind(error))
+    return Answer(
+        tuple(_content(record) for record in got),
+        tuple(None if record is None else record.version.value for record in got),
+        None,
+    )
+
+
+def do_append(sides: Sides, step: Append) -> None:
+    """The append on both sides: same head read, same error kind; what it placed (its records and the new
+    head) joins the keys and scopes the read-back compares."""
+    from runlane_conformance.contract.streams import materialize_storage_append, read_storage_stream_position
+    from runlane_conformance.suites._append_support import LAYOUT, OBSERVATIONS
+
+    tag = f"a{len(sides.history)}"
+    expected = run_append(sides.reference, step, tag)
+    got = run_append(sides.tested[step.instance], step, tag)
+    _cover(
+        READS,
+        instance=step.instance,
+        append=expected.error or "committed",
+        raises=step.raises or "no",
+        table="stream_heads",
+        write="append",
+    )
+    if got.error != expected.error or got.reads != expected.reads:
+        raise sides.fail(READS, "an append's outcome differs", got.describe(), expected.describe())
+    if got.error is not None:
+        return
+    command = step.command(tag)
+    head_key = LAYOUT.head_key(command.partition)
+    head = _read_all(sides.reference, [head_key])[0]
+    # The reference has committed: its head now says where the batch ended, so where it began.
+    end = read_storage_stream_position(OBSERVATIONS, command.partition, head)
+    placed = materialize_storage_append(command, end - step.count)
+    for record in (*placed.records, placed.head):
+        sides.keys[record.key.encoded] = record.key
+        sides.dirty.add(record.key.encoded)
+        sides.scopes.update((entry.index, entry.partition) for entry in record.indexes)
+
+
 def _read_all(driver: StorageDriver, keys: Sequence[Any]) -> list[StoredRecord | None]:
     return list(driver.transaction(lambda tx: list(tx.get(keys))))
 
@@ -1204,6 +1322,7 @@ def compare_everything(
                         _describe_content(theirs),
                     )
         _cover(READS, readback=f"instance {instance}")
+    _compare_operator_reads(sides, eventual=eventual)
     if not scans:
         return
     # One entry per page: every scope holding two entries then continues a cursor in both directions;
@@ -1216,6 +1335,74 @@ def compare_everything(
                 )
                 do_scan(sides, step, eventual=eventual, cover=False)
         _cover(SCANS, **{"readback index": index.value})
+
+
+def _operator_view(
+    driver: StorageDriver, environments: Sequence[str], runs: Sequence[tuple[str, str]]
+) -> Any:
+    """What the operator read model shows of ``environments`` and ``runs``: each environment's runs
+    listed (pages of 2), and each run's own read and its events listed (pages of 2)."""
+    from runlane_conformance.suites._operator_support import collect_pages, document_of
+
+    operator: Any = driver
+    page = max(1, min(2, driver.profile.limits.max_query_results))
+    view: list[object] = []
+
+    def runs_of(environment: str) -> Callable[[str | None], object]:
+        return lambda cursor: operator.list_runs(environment, limit=page, cursor=cursor)
+
+    def events_of(environment: str, run_id: str) -> Callable[[str | None], object]:
+        return lambda cursor: operator.list_run_events(environment, run_id, limit=page, cursor=cursor)
+
+    for environment in environments:
+        listed = collect_pages(runs_of(environment), limit=page)
+        view.append(("list_runs", environment, [document_of(item) for item in listed]))
+    for environment, run_id in runs:
+        found = operator.get_run(environment, run_id)
+        view.append(("get_run", environment, run_id, None if found is None else document_of(found)))
+        events = collect_pages(events_of(environment, run_id), limit=page)
+        view.append(("list_run_events", environment, run_id, [document_of(item) for item in events]))
+    return view
+
+
+def _offers_operator_reads(driver: StorageDriver) -> bool:
+    return all(callable(getattr(driver, name, None)) for name in ("get_run", "list_runs", "list_run_events"))
+
+
+def _compare_operator_reads(sides: Sides, *, eventual: bool) -> None:
+    """Where both drivers offer operator reads: every environment and run the program touched reads the
+    same through them on each instance as on the reference (settled first on an eventual index)."""
+    if not (_offers_operator_reads(sides.reference) and all(map(_offers_operator_reads, sides.tested))):
+        return
+    from runlane_conformance.contract.catalog import StorageTableName as Table
+
+    runs = sorted(
+        {
+            (str(key.id[0]), str(key.id[1]))
+            for key in sides.keys.values()
+            if key.table in (Table.RUNS, Table.EVENTS, Table.TOMBSTONES) and len(key.id) >= 2
+        }
+    )
+    environments = sorted({environment for environment, _ in runs})
+    if not runs:
+        return
+    expected = _operator_view(sides.reference, environments, runs)
+    for instance, driver in enumerate(sides.tested):
+
+        def compare(driver: StorageDriver = driver, instance: int = instance) -> None:
+            got = _operator_view(driver, environments, runs)
+            for mine, theirs in zip(got, expected, strict=True):
+                if mine != theirs:
+                    raise sides.fail(
+                        READS,
+                        f"after the program, instance {instance}'s operator read {theirs[0]} of "
+                        f"{theirs[1:-1]!r} differs",
+                        repr(mine[-1])[:400],
+                        repr(theirs[-1])[:400],
+                    )
+
+        until_store_indexed(sides.store, compare, eventual=eventual)
+        _cover(READS, operator=f"instance {instance}")
 
 
 def run_program(
@@ -1237,7 +1424,12 @@ def run_program(
     reference_store, reference = open_reference(clock, limits)
     sides = Sides(tested, reference, store, reference_store, clock)
     eventual = indexes_are_eventual(tested[0])
-    program = Program(instances, limits, bool(tested[0].profile.exclusive_candidates))
+    program = Program(
+        instances,
+        limits,
+        bool(tested[0].profile.exclusive_candidates),
+        append=bool(tested[0].profile.append) and bool(reference.profile.append),
+    )
     pace = CompetitorPace()
 
     def run(step: Step) -> None:
@@ -1249,6 +1441,8 @@ def run_program(
             do_transact(sides, step)
         elif isinstance(step, Compete):
             do_compete(sides, step, pace)
+        elif isinstance(step, Append):
+            do_append(sides, step)
         elif family_filter != READS:
             for variant in _variants(step):
                 do_scan(sides, variant, eventual=eventual)

@@ -7,7 +7,9 @@ Runs the three searches of the ``model`` area (``model.differential-reads``,
 certification runs them (same programs, steps and examples: the profile fixes
 them, never the clock), and prints, for every dimension (instance, OS process,
 clock jump, table, write kind, value shape, raised error, outcome, index,
-direction, selection mode, page position, range bounds, fault point), how
+direction, selection mode, page position, range bounds, fault point, date
+shift, the per-table sweep, overlapping competitors and the serial order they
+ended in, repeated scans, read-back indexes, appends, operator reads), how
 often each value was exercised by each rule family. A value that no family
 exercised under a profile is printed as ``-`` and listed at the end: a gap is
 a visible empty cell, not a guess.

@@ -12,7 +12,8 @@ page size and selection mode a scan uses.
 Each step runs on the driver under test and on a fresh reference store
 (``runlane_conformance.local``, given the same limits), strictly one after
 the other. With no two transactions in flight at once, the contract allows
-exactly one outcome for each step: the serial one. So every observable must
+exactly one outcome for each step: the serial one (competing steps below
+excepted). So every observable must
 match: what each point read returns position by position (documents, index
 entries, misses), the joined pages of each scan, the type of each error, and,
 at the end of the program, every key and every index scope the program
@@ -20,6 +21,17 @@ touched. Versions are opaque and never compared by value: each driver's own
 versions must follow the contract's rules (equal within a read and while a
 record is unchanged, new on each commit that writes it, never handed out
 again for the key). An eventual index is settled before it is compared.
+
+After the drawn steps, a *sweep* crosses each table of the catalogue (a drawn
+half of them per program) with what its records meet: neighbours whose run ids
+or names prefix one another and whose dates lie across 2038, another
+environment, a read on one instance after others committed, two transactions
+that overlap (a write skew, two blind creates of one key), and an identical
+rewrite. Overlapping transactions are the one place the serial outcome is not
+unique: the reference runs both serial orders from the same state, and the
+driver's answers and the state it leaves must be one of the two. Appends (and
+callbacks that raise after them) are drawn too, and the read-back covers
+stream heads and the operator read model.
 
 A mismatch raises ``Divergence``: the rule family it breaks (the requirement
 the check reports), the program up to the step that diverged, and both
@@ -75,6 +87,7 @@ from runlane_conformance.contract.values import (
 )
 from runlane_conformance.fixtures.convergence import indexes_are_eventual, until_store_indexed
 from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
+from runlane_conformance.fixtures.interleave import Competitor, CompetitorPace, compete
 from runlane_conformance.fixtures.records import BASE_TIME
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.suites._callback_errors import CallbackAbort
@@ -132,6 +145,14 @@ def dimensions() -> dict[str, tuple[str, ...]]:
         "page": ("first-last", "first", "later", "later-last"),
         "range": tuple(f"{low}..{high}" for low in _ENDS for high in _ENDS),
         "fault": ("none", "lost commit reply", "broken connection"),
+        "shift": tuple(name for name, _ in SHIFTS),
+        "sweep": tuple(table.value for table in _tables()),
+        "compete": ("write skew", "blind create"),
+        "append": ("committed", *(kind.__name__ for kind in _ERROR_KINDS)),
+        "operator": tuple(f"instance {n}" for n in range(INSTANCES)),
+        "order": ("first, then second", "second, then first"),
+        "repeated": ("no", "yes"),
+        "readback index": tuple(index.value for index in StorageIndexName),
         "relation": (
             "descending is ascending reversed",
             "adjacent sub-ranges join to the range",
@@ -159,6 +180,13 @@ ENVIRONMENTS = ("a", "ab", "a/b", "a\U0010ffff", "\u00e9\U0001f600")
 #: Run ids, again prefixes of one another, one holding the separator a naive key join would use.
 RUN_IDS = ("r", "r-1", "b/r", "r\U0010ffffz")
 #: How far the injected clock may jump between two steps: nothing the contract keeps may expire.
+#: How far a slot's dates are moved from its template's (2030): none, days, and past 2038-01-19 (where a
+#: 32-bit timestamp column wraps).
+SHIFTS: tuple[tuple[str, timedelta], ...] = (
+    ("as drawn", timedelta(0)),
+    ("days later", timedelta(days=3)),
+    ("past 2038", timedelta(days=365 * 12)),
+)
 JUMPS: dict[str, timedelta] = {
     "none": timedelta(0),
     "seconds": timedelta(seconds=7),
@@ -220,27 +248,86 @@ def _substituted(value: Any, swaps: dict[str, str]) -> Any:
     return value
 
 
-@functools.cache
-def _variant(base: int, environment: int, run: int) -> NewStorageRecord:
-    """Template ``base`` moved to environment and run id number ``environment`` and ``run``.
+def _shifted(value: Any, delta: timedelta) -> Any:
+    """``value`` with every instant the contract's date codec reads moved by ``delta`` (all by the same
+    amount, so the order between a record's own dates is kept)."""
+    from runlane_conformance.contract.encodings import iso_date_codec
 
-    Identities the codecs derive (step tokens, occurrence ids) make some moves
-    invalid; such a template keeps what it can (the run id, then the
-    environment), so every slot is a valid record.
+    if isinstance(value, str):
+        try:
+            return iso_date_codec.encode(iso_date_codec.decode(value) + delta)
+        except (StorageError, ValueError, OverflowError):
+            return value
+    if isinstance(value, dict):
+        return {key: _shifted(child, delta) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_shifted(child, delta) for child in value]
+    return value
+
+
+def _rederived(table: StorageTableName, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` with the identities the contract derives from other fields (a step's token, a schedule's
+    occurrence ids) computed again from them, so a moved template stays a valid record."""
+    from runlane_conformance.contract.table_definitions import schedule_occurrence_id, step_token
+
+    value = dict(value)
+    if table is StorageTableName.STEPS:
+        value["token"] = step_token(
+            value["environment"], value["runId"], value["stepName"], int(value["sequence"])
+        )
+    elif table is StorageTableName.SCHEDULES:
+        for at, identity in (
+            ("nextOccurrenceAt", "nextOccurrenceId"),
+            ("lastOccurrenceAt", "lastOccurrenceId"),
+        ):
+            if isinstance(value.get(at), str):
+                value[identity] = schedule_occurrence_id(value["environment"], value["scheduleId"], value[at])
+    return value
+
+
+@functools.cache
+def _variant(base: int, environment: int, run: int, shift: int = 0) -> NewStorageRecord:
+    """Template ``base`` moved to environment and run id number ``environment`` and ``run``, its dates
+    moved by ``SHIFTS[shift]``.
+
+    The run id also renames the last component of the template's key when that is a name of its own
+    (a lease, a queue, an idempotency key, a schedule), so every table has records that differ in a
+    key component that prefixes another's. Identities the contract derives (step tokens, occurrence
+    ids) are derived again; a move that still makes an invalid record keeps what it can (the run id,
+    then the name, then the environment), so every slot is a valid record.
     """
     record = _bases()[base]
-    value = thaw_json(record.document.value)
-    assert isinstance(value, dict), f"template {base!r}: a document value is a JSON object, got {value!r}"
-    swaps: dict[str, str] = {}
-    old_environment, old_run = value.get("environment"), value.get("runId")
-    if isinstance(old_environment, str):
-        swaps[old_environment] = ENVIRONMENTS[environment]
-    if isinstance(old_run, str):
-        swaps[old_run] = RUN_IDS[run]
-    for attempt in (swaps, {k: v for k, v in swaps.items() if k == value.get("environment")}):
+    table = record.key.table
+    thawed = thaw_json(record.document.value)
+    assert isinstance(thawed, dict), f"template {base!r}: a document value is a JSON object, got {thawed!r}"
+    value: dict[str, Any] = thawed
+    if shift:
+        moved = _shifted(value, SHIFTS[shift][1])
         try:
-            return build_storage_record(record.key.table, _substituted(value, attempt))
+            record = build_storage_record(table, _rederived(table, moved))
+            value = moved
         except (StorageError, ValueError, KeyError, TypeError):
+            pass
+    old_environment, old_run = value.get("environment"), value.get("runId")
+    name = record.key.id[-1] if record.key.id else None
+    environments = {old_environment: ENVIRONMENTS[environment]} if isinstance(old_environment, str) else {}
+    runs = {old_run: RUN_IDS[run]} if isinstance(old_run, str) else {}
+    names = (
+        {name: RUN_IDS[run]}
+        if isinstance(name, str) and name not in (old_environment, old_run) and name in value.values()
+        else {}
+    )
+    for attempt in (
+        {**environments, **runs, **names},
+        {**environments, **runs},
+        {**environments, **names},
+        environments,
+    ):
+        try:
+            moved = _substituted(value, attempt)
+            assert isinstance(moved, dict)
+            return build_storage_record(table, _rederived(table, moved))
+        except (StorageError, ValueError, KeyError, TypeError, AssertionError):
             continue
     return record
 
@@ -253,9 +340,14 @@ class Slot:
     base: int
     environment: int
     run: int
+    shift: int = 0
+
+    @property
+    def template(self) -> NewStorageRecord:
+        return _variant(self.base, self.environment, self.run, self.shift)
 
     def record(self, shape: str, payload: Any) -> NewStorageRecord:
-        template = _variant(self.base, self.environment, self.run)
+        template = self.template
         value = thaw_json(template.document.value)
         assert isinstance(value, dict), (
             f"template {self.base!r}: a document value is a JSON object, got {value!r}"
@@ -272,15 +364,15 @@ class Slot:
     @property
     def free_field(self) -> bool:
         """Whether the template has a free-form JSON field a value shape can fill."""
-        value = _variant(self.base, self.environment, self.run).document.value
+        value = self.template.document.value
         return "input" in value or "payload" in value
 
     @property
     def table(self) -> StorageTableName:
-        return _variant(self.base, self.environment, self.run).key.table
+        return self.template.key.table
 
     def __str__(self) -> str:
-        key = _variant(self.base, self.environment, self.run).key
+        key = self.template.key
         return f"{key.table.value}{tuple(key.id)!r}"
 
 
@@ -333,6 +425,7 @@ class Scan:
     direction: StorageQueryDirection
     limit: int
     via: str  # "query", "candidates" or "exclusive"
+    repeated: bool = False
 
     def command(self) -> QueryRecordsCommand:
         return QueryRecordsCommand(self.index, self.partition, self.limit, self.range, self.direction)
@@ -342,7 +435,8 @@ class Scan:
             return "open" if end is None else f"{'[' if end.inclusive else '('}{_decode_sort(end.value)}"
 
         return (
-            f"instance {self.instance}: {self.via} scan of {self.index.value} in {self.partition!r}, "
+            f"instance {self.instance}: {'the same ' if self.repeated else ''}{self.via} scan of "
+            f"{self.index.value} in {self.partition!r}, "
             f"{self.direction.value}, pages of {self.limit}, range {bound(self.range.lower)} .. "
             f"{bound(self.range.upper)}"
         )
@@ -358,7 +452,52 @@ class Jump:
         return f"clock jumps forward by {self.name} ({JUMPS[self.name]})"
 
 
-Step = Transact | Scan | Jump
+@dataclass(frozen=True)
+class Compete:
+    """Two transactions that overlap: ``second`` runs whole on another instance while ``first`` is open
+    (after its first attempt's reads, before its writes).
+
+    ``second`` reads what ``first`` writes and writes what ``first`` read (a write skew), or both
+    blindly create one key: whichever order a driver picks (an optimistic one makes ``first`` conflict
+    and replay, a locking one makes ``second`` wait), the answers and the state left must be those of
+    one of the two serial orders.
+    """
+
+    kind: str
+    first: Transact
+    second: Transact
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind}: {self.first}\n  and, after its first attempt's reads, {self.second}\n"
+            "  (the two overlap: the outcome of one of the two serial orders is expected)"
+        )
+
+
+@dataclass(frozen=True)
+class Append:
+    """An append of ``count`` observations to one environment's stream on instance ``instance`` (the
+    attempt perhaps raising after it appended)."""
+
+    instance: int
+    environment: int
+    count: int
+    raises: str | None
+
+    def command(self, tag: str) -> Any:
+        from runlane_conformance.suites._append_support import batch
+
+        return batch(ENVIRONMENTS[self.environment], tag, self.count)
+
+    def __str__(self) -> str:
+        raised = f", then raises {self.raises}" if self.raises else ""
+        return (
+            f"instance {self.instance}: appends {self.count} observations to the stream of "
+            f"{ENVIRONMENTS[self.environment]!r}{raised}"
+        )
+
+
+Step = Transact | Scan | Jump | Compete | Append
 
 
 def _decode_sort(encoded: str) -> str:
@@ -379,6 +518,8 @@ RAISES: dict[str, type[BaseException]] = {"Exception": Boom, "BaseException": Ca
 
 # -- drawing a program ---------------------------------------------------------------------------------------
 
+#: A slot's date shift (an index into ``SHIFTS``): most keep the template's dates.
+_SHIFT = st.sampled_from((0, 0, 1, 2))
 _CHOICE = st.sampled_from(("fresh", "fresh", "again", "other run", "other run", "other template"))
 
 
@@ -403,14 +544,17 @@ class Program:
     instances: int
     limits: StorageLimits
     exclusive: bool
+    append: bool = False
     slots: list[Slot] = field(default_factory=list)
     written: dict[str, NewStorageRecord] = field(default_factory=dict)
+    scans: list[Scan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Each step is one draw of a composite strategy built once per program: Hypothesis checks its
         # global random state on every ``data.draw``, which cost more than running the step.
         self.steps: st.SearchStrategy[Step] = st.composite(lambda draw: self.draw(draw))()
         self.writes: st.SearchStrategy[Transact] = st.composite(lambda draw: self._transact(draw))()
+        self.sweeps: st.SearchStrategy[list[Step]] = st.composite(lambda draw: self.sweep(draw))()
         self.scopes: st.SearchStrategy[tuple[Scan, int]] = st.composite(
             lambda draw: (self._scan(draw), draw(st.integers(0, 50)))
         )()
@@ -428,24 +572,35 @@ class Program:
         if choice in ("other run", "other template"):
             near = self.slots[draw(st.integers(0, len(self.slots) - 1))]
             if choice == "other run":
-                slot = Slot(near.base, near.environment, draw(st.integers(0, len(RUN_IDS) - 1)))
+                slot = Slot(near.base, near.environment, draw(st.integers(0, len(RUN_IDS) - 1)), draw(_SHIFT))
             else:
                 siblings = _templates_of(near.table)
-                slot = Slot(siblings[draw(st.integers(0, len(siblings) - 1))], near.environment, near.run)
+                slot = Slot(
+                    siblings[draw(st.integers(0, len(siblings) - 1))], near.environment, near.run, near.shift
+                )
         else:
             siblings = _templates_of(draw(_TABLES))
             slot = Slot(
                 siblings[draw(st.integers(0, len(siblings) - 1))],
                 draw(st.integers(0, len(ENVIRONMENTS) - 1)),
                 draw(st.integers(0, len(RUN_IDS) - 1)),
+                draw(_SHIFT),
             )
         self.slots.append(slot)
         return slot
 
     def draw(self, draw: Draw) -> Step:
-        kind = draw(st.sampled_from(("write", "write", "write", "scan", "scan", "jump")))
+        kinds = ("write", "write", "write", "scan", "scan", "jump") + (("append",) if self.append else ())
+        kind = draw(st.sampled_from(kinds))
         if kind == "jump":
             return Jump(draw(st.sampled_from(tuple(JUMPS))))
+        if kind == "append":
+            return Append(
+                draw(st.integers(0, self.instances - 1)),
+                draw(st.integers(0, len(ENVIRONMENTS) - 1)),
+                draw(st.integers(1, 3)),
+                draw(st.sampled_from((None, None, None, "Exception", "BaseException"))),
+            )
         if kind == "scan" and self.written:
             return self._scan(draw)
         return self._transact(draw)
@@ -455,7 +610,7 @@ class Program:
         targets: dict[str, Slot] = {}
         for _ in range(draw(st.integers(1, 3))):
             slot = self._slot(draw)
-            targets.setdefault(_variant(slot.base, slot.environment, slot.run).key.encoded, slot)
+            targets.setdefault(slot.template.key.encoded, slot)
         writes = []
         for slot in targets.values():
             kind = draw(st.sampled_from(("put", "put", "put", "delete", "blind")))
@@ -490,6 +645,16 @@ class Program:
         return Transact(step.instance, tuple(reads), tuple(writes), step.raises)
 
     def _scan(self, draw: Draw) -> Scan:
+        # A third of the scans repeat an earlier one, on an instance drawn again: the same command after
+        # other instances committed must see their commits (a page cache per instance would not).
+        if self.scans and draw(st.integers(0, 2)) == 0:
+            earlier = self.scans[draw(st.integers(0, len(self.scans) - 1))]
+            return replace(earlier, instance=draw(st.integers(0, self.instances - 1)), repeated=True)
+        scan = self._fresh_scan(draw)
+        self.scans.append(scan)
+        return scan
+
+    def _fresh_scan(self, draw: Draw) -> Scan:
         records = list(self.written.values())
         entries = [entry for record in records for entry in record.indexes]
         if not entries:
@@ -527,13 +692,109 @@ class Program:
         return direction, limit, draw(st.sampled_from(vias))
 
     def note(self, step: Step) -> None:
-        if isinstance(step, Transact):
-            for write in step.writes:
-                self.written[write.record.key.encoded] = write.record
+        transacts = (step.first, step.second) if isinstance(step, Compete) else (step,)
+        for transact in transacts:
+            if isinstance(transact, Transact):
+                for write in transact.writes:
+                    self.written[write.record.key.encoded] = write.record
+
+    def _write(self, draw: Draw, slot: Slot, kind: str) -> Write:
+        shape = draw(st.sampled_from(_SHAPES)) if slot.free_field else "template"
+        return Write(
+            slot, kind, slot.record(shape, _shape_value(draw, shape) if shape != "template" else None), shape
+        )
+
+    def sweep(self, draw: Draw) -> list[Step]:
+        """After the drawn steps, each table of the catalogue (a drawn half of them; every table over a
+        search's programs) crossed with what its records meet: instances, prefix run ids, another
+        environment, shifted dates, overlapping transactions and identical rewrites.
+
+        Per table, three slots of one drawn template: ``near`` and ``tie`` share an environment and
+        differ in run ids the first prefixes (ties and second pages in every index of the table),
+        ``far`` sits in another environment (partition isolation). Then: instance c reads ``near`` and
+        ``far``; instance a reads ``near`` and writes ``far`` while instance b reads ``far`` and writes
+        ``near`` (a write skew on perhaps absent keys); c reads both again (what another instance
+        committed is what every instance reads); a and another instance blindly create ``tie`` at
+        once (one winner); b rewrites ``near`` with identical content and a reads it (a new version).
+        """
+        order = draw(st.permutations(range(self.instances)))
+        a, b, c = order[0], order[1 % len(order)], order[2 % len(order)]
+        contended = (
+            self.instances > 1 and min(self.limits.max_transaction_records, self.limits.max_point_reads) >= 4
+        )
+        steps: list[Step] = []
+        for table in _tables():
+            if not draw(st.booleans()):
+                continue
+            siblings = _templates_of(table)
+            base = siblings[draw(st.integers(0, len(siblings) - 1))]
+            environment = draw(st.integers(0, len(ENVIRONMENTS) - 1))
+            elsewhere = (environment + draw(st.integers(1, len(ENVIRONMENTS) - 1))) % len(ENVIRONMENTS)
+            shift = draw(_SHIFT)
+            near = Slot(base, environment, 0, shift)
+            tie = Slot(base, environment, draw(st.integers(1, len(RUN_IDS) - 1)), shift)
+            late = Slot(
+                base,
+                environment,
+                draw(st.integers(1, len(RUN_IDS) - 1)),
+                0 if shift == len(SHIFTS) - 1 else len(SHIFTS) - 1,
+            )
+            far = Slot(base, elsewhere, 0, draw(_SHIFT))
+            if len({_key(near), _key(tie), _key(far)}) < 3:
+                continue  # a template whose key ignores the run or environment: nothing to cross
+            _cover(READS, sweep=table.value)
+            to_far, to_near = self._write(draw, far, "put"), self._write(draw, near, "put")
+            look = self._fit(Transact(c, (near, far), (), None))
+            steps.append(look)
+            # Instance c scans near's index scopes before and after the others commit into them (with a
+            # read of its own in between): what it lists the second time must include their commits.
+            scopes = [
+                Scan(
+                    c,
+                    entry.index,
+                    entry.partition,
+                    StorageQueryRange(),
+                    StorageQueryDirection.ASCENDING,
+                    1,
+                    "query",
+                )
+                for entry in near.template.indexes[:1]
+            ]
+            steps.extend(scopes)
+            if contended:
+                steps.append(
+                    Compete(
+                        "write skew",
+                        self._fit(Transact(a, (near,), (to_far,), None)),
+                        self._fit(Transact(b, (far,), (to_near,), None)),
+                    )
+                )
+            else:
+                steps.append(self._fit(Transact(a, (near,), (to_far,), None)))
+                steps.append(self._fit(Transact(b, (far,), (to_near,), None)))
+            steps.extend(replace(scan, repeated=True) for scan in scopes)
+            steps.append(look)
+            create = self._write(draw, tie, "blind")
+            if contended:
+                steps.append(
+                    Compete(
+                        "blind create",
+                        self._fit(Transact(a, (), (create,), None)),
+                        self._fit(Transact(c if c != a else b, (), (create,), None)),
+                    )
+                )
+            else:
+                steps.append(self._fit(Transact(a, (), (create,), None)))
+                steps.append(self._fit(Transact(b, (), (create,), None)))
+            # b rewrites near with identical content (a new version all the same) and adds ``late``, a
+            # neighbour whose dates lie across 2038-01-19 from near's (past it when near's are not).
+            steps.append(self._fit(Transact(b, (), (to_near, self._write(draw, late, "put")), None)))
+            steps.append(self._fit(Transact(a, (near, tie), (), None)))
+        return steps
 
 
 def _key(slot: Slot) -> str:
-    return _variant(slot.base, slot.environment, slot.run).key.encoded
+    return slot.template.key.encoded
 
 
 # -- running a step on one driver ----------------------------------------------------------------------------
@@ -588,12 +849,20 @@ def error_kind(error: BaseException) -> str:
     return f"{type(error).__name__} (not a contract error)"
 
 
-def run_transact(driver: StorageDriver, step: Transact) -> Answer:
-    """``step`` as one callback on ``driver``; errors (any ``BaseException``) become their kind."""
-    keys = [_variant(s.base, s.environment, s.run).key for s in step.read_slots]
+def run_transact(
+    driver: StorageDriver, step: Transact, *, after_reads: Callable[[int], None] | None = None
+) -> Answer:
+    """``step`` as one callback on ``driver``; errors (any ``BaseException``) become their kind.
+    ``after_reads(attempt)`` runs in each attempt between the reads and the writes (attempts count
+    from 1)."""
+    keys = [s.template.key for s in step.read_slots]
+    attempts = [0]
 
     def body(tx: StorageTransaction) -> list[StoredRecord | None]:
+        attempts[0] += 1
         got = list(tx.get(keys)) if keys else []
+        if after_reads is not None:
+            after_reads(attempts[0])
         # The attempt's time seals the reads; a driver that keys housekeeping (expiry, retention) on the
         # attempt times it has seen now sees the injected clock's jumps.
         tx.now()
@@ -706,9 +975,19 @@ def _check_versions(sides: Sides, step: Transact, answer: Answer) -> None:
     assert answer.reads is not None, (
         f"step {step!r} committed but its answer holds no reads to judge versions by"
     )
+    _judge_versions(
+        sides,
+        [
+            (_key(slot), str(slot), version)
+            for slot, version in zip(step.read_slots, answer.versions, strict=True)
+        ],
+    )
+
+
+def _judge_versions(sides: Sides, reads: Sequence[tuple[str, str, str | None]]) -> None:
+    """``reads`` (key, its name, the version read) of one committed read, judged by the version rules."""
     within: dict[str, str | None] = {}
-    for slot, version in zip(step.read_slots, answer.versions, strict=True):
-        key = _key(slot)
+    for key, slot, version in reads:
         if key in within and within[key] != version:
             raise sides.fail(
                 READS,
@@ -743,9 +1022,12 @@ def _check_versions(sides: Sides, step: Transact, answer: Answer) -> None:
         sides.dirty.discard(key)
 
 
-def do_transact(sides: Sides, step: Transact) -> None:
+def do_transact(sides: Sides, step: Transact, pace: CompetitorPace | None = None) -> None:
     expected = run_transact(sides.reference, step)
-    got = run_transact(sides.tested[step.instance], step)
+    tested = sides.tested[step.instance]
+    # An uncontended transaction's time paces how long a competitor may run before it counts as
+    # made to wait (a locking driver then costs a few of these per competing step, not a second).
+    got = run_transact(tested, step) if pace is None else pace.timed(lambda: run_transact(tested, step))
     _cover(
         READS,
         process="this process",
@@ -757,7 +1039,13 @@ def do_transact(sides: Sides, step: Transact) -> None:
         tables="+".join(sorted({w.slot.table.value for w in step.writes})) or "none",
     )
     for write in step.writes:
-        _cover(READS, table=write.slot.table.value, write=write.kind, shape=write.shape)
+        _cover(
+            READS,
+            table=write.slot.table.value,
+            write=write.kind,
+            shape=write.shape,
+            shift=SHIFTS[write.slot.shift][0],
+        )
     if got.error != expected.error or got.reads != expected.reads:
         raise sides.fail(READS, "a transaction's outcome differs", got.describe(), expected.describe())
     if got.error is None:
@@ -767,6 +1055,172 @@ def do_transact(sides: Sides, step: Transact) -> None:
             sides.keys[key] = write.record.key
             sides.dirty.add(key)
             sides.scopes.update((entry.index, entry.partition) for entry in write.record.indexes)
+
+
+def run_append(driver: StorageDriver, step: Append, tag: str) -> Answer:
+    """``step`` as one callback on ``driver``: committed, or the kind of error it raised."""
+    command = step.command(tag)
+
+    def body(tx: StorageTransaction) -> list[StoredRecord | None]:
+        # An appending attempt may not read the stream it appends to: the head is judged afterwards,
+        # by the read-back of every key the program touched.
+        got: list[StoredRecord | None] = []
+        tx.append(command)
+        if step.raises is not None:
+            raise RAISES[step.raises]("the callback raised on purpose")
+        return got
+
+    try:
+        got = driver.transaction(body)
+    except BaseException as error:
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise
+        return Answer(None, (), error_kind(error))
+    return Answer(
+        tuple(_content(record) for record in got),
+        tuple(None if record is None else record.version.value for record in got),
+        None,
+    )
+
+
+def do_append(sides: Sides, step: Append) -> None:
+    """The append on both sides: same head read, same error kind; what it placed (its records and the new
+    head) joins the keys and scopes the read-back compares."""
+    from runlane_conformance.contract.streams import materialize_storage_append, read_storage_stream_position
+    from runlane_conformance.suites._append_support import LAYOUT, OBSERVATIONS
+
+    tag = f"a{len(sides.history)}"
+    expected = run_append(sides.reference, step, tag)
+    got = run_append(sides.tested[step.instance], step, tag)
+    _cover(
+        READS,
+        instance=step.instance,
+        append=expected.error or "committed",
+        raises=step.raises or "no",
+        table="stream_heads",
+        write="append",
+    )
+    if got.error != expected.error or got.reads != expected.reads:
+        raise sides.fail(READS, "an append's outcome differs", got.describe(), expected.describe())
+    if got.error is not None:
+        return
+    command = step.command(tag)
+    head_key = LAYOUT.head_key(command.partition)
+    head = _read_all(sides.reference, [head_key])[0]
+    # The reference has committed: its head now says where the batch ended, so where it began.
+    end = read_storage_stream_position(OBSERVATIONS, command.partition, head)
+    placed = materialize_storage_append(command, end - step.count)
+    for record in (*placed.records, placed.head):
+        sides.keys[record.key.encoded] = record.key
+        sides.dirty.add(record.key.encoded)
+        sides.scopes.update((entry.index, entry.partition) for entry in record.indexes)
+
+
+def _read_all(driver: StorageDriver, keys: Sequence[Any]) -> list[StoredRecord | None]:
+    return list(driver.transaction(lambda tx: list(tx.get(keys))))
+
+
+def _restore(driver: StorageDriver, keys: Sequence[Any], wanted: Sequence[StoredRecord | None]) -> None:
+    """Write ``wanted`` (contents read earlier) back over ``keys``: the reference's way to try the other
+    serial order from the same state (versions move on, which the oracle never compares)."""
+
+    def body(tx: StorageTransaction) -> None:
+        for now, want in zip(tx.get(keys), wanted, strict=True):
+            if _content(now) == _content(want):
+                continue
+            if want is None:
+                assert now is not None, "a record that differs from an absent one is present"
+                tx.delete(now)
+                continue
+            record = NewStorageRecord(want.key, want.document, want.indexes)
+            if now is None:
+                tx.create(record)
+            else:
+                tx.replace(now, record)
+
+    driver.transaction(body)
+
+
+def _outcome(answer: Answer) -> tuple[str | None, tuple[Content, ...] | None]:
+    return answer.error, answer.reads
+
+
+def do_compete(sides: Sides, step: Compete, pace: CompetitorPace) -> None:
+    """Run ``step`` overlapped on the driver under test; its answers and the state it leaves must be one
+    of the two serial orders', both computed on the reference from the same state."""
+    first, second = step.first, step.second
+    keys = list(
+        {
+            slot.template.key.encoded: slot.template.key
+            for transact in (first, second)
+            for slot in (*transact.read_slots, *(write.slot for write in transact.writes))
+        }.values()
+    )
+    reference = sides.reference
+    before = _read_all(reference, keys)
+    one_two = (run_transact(reference, first), run_transact(reference, second))
+    after_one_two = _read_all(reference, keys)
+    _restore(reference, keys, before)
+    second_alone = run_transact(reference, second)
+    two_one = (run_transact(reference, first), second_alone)
+    after_two_one = _read_all(reference, keys)
+    serial = {
+        "first, then second": (one_two, after_one_two),
+        "second, then first": (two_one, after_two_one),
+    }
+    tested_second = sides.tested[second.instance]
+    competitor: list[Competitor[Answer]] = []
+
+    def start_second(attempt: int) -> None:
+        if attempt == 1:
+            competitor.append(compete(lambda: run_transact(tested_second, second), grace=pace.grace()))
+            pace.note(competitor[0].finished_while_open)
+
+    got_first = run_transact(sides.tested[first.instance], first, after_reads=start_second)
+    got_second = competitor[0].settle() if competitor else run_transact(tested_second, second)
+    observer = sides.tested[(first.instance + second.instance) % len(sides.tested)]
+    state = [_content(record) for record in _read_all(observer, keys)]
+    matched = [
+        order
+        for order, ((one, two), after) in serial.items()
+        if (_outcome(got_first), _outcome(got_second)) == (_outcome(one), _outcome(two))
+        and state == [_content(record) for record in after]
+    ]
+    _cover(READS, compete=step.kind, order=matched[0] if matched else "none")
+    for write in (*first.writes, *second.writes):
+        _cover(
+            READS,
+            table=write.slot.table.value,
+            write=write.kind,
+            shape=write.shape,
+            shift=SHIFTS[write.slot.shift][0],
+        )
+    if not matched:
+
+        def describe(one: Answer, two: Answer, after: Sequence[Content]) -> str:
+            return (
+                f"first {one.describe()}; second {two.describe()}; then "
+                f"{[_describe_content(content) for content in after]}"
+            )
+
+        raise sides.fail(
+            READS,
+            "two overlapping transactions ended in neither serial order's outcome",
+            describe(got_first, got_second, state),
+            " or ".join(
+                f"({order}) " + describe(one, two, [_content(record) for record in after])
+                for order, ((one, two), after) in serial.items()
+            ),
+        )
+    if matched[0] == "first, then second":
+        _restore(reference, keys, after_one_two)
+    for answer, transact in ((got_first, first), (got_second, second)):
+        if answer.error is None:
+            for write in transact.writes:
+                key = write.record.key.encoded
+                sides.keys[key] = write.record.key
+                sides.dirty.add(key)
+                sides.scopes.update((entry.index, entry.partition) for entry in write.record.indexes)
 
 
 def do_scan(sides: Sides, step: Scan, *, eventual: bool, cover: bool = True) -> None:
@@ -841,7 +1295,9 @@ def _describe_scan(items: Sequence[ScanItem]) -> str:
     return f"{len(items)} references: {shown}{more}"
 
 
-def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits, scans: bool = True) -> None:
+def compare_everything(
+    sides: Sides, *, eventual: bool, limits: StorageLimits, scans: bool = True, pages: Sequence[int] = (1,)
+) -> None:
     """Every key and every index scope the program touched, read back on each instance of the driver."""
     keys = list(sides.keys.values())
     for driver in (*sides.tested, sides.reference):
@@ -856,8 +1312,20 @@ def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits, s
                 tx.now()
                 return found
 
-            got = [_content(r) for r in driver.transaction(read)]
+            records = driver.transaction(read)
+            got = [_content(r) for r in records]
             expected = [_content(r) for r in sides.reference.transaction(read)]
+            _judge_versions(
+                sides,
+                [
+                    (
+                        key.encoded,
+                        f"{key.table.value}{tuple(key.id)!r}",
+                        None if r is None else r.version.value,
+                    )
+                    for key, r in zip(part, records, strict=True)
+                ],
+            )
             for key, mine, theirs in zip(part, got, expected, strict=True):
                 if mine != theirs:
                     raise sides.fail(
@@ -868,16 +1336,87 @@ def compare_everything(sides: Sides, *, eventual: bool, limits: StorageLimits, s
                         _describe_content(theirs),
                     )
         _cover(READS, readback=f"instance {instance}")
+    _compare_operator_reads(sides, eventual=eventual)
     if not scans:
         return
-    # One entry per page: every scope holding two entries then continues a cursor in both directions.
-    page = 1
+    # One entry per page: every scope holding two entries then continues a cursor in both directions;
+    # a larger page then puts several entries (ties among them) in one page, in both directions.
     for index, partition in sorted(sides.scopes):
-        for direction in StorageQueryDirection:
-            step = Scan(
-                len(sides.tested) - 1, index, partition, StorageQueryRange(), direction, page, "query"
-            )
-            do_scan(sides, step, eventual=eventual, cover=False)
+        for page in pages:
+            for direction in StorageQueryDirection:
+                step = Scan(
+                    len(sides.tested) - 1, index, partition, StorageQueryRange(), direction, page, "query"
+                )
+                do_scan(sides, step, eventual=eventual, cover=False)
+        _cover(SCANS, **{"readback index": index.value})
+
+
+def _operator_view(
+    driver: StorageDriver, environments: Sequence[str], runs: Sequence[tuple[str, str]]
+) -> Any:
+    """What the operator read model shows of ``environments`` and ``runs``: each environment's runs
+    listed (pages of 2), and each run's own read and its events listed (pages of 2)."""
+    from runlane_conformance.suites._operator_support import collect_pages, document_of
+
+    operator: Any = driver
+    page = max(1, min(2, driver.profile.limits.max_query_results))
+    view: list[object] = []
+
+    def runs_of(environment: str) -> Callable[[str | None], object]:
+        return lambda cursor: operator.list_runs(environment, limit=page, cursor=cursor)
+
+    def events_of(environment: str, run_id: str) -> Callable[[str | None], object]:
+        return lambda cursor: operator.list_run_events(environment, run_id, limit=page, cursor=cursor)
+
+    for environment in environments:
+        listed = collect_pages(runs_of(environment), limit=page)
+        view.append(("list_runs", environment, [document_of(item) for item in listed]))
+    for environment, run_id in runs:
+        found = operator.get_run(environment, run_id)
+        view.append(("get_run", environment, run_id, None if found is None else document_of(found)))
+        events = collect_pages(events_of(environment, run_id), limit=page)
+        view.append(("list_run_events", environment, run_id, [document_of(item) for item in events]))
+    return view
+
+
+def _offers_operator_reads(driver: StorageDriver) -> bool:
+    return all(callable(getattr(driver, name, None)) for name in ("get_run", "list_runs", "list_run_events"))
+
+
+def _compare_operator_reads(sides: Sides, *, eventual: bool) -> None:
+    """Where both drivers offer operator reads: every environment and run the program touched reads the
+    same through them on each instance as on the reference (settled first on an eventual index)."""
+    if not (_offers_operator_reads(sides.reference) and all(map(_offers_operator_reads, sides.tested))):
+        return
+    from runlane_conformance.contract.catalog import StorageTableName as Table
+
+    runs = sorted(
+        {
+            (str(key.id[0]), str(key.id[1]))
+            for key in sides.keys.values()
+            if key.table in (Table.RUNS, Table.EVENTS, Table.TOMBSTONES) and len(key.id) >= 2
+        }
+    )
+    environments = sorted({environment for environment, _ in runs})
+    if not runs:
+        return
+    expected = _operator_view(sides.reference, environments, runs)
+    for instance, driver in enumerate(sides.tested):
+
+        def compare(driver: StorageDriver = driver, instance: int = instance) -> None:
+            got = _operator_view(driver, environments, runs)
+            for mine, theirs in zip(got, expected, strict=True):
+                if mine != theirs:
+                    raise sides.fail(
+                        READS,
+                        f"after the program, instance {instance}'s operator read {theirs[0]} of "
+                        f"{theirs[1:-1]!r} differs",
+                        repr(mine[-1])[:400],
+                        repr(theirs[-1])[:400],
+                    )
+
+        until_store_indexed(sides.store, compare, eventual=eventual)
+        _cover(READS, operator=f"instance {instance}")
 
 
 def run_program(
@@ -899,29 +1438,49 @@ def run_program(
     reference_store, reference = open_reference(clock, limits)
     sides = Sides(tested, reference, store, reference_store, clock)
     eventual = indexes_are_eventual(tested[0])
-    program = Program(instances, limits, bool(tested[0].profile.exclusive_candidates))
+    program = Program(
+        instances,
+        limits,
+        bool(tested[0].profile.exclusive_candidates),
+        append=bool(tested[0].profile.append) and bool(reference.profile.append),
+    )
+    pace = CompetitorPace()
+
+    def run(step: Step) -> None:
+        if isinstance(step, Jump):
+            clock.at += JUMPS[step.name]
+            _cover(READS, jump=step.name)
+            _cover(SCANS, jump=step.name)
+        elif isinstance(step, Transact):
+            do_transact(sides, step, pace)
+        elif isinstance(step, Compete):
+            do_compete(sides, step, pace)
+        elif isinstance(step, Append):
+            do_append(sides, step)
+        elif family_filter != READS:
+            for variant in _variants(step):
+                do_scan(sides, variant, eventual=eventual)
+            _cover(SCANS, repeated="yes" if step.repeated else "no")
+        program.note(step)
+
     for number in itertools.count(1):
         if number > steps:
             break
         step = draw(program.steps)
         sides.history.append(str(step))
         yield str(step)
-        if isinstance(step, Jump):
-            clock.at += JUMPS[step.name]
-            _cover(READS, jump=step.name)
-            _cover(SCANS, jump=step.name)
-        elif isinstance(step, Transact):
-            do_transact(sides, step)
-        elif family_filter != READS:
-            for variant in _variants(step):
-                do_scan(sides, variant, eventual=eventual)
-        program.note(step)
+        run(step)
+    for step in draw(program.sweeps):
+        sides.history.append(f"(sweep) {step}")
+        yield str(step)
+        run(step)
+    pages = (1, draw(st.integers(2, max(2, min(3, limits.max_query_results)))))
     # Read back decades later: nothing the contract keeps may expire, whatever dates it carries.
     clock.at += JUMPS["years"]
     sides.history.append(
         "(after the program, the clock decades later) every touched key and index scope read back"
     )
-    compare_everything(sides, eventual=eventual, limits=limits, scans=family_filter != READS)
+    compare_everything(sides, eventual=eventual, limits=limits, scans=family_filter != READS, pages=pages)
 
 
 def coverage_json() -> str:

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
 
-from .model import Attempt, History, Outcome, Read, Scan, Seen, Write, WriteKind
-from .search import Edge, EdgeKind, search_cycles
+from .model import Attempt, History, IndexEntry, Outcome, Read, Scan, Seen, Write, WriteKind
+from .search import READS, Edge, EdgeKind, reachable, search_cycles
 
 __all__ = [
     "LEVELS",
@@ -275,6 +275,19 @@ def describe_attempt(attempt: Attempt) -> str:
             parts.append(f"append {op.stream}/{op.partition} {len(op.values)} value(s)")
     where = f"client {attempt.client}, instance {attempt.instance}, process {attempt.process}"
     return f"{attempt.id} [{attempt.outcome.value}; {where}]: " + "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class _Version:
+    """One state of a key in its version order: the value (``None``: unborn or deleted), its writer."""
+
+    value: str | None
+    writer: int | None  # index into history.attempts; None for the unborn state
+    entry: IndexEntry | None
+
+
+#: Edges that hold once (creator, reader) is proven: creator reaches reader over ww/wr edges.
+_Pending = list[tuple[int, int, int, int, Edge]]
 
 
 @dataclass(frozen=True)
@@ -531,6 +544,15 @@ class _Builder:
         self.deleted: set[str] = set()
         self.create_value: dict[str, str] = {}
         self.next_value: dict[str, str | None] = {}
+        self.next_writer: dict[str, int] = {}
+        # Keys an attempt of unknown outcome wrote without anyone observing it: it may have committed, so
+        # the committed versions may not be all the versions, and an absence may be its delete.
+        self.uncertain: set[str] = {
+            op.key
+            for index, attempt in enumerate(self.attempts)
+            if attempt.outcome is Outcome.UNKNOWN and index not in self.committed
+            for op in attempt.writes
+        }
         for writer in sorted(self.committed):
             attempt = self.attempts[writer]
             for op in attempt.writes:
@@ -544,6 +566,7 @@ class _Builder:
                 previous = op.supersedes.value
                 self.successors[previous].append(writer)
                 self.next_value[previous] = op.value
+                self.next_writer[previous] = writer
                 source = self.by_value.get(previous)
                 if source is not None and source.attempt in self.committed:
                     self.edge(
@@ -584,48 +607,111 @@ class _Builder:
                     )
                 )
 
-    def _linear_chain(self, key: str) -> list[str] | None:
-        """The committed values of ``key`` in version order, when the history fixes that order exactly."""
-        if key in self.deleted or len(self.creates.get(key, ())) != 1 or key not in self.create_value:
+    def _chain(self, key: str) -> list[_Version] | None:
+        """Every committed version of ``key`` in order, the unborn state first and any delete last.
+
+        ``None`` when the history does not fix that order exactly: the key was created more than once,
+        two attempts superseded one version, or an attempt of unknown outcome wrote it unobserved.
+        """
+        if key in self.uncertain or len(self.creates.get(key, ())) != 1 or key not in self.create_value:
             return None
-        chain = [self.create_value[key]]
+        first = self.create_value[key]
+        chain = [
+            _Version(None, None, None),
+            _Version(first, self.by_value[first].attempt, self._entry(first)),
+        ]
         while True:
-            after = self.successors.get(chain[-1])
+            current = chain[-1].value
+            assert current is not None
+            after = self.successors.get(current)
             if not after:
                 return chain
             if len(after) > 1:
                 return None
-            following = self.next_value.get(chain[-1])
-            if following is None:
-                return None
-            chain.append(following)
+            following = self.next_value.get(current)
+            if following is None:  # a delete: the key is dead, and was never created again
+                chain.append(_Version(None, self.next_writer[current], None))
+                return chain
+            chain.append(_Version(following, self.next_writer[current], self._entry(following)))
 
-    # -- anti-dependencies ------------------------------------------------------------------------
+    def _entry(self, value: str) -> IndexEntry | None:
+        return self.by_value[value].write.entry
+
+    # -- anti-dependencies and what absences read ---------------------------------------------------
 
     def anti_dependencies(self) -> None:
-        chains: dict[tuple[str, str], list[tuple[str, str, list[str]]]] = defaultdict(list)
-        for key in sorted(self.create_value):
-            chain = self._linear_chain(key)
-            if chain is None:
-                continue
-            last = self.by_value[chain[-1]].write.entry
-            if last is not None:
-                chains[(last.index, last.partition)].append((last.sort, key, chain))
-        for entries in chains.values():
-            entries.sort()
-        for reader in sorted(self.committed):
-            attempt = self.attempts[reader]
-            for op in attempt.ops:
-                if isinstance(op, Read):
-                    self._item_anti(reader, op)
-                elif isinstance(op, Scan) and op.exact and not op.exclusive:
-                    self._predicate_anti(reader, op, chains.get((op.index, op.partition), []))
+        """Item and predicate edges from every read, Elle's closed-predicate rules for what a page omits.
 
-    def _item_anti(self, reader: int, op: Read) -> None:
+        A point read of a version gives ``rw`` edges to the attempts that superseded it; a point read of
+        an absent key read the state before its create (``rw`` to the creator) or, once deleted, the
+        delete (``wr`` from the deleter). An exact page's version set holds, for every key that ever had
+        an entry where the page looked, the version it listed or else one that did not match: when only
+        one committed version could be it, that version was read (``pwr`` from its writer), and every
+        later version that changes whether the key matches is a predicate anti-dependency (``prw``).
+
+        The state before a key's create and the delete that ended it both read as absent. The creator
+        reaching the reader over ``ww``/``wr`` edges settles it: had the reader seen the key unborn, that
+        path and the reader's anti-dependency on the creator would close a G-single, so the reading of the
+        later state is drawn, and its edge says so. Otherwise no edge is drawn: only provable cycles.
+        """
+        self.chains: dict[str, list[_Version] | None] = {}
+        keys: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+        for key in sorted(self.create_value):
+            chain = self.chains[key] = self._chain(key)
+            for version in chain or ():
+                if version.entry is not None:
+                    keys[(version.entry.index, version.entry.partition)].add((version.entry.sort, key))
+        ranges = {where: sorted(found) for where, found in keys.items()}
+        depends: dict[int, list[int]] = {
+            source: [
+                t
+                for t, labels in targets.items()
+                if any(e.kind in READS or e.kind is EdgeKind.WW for e in labels)
+            ]
+            for source, targets in self.adjacency.items()
+        }
+        pending: _Pending = []
+        for reader in sorted(self.committed):
+            for op in self.attempts[reader].ops:
+                if isinstance(op, Read):
+                    self._item_anti(reader, op, pending)
+                elif isinstance(op, Scan) and op.exact and not op.exclusive:
+                    self._predicate(reader, op, ranges.get((op.index, op.partition), []), pending)
+        if pending:
+            proven = reachable(depends, lambda n: depends.get(n, ()), ((c, r) for c, r, _, _, _ in pending))
+            for creator, reader, source, target, edge in pending:
+                if (creator, reader) in proven:
+                    self.edge(source, target, edge)
+
+    def _item_anti(self, reader: int, op: Read, pending: _Pending) -> None:
         name = self.name(reader)
         if op.seen is None:
+            if op.key in self.uncertain:
+                return  # an unobserved attempt of unknown outcome may have deleted it
             if op.key in self.deleted:
-                return  # which absence it saw (before the create or after a delete) is unknown
+                chain = self.chains.get(op.key)
+                if chain is None or chain[-1].value is not None:
+                    return  # deleted and created again: which absence it saw is unknown
+                creator, deleter = chain[1].writer, chain[-1].writer
+                assert creator is not None and deleter is not None
+                if creator != reader and deleter != reader:
+                    pending.append(
+                        (
+                            creator,
+                            reader,
+                            deleter,
+                            reader,
+                            Edge(
+                                EdgeKind.WR,
+                                op.key,
+                                f"{name} read {op.key} absent after {self.name(deleter)} deleted it "
+                                f"(inferred: {self.name(creator)}, which created it, precedes {name} by "
+                                f"ww/wr edges; had {name} read it before its create, {name} -rw-> "
+                                f"{self.name(creator)} would close a G-single)",
+                            ),
+                        )
+                    )
+                return
             for creator in self.creates.get(op.key, ()):
                 self.edge(
                     reader,
@@ -646,7 +732,7 @@ class _Builder:
                 ),
             )
 
-    def _predicate_anti(self, reader: int, scan: Scan, chains: list[tuple[str, str, list[str]]]) -> None:
+    def _predicate(self, reader: int, scan: Scan, entries: list[tuple[str, str]], pending: _Pending) -> None:
         name = self.name(reader)
         listed = {item.key: item.value for item in scan.items}
         for item in scan.items:
@@ -662,34 +748,108 @@ class _Builder:
                         f"{name}'s scan listed {item.key}={item.value}, {self.name(writer)} superseded it",
                     ),
                 )
-        lo = 0 if scan.lower is None else bisect.bisect_left(chains, (scan.lower.value,))
-        for sort, key, chain in chains[lo:]:
+        lo = 0 if scan.lower is None else bisect.bisect_left(entries, (scan.lower.value,))
+        done: set[str] = set()
+        for sort, key in entries[lo:]:
             if scan.upper is not None and sort > scan.upper.value:
                 break
+            if key in done or not scan.in_range(sort):
+                continue
+            done.add(key)
+            chain = self.chains.get(key)
+            if chain is None:
+                continue
+            matches = [self._matches(scan, key, version) for version in chain]
             if key in listed:
+                value = listed[key]
+                chosen = next(
+                    (i for i, v in enumerate(chain) if value is not None and v.value == value), None
+                )
+                if chosen is not None:
+                    for edge_source, edge_target, edge in self._read_edges(
+                        reader, key, chain, matches, chosen
+                    ):
+                        if edge.kind is EdgeKind.PRW:
+                            self.edge(edge_source, edge_target, edge)
                 continue
-            # The latest version lies inside the page; find where the run of inside versions begins.
-            start = len(chain)
-            while start > 0:
-                entry = self.by_value[chain[start - 1]].write.entry
-                if entry is None or (entry.index, entry.partition) != (scan.index, scan.partition):
-                    break
-                if not scan.covers(entry.sort, key):
-                    break
-                start -= 1
-            if start == len(chain):
-                continue
-            writer = self.by_value[chain[start]].attempt
-            self.edge(
+            candidates = [i for i, match in enumerate(matches) if not match]
+            for later in range(candidates[-1] + 1, len(chain)):  # after every candidate: a change whichever
+                self.edge(reader, *self._prw(reader, key, chain[later], matches[later]))
+            if len(candidates) == 1:
+                for edge_source, edge_target, edge in self._read_edges(reader, key, chain, matches, 0):
+                    self.edge(edge_source, edge_target, edge)
+            elif len(candidates) == 2 and candidates[0] == 0:
+                creator = chain[1].writer
+                assert creator is not None
+                if creator == reader:
+                    continue
+                for edge_source, edge_target, edge in self._read_edges(
+                    reader, key, chain, matches, candidates[1], inferred=creator
+                ):
+                    pending.append((creator, reader, edge_source, edge_target, edge))
+
+    def _read_edges(
+        self,
+        reader: int,
+        key: str,
+        chain: list[_Version],
+        matches: list[bool],
+        chosen: int,
+        inferred: int | None = None,
+    ) -> Iterable[tuple[int, int, Edge]]:
+        """The edges of version ``chosen`` of ``key`` in a page's version set: who wrote it, who changed it.
+
+        ``inferred``: the version is known only because ``inferred`` (the key's creator) precedes the
+        reader; every edge says so.
+        """
+        name = self.name(reader)
+        note = ""
+        if inferred is not None:
+            creator = self.name(inferred)
+            note = (
+                f" (inferred: {creator}, which created {key}, precedes {name} by ww/wr edges; had {name} "
+                f"seen {key} before its create, {name} -prw-> {creator} would close a G-single)"
+            )
+        source = chain[chosen].writer
+        if chosen > 0 and source is not None and source != reader:
+            what = "deleted" if chain[chosen].value is None else f"wrote {chain[chosen].value} outside"
+            yield (
+                source,
                 reader,
-                writer,
                 Edge(
-                    EdgeKind.PRW,
+                    EdgeKind.PWR,
                     key,
-                    f"{name}'s scan saw no entry of {key}, "
-                    f"{self.name(writer)} put {chain[start]} inside its range",
+                    f"{name}'s scan saw no entry of {key}: {self.name(source)} {what} its range{note}",
                 ),
             )
+        for later in range(chosen + 1, len(chain)):
+            if matches[later] != matches[chosen]:
+                target, edge = self._prw(reader, key, chain[later], matches[later], note)
+                yield reader, target, edge
+
+    def _prw(
+        self, reader: int, key: str, version: _Version, inside: bool, note: str = ""
+    ) -> tuple[int, Edge]:
+        writer = version.writer
+        assert writer is not None
+        if version.value is None:
+            change = "deleted it"
+        else:
+            change = f"put {version.value} {'inside' if inside else 'out of'} its range"
+        return writer, Edge(
+            EdgeKind.PRW,
+            key,
+            f"{self.name(reader)}'s scan read {key} before {self.name(writer)} {change}{note}",
+        )
+
+    def _matches(self, scan: Scan, key: str, version: _Version) -> bool:
+        entry = version.entry
+        return (
+            version.value is not None
+            and entry is not None
+            and (entry.index, entry.partition) == (scan.index, scan.partition)
+            and scan.covers(entry.sort, key)
+        )
 
     # -- cycles -----------------------------------------------------------------------------------
 

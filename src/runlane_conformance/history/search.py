@@ -36,11 +36,13 @@ from enum import StrEnum
 
 __all__ = [
     "ANTI",
+    "READS",
     "SEARCH_STEPS_FLOOR",
     "SEARCH_STEPS_PER_EDGE",
     "Edge",
     "EdgeKind",
     "Search",
+    "reachable",
     "search_cycles",
 ]
 
@@ -50,14 +52,18 @@ SEARCH_STEPS_FLOOR = 1_000_000
 
 
 class EdgeKind(StrEnum):
+    """``pwr``/``prw`` are the predicate forms of ``wr``/``rw``: what an index page implies by omission."""
+
     WW = "ww"
     WR = "wr"
+    PWR = "pwr"
     RW = "rw"
     PRW = "prw"
 
 
 ANTI = frozenset({EdgeKind.RW, EdgeKind.PRW})
-_DEPENDS = frozenset({EdgeKind.WW, EdgeKind.WR})
+READS = frozenset({EdgeKind.WR, EdgeKind.PWR})
+_DEPENDS = frozenset({EdgeKind.WW}) | READS
 _ALL = frozenset(EdgeKind)
 
 
@@ -92,7 +98,7 @@ def _g0(extra: Extra, kind: EdgeKind) -> Extra:
 
 
 def _g1c(extra: Extra, kind: EdgeKind) -> Extra:
-    return (1,) if kind is EdgeKind.WR else extra
+    return (1,) if kind in READS else extra
 
 
 def _single(extra: Extra, kind: EdgeKind) -> Extra | None:
@@ -120,7 +126,7 @@ def _predicate(extra: Extra, kind: EdgeKind) -> Extra:
 
 SPECS: tuple[_Spec, ...] = (
     _Spec("G0", frozenset({EdgeKind.WW}), frozenset({EdgeKind.WW}), _g0, lambda e: True, ()),
-    _Spec("G1c", _DEPENDS, frozenset({EdgeKind.WR}), _g1c, lambda e: e[0] == 1, (0,)),
+    _Spec("G1c", _DEPENDS, READS, _g1c, lambda e: e[0] == 1, (0,)),
     _Spec("G-single", _ALL, ANTI, _single, lambda e: e[0] == 1, (0,)),
     _Spec(
         "G-nonadjacent",
@@ -132,7 +138,7 @@ SPECS: tuple[_Spec, ...] = (
     ),
     _Spec(
         "G2-item",
-        frozenset({EdgeKind.WW, EdgeKind.WR, EdgeKind.RW}),
+        _DEPENDS | {EdgeKind.RW},
         frozenset({EdgeKind.RW}),
         _item,
         lambda e: e[0] >= 2,
@@ -306,6 +312,45 @@ def _single_starts(edges: dict[int, list[tuple[int, Edge]]], nodes: list[int]) -
             if target_bit is not None and reach[component[v]] & target_bit:
                 found.add(u)
     return sorted(found)
+
+
+def reachable(
+    nodes: Iterable[int], out: Callable[[int], Iterable[int]], pairs: Iterable[tuple[int, int]]
+) -> set[tuple[int, int]]:
+    """The pairs ``(a, b)`` with a path from ``a`` to ``b`` (``a == b`` only through a cycle).
+
+    Bit sets over the condensation, 4,096 targets at a time: every edge is looked at once per chunk.
+    """
+    wanted = sorted(set(pairs))
+    if not wanted:
+        return set()
+    ordered = sorted(set(nodes) | {n for pair in wanted for n in pair})
+    component = _components(ordered, out)
+    count = max(component.values()) + 1
+    successors: list[set[int]] = [set() for _ in range(count)]
+    cyclic = [False] * count
+    for source in ordered:
+        for target in out(source):
+            if component[source] != component[target]:
+                successors[component[source]].add(component[target])
+            else:
+                cyclic[component[source]] = True
+    targets = sorted({component[b] for _, b in wanted})
+    found: set[tuple[int, int]] = set()
+    chunk = 4096
+    for begin in range(0, len(targets), chunk):
+        bit = {c: 1 << i for i, c in enumerate(targets[begin : begin + chunk])}
+        reach = [0] * count  # components reachable by a path of one edge or more
+        for c in range(count):  # sinks first (Tarjan numbers a component after all it reaches)
+            mask = bit.get(c, 0) if cyclic[c] else 0
+            for s in successors[c]:
+                mask |= reach[s] | bit.get(s, 0)
+            reach[c] = mask
+        for a, b in wanted:
+            target_bit = bit.get(component[b])
+            if target_bit is not None and reach[component[a]] & target_bit:
+                found.add((a, b))
+    return found
 
 
 def _nonadjacent_starts(edges: dict[int, list[tuple[int, Edge]]], nodes: list[int]) -> list[int]:

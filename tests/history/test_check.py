@@ -402,3 +402,16 @@ def test_an_unobserved_delete_of_unknown_outcome_leaves_an_absence_unexplained()
         txn("u", read("k", "1", "k0"), delete("k", "1", "k0"), outcome=Outcome.UNKNOWN),
         txn("t2", read("w", "2", "w0"), scan(lower="a", upper="m")),
     )
+
+
+def test_an_exact_page_that_leaves_out_a_key_the_attempt_just_read_inside_its_range_is_internal() -> None:
+    setup = txn("t0", create("k", "k0", sort="c"))
+    for page, internal in (
+        (scan(lower="a", upper="m"), True),
+        (scan(("c", "k", "k0"), lower="a", upper="m"), False),
+        (scan(lower="d", upper="m"), False),  # k's entry lies outside the range
+        (scan(lower="a", upper="m", exact=False), False),  # a lagging index may miss it
+        (scan(lower="a", upper="m", exclusive=True), False),  # another attempt may hold it
+    ):
+        found = check_history(History((setup, txn("t1", read("k", "1", "k0"), page)))).anomalies
+        assert (Anomaly.INTERNAL in found) is internal, (page, found)

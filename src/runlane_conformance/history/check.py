@@ -461,8 +461,9 @@ class _Builder:
 
         After the attempt wrote a key, a read must show that write (a delete: absent); after it read a
         key without writing it, a later read must show the same version. A scan listing a key the
-        attempt wrote must list that write's entry. A replace or delete must name the version the
-        attempt last saw.
+        attempt wrote must list that write's entry, and an exact page must list every key whose version
+        the attempt read or wrote before has its entry where the page looked. A replace or delete must
+        name the version the attempt last saw.
         """
         for index in sorted(self.committed):
             attempt = self.attempts[index]
@@ -475,6 +476,10 @@ class _Builder:
                     # A page of an eventual index lists candidates, which may lag what a point read of
                     # the same attempt saw: only a page the driver promised current is evidence here.
                     observed.extend((i.key, i.value, "listed") for i in op.items if i.value is not None)
+                    if not op.exclusive:
+                        missed = self._omitted(op, known)
+                        if missed is not None:
+                            self.findings.append(Finding(Anomaly.INTERNAL, (attempt.id,), (), missed))
                 elif isinstance(op, Write) and op.supersedes is not None:
                     observed.append((op.key, op.supersedes.value, f"{op.kind.value}d"))
                 elif isinstance(op, Write):
@@ -501,6 +506,24 @@ class _Builder:
                         known[key] = (value, "read")
                 if isinstance(op, Write):
                     known[op.key] = (op.value, "wrote" if op.value is not None else "deleted it: expected")
+
+    def _omitted(self, scan: Scan, known: dict[str, tuple[str | None, str]]) -> str | None:
+        """How an exact page left out a key the attempt knows is in it (``None``: it left out none)."""
+        listed = {item.key for item in scan.items}
+        for key in sorted(known):
+            value, how = known[key]
+            written = None if value is None or key in listed else self.by_value.get(value)
+            entry = None if written is None else written.write.entry
+            if (
+                entry is not None
+                and (entry.index, entry.partition) == (scan.index, scan.partition)
+                and scan.covers(entry.sort, key)
+            ):
+                return (
+                    f"its scan of {scan.index}/{scan.partition} left out {key}, though it {how} {value}, "
+                    f"whose entry {entry.sort} lies where the page looked"
+                )
+        return None
 
     def _unindexed(self, value: str) -> bool:
         written = self.by_value.get(value)

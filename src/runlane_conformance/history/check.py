@@ -4,17 +4,25 @@ Edges (between committed attempts ``T`` and ``U``), all exact because every
 written value is unique and every replace/delete names what it superseded:
 
 * ``ww``: ``U`` replaced or deleted the version ``T`` wrote;
-* ``wr``: ``U`` read (point read or index entry) the version ``T`` wrote;
+* ``wr``: ``U`` read (point read or index entry) the version ``T`` wrote, or
+  read a key absent that ``T`` had deleted;
 * ``rw`` (item anti-dependency): ``T`` point-read a version (or the key's
   absence) that ``U`` then superseded (or created);
-* ``prw`` (predicate anti-dependency): an exact index page of ``T`` would
-  have come back different with ``U``'s write: ``U`` superseded an entry
-  ``T`` listed, or put an entry inside the range ``T`` looked at where ``T``
-  listed none, and no later version of that key could explain ``T``'s page.
+* ``pwr``/``prw`` (predicate dependencies, Elle's closed-predicate rules): an
+  exact index page reads, for every key that ever had an entry where it
+  looked, the version it listed or one that did not match. When only one
+  committed version can be it (a delete or a move out of the range, say),
+  its writer ``T`` gives ``T -pwr-> U``; every later version that changes
+  whether the key matches gives ``U -prw->`` its writer (so does any write
+  superseding a listed entry).
 
-Where the history cannot say which state a read saw (a key read as absent
-after it was deleted, or a key created more than once), no edge is drawn:
-the checker only reports cycles it can prove, never guesses.
+A key read as absent was either not yet created or deleted. The unborn state
+is ruled out only when the key's creator reaches the reader over ``ww``/``wr``
+edges: had the reader seen the key unborn, its anti-dependency on the creator
+would close a G-single with that path, so the edge drawn says so. Otherwise,
+and wherever the history cannot say which state a read saw (a key created
+more than once; one written by an unobserved attempt of unknown outcome),
+no edge is drawn: the checker only reports cycles it can prove.
 
 Cycle classes, each with the *shortest* simple cycle of its kind (see
 ``search``: whether a class occurs is decided completely; only the choice of

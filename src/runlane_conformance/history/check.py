@@ -18,8 +18,11 @@ written value is unique and every replace/delete names what it superseded:
 
 A key read as absent was either not yet created or deleted. The unborn state
 is ruled out only when the key's creator reaches the reader over ``ww``/``wr``
-edges: had the reader seen the key unborn, its anti-dependency on the creator
-would close a G-single with that path, so the edge drawn says so. Otherwise,
+edges, and then only as one of two readings: had the reader seen the key
+unborn, its anti-dependency on the creator closes a G-single with that path.
+Edges drawn on that ground are ``inferred``: a cycle through one proves a
+G-single or worse and no more, so G0 and G1c never use one (see ``search``).
+Otherwise,
 and wherever the history cannot say which state a read saw (a key created
 more than once; one written by an unobserved attempt of unknown outcome),
 no edge is drawn: the checker only reports cycles it can prove.
@@ -27,8 +30,9 @@ no edge is drawn: the checker only reports cycles it can prove.
 Cycle classes, each with the *shortest* simple cycle of its kind (see
 ``search``: whether a class occurs is decided completely; only the choice of
 the shortest witness has a bound, and the report names it when reached):
-``G0`` (only ``ww``), ``G1c`` (``ww``/``wr`` with at least one ``wr``),
-``G-single`` (exactly one anti-dependency), ``G-nonadjacent`` (two or more,
+``G0`` (only ``ww``), ``G1c`` (``ww``/``wr``/``pwr`` with at least one read;
+neither uses an inferred edge), ``G-single`` (exactly one anti-dependency, or
+none and an inferred read), ``G-nonadjacent`` (two or more,
 no two in a row), ``G2-item`` (two or more item anti-dependencies, no
 predicate one), ``G2`` (at least one predicate anti-dependency, two or more
 in all). Findings that are not cycles: ``G1a`` (a committed attempt observed
@@ -739,6 +743,7 @@ class _Builder:
                                 f"(inferred: {self.name(creator)}, which created it, precedes {name} by "
                                 f"ww/wr edges; had {name} read it before its create, {name} -rw-> "
                                 f"{self.name(creator)} would close a G-single)",
+                                inferred=True,
                             ),
                         )
                     )
@@ -851,6 +856,7 @@ class _Builder:
                     EdgeKind.PWR,
                     key,
                     f"{name}'s scan saw no entry of {key}: {self.name(source)} {what} its range{note}",
+                    inferred=inferred is not None,
                 ),
             )
         for later in range(chosen + 1, len(chain)):
@@ -871,6 +877,7 @@ class _Builder:
             EdgeKind.PRW,
             key,
             f"{self.name(reader)}'s scan read {key} before {self.name(writer)} {change}{note}",
+            inferred=bool(note),
         )
 
     def _matches(self, scan: Scan, key: str, version: _Version) -> bool:

@@ -684,10 +684,11 @@ class _Builder:
         one committed version could be it, that version was read (``pwr`` from its writer), and every
         later version that changes whether the key matches is a predicate anti-dependency (``prw``).
 
-        The state before a key's create and the delete that ended it both read as absent. The creator
-        reaching the reader over ``ww``/``wr`` edges settles it: had the reader seen the key unborn, that
-        path and the reader's anti-dependency on the creator would close a G-single, so the reading of the
-        later state is drawn, and its edge says so. Otherwise no edge is drawn: only provable cycles.
+        The state before a key's create and the delete that ended it both read as absent. When the creator
+        reaches the reader over ``ww``/``wr`` edges, the later state is drawn as an ``inferred`` edge: had
+        the reader seen the key unborn instead, that path and its anti-dependency on the creator close a
+        G-single, so a cycle through the edge proves a G-single or worse either way. Without such a path
+        no edge is drawn: only provable cycles.
         """
         self.chains: dict[str, list[_Version] | None] = {}
         keys: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)

@@ -10,7 +10,12 @@ Then the buried anomaly: our translation of Elle's ``unfindable-g-single``
 (a 1,000-attempt cycle with one anti-dependency in a sea of 29,000 attempts
 of write-skew noise, on which Elle's own search times out), with the noise
 recorded after the ring and before it; the G-single must be named either way.
-Prints attempts, edges, the classes found and the median CPU time of
+Last, one predicate anomaly buried in the clean history: our translation of
+Elle's ``g1c-predicate-read-unseen-universe-delete`` (two attempts that each
+delete a key and scan, and each page omits the key the other deleted), on an
+index partition of its own. It rests on what the pages left out: a G1c if
+each absence was the other's delete, a G-single through the creator if not;
+the G-single must be named. Prints attempts, edges, the classes found and the median CPU time of
 ``--repeat`` runs (CPU, not wall clock: the machine is shared). The
 checker's time, not the workload's, is the figure of interest: a saved
 history is re-checked without any driver. The target: a clean history of
@@ -34,7 +39,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.history.histories import unfindable_g_single
 
-from runlane_conformance.history import Anomaly, History, check_history
+from runlane_conformance.history import (
+    Anomaly,
+    Attempt,
+    History,
+    IndexEntry,
+    Outcome,
+    Scan,
+    Seen,
+    Write,
+    WriteKind,
+    check_history,
+)
 from runlane_conformance.local.harness import local_harness
 from runlane_conformance.suites._histories_support import CLIENTS, record_concurrent_history
 
@@ -74,8 +90,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     print(f"history checker on {args.transactions:,} transactions (median of {args.repeat})")
+    clean = History(())
     for label, weak in (("serializable (local)", False), ("snapshot isolation (local, weakened)", True)):
-        _time(label, record(args.transactions, weak=weak, seed=args.seed), args.repeat, clean=not weak)
+        recorded = record(args.transactions, weak=weak, seed=args.seed)
+        _time(label, recorded, args.repeat, clean=not weak)
+        if not weak:
+            clean = recorded
     attempts = unfindable_g_single(1000, 30)
     ring = tuple(a for a in attempts if a.id.startswith("ring"))
     rest = tuple(a for a in attempts if not a.id.startswith("ring"))
@@ -85,6 +105,34 @@ def main(argv: list[str] | None = None) -> None:
     ):
         report = _time(label, History(order), args.repeat, clean=False)
         assert Anomaly.G_SINGLE in report.anomalies, f"{label}: the G-single was not named"
+    buried = History((*clean.attempts, *_predicate_g1c()), clean.meta)
+    label = "buried G-single through scans, in the serializable history"
+    report = _time(label, buried, args.repeat, clean=False)
+    assert Anomaly.G_SINGLE in report.anomalies, "the buried predicate anomaly was not named"
+
+
+def _predicate_g1c() -> tuple[Attempt, ...]:
+    """Elle's universe-delete case: t0 creates x and y; t1 and t2 each delete one and scan the partition."""
+    where = IndexEntry("LeasesByExpiry", "buried-elle", "0")
+
+    def attempt(name: str, *ops: Write | Scan) -> Attempt:
+        return Attempt(name, name, 9, 9, 9, ops, Outcome.COMMITTED)
+
+    def page() -> Scan:
+        return Scan(where.index, where.partition, None, None, False, 10, False, True, ())
+
+    def remove(key: str) -> Write:
+        return Write(key, WriteKind.DELETE, Seen("1", f"{key}0"), None)
+
+    return (
+        attempt(
+            "elle-t0",
+            Write("elle-x", WriteKind.CREATE, None, "elle-x0", where),
+            Write("elle-y", WriteKind.CREATE, None, "elle-y0", where),
+        ),
+        attempt("elle-t1", remove("elle-x"), page()),
+        attempt("elle-t2", remove("elle-y"), page()),
+    )
 
 
 def _time(label: str, history: History, repeat: int, *, clean: bool) -> Any:

@@ -321,3 +321,100 @@ def test_a_page_that_misses_a_write_whose_sibling_was_read_is_read_skew() -> Non
     assert report.anomalies == {Anomaly.G_SINGLE}
     assert sorted(s.edge.kind for s in report.findings[0].steps) == [EdgeKind.PRW, EdgeKind.WR]
     assert report.render(history) == check_history(history).render(history)
+
+
+# -- what absences read: deletes, moves out of a range, and when the history cannot say ------------------
+
+
+def test_an_absent_read_of_a_deleted_key_after_its_creator_is_the_delete_or_else_read_skew() -> None:
+    # t2 saw t0's y, so t0 (which created x) precedes it: its absent x is t1's delete (t1 -wr-> t2), and t1
+    # read t2's w: a cycle of reads (G1c). Had t2 seen x before t0 created it, t2 -rw-> t0 -wr-> t2 is a
+    # G-single. Either way there is read skew, and no more is proven: the G-single is reported.
+    history = History(
+        (
+            SETUP,
+            txn("t1", read("x", "1", "x0"), read("w", "5", "w2"), delete("x", "1", "x0")),
+            txn("t2", read("x"), read("y", "2", "y0"), create("w", "w2")),
+        )
+    )
+    report = check_history(history)
+    assert report.anomalies == {Anomaly.G_SINGLE}
+    (finding,) = report.of(Anomaly.G_SINGLE)
+    inferred = [s for s in finding.steps if s.edge.inferred]
+    assert [s.edge.kind for s in inferred] == [EdgeKind.WR] and "G-single" in inferred[0].edge.detail
+    assert (inferred[0].source, inferred[0].target, inferred[0].edge.key) == ("t1", "t2", "x")
+
+
+def test_an_absent_read_whose_creator_does_not_precede_the_reader_draws_no_edge() -> None:
+    # Nothing orders t0 before t2, so t2 may have read x before its create: serial t2, t0, t1.
+    assert not anomalies(
+        txn("t0", create("x", "x0")),
+        txn("t1", read("x", "1", "x0"), read("w", "5", "w2"), delete("x", "1", "x0")),
+        txn("t2", read("x"), create("w", "w2")),
+    )
+
+
+def test_a_page_that_omits_a_key_read_the_version_that_moved_it_out_of_the_range() -> None:
+    # k was inside [a, m) (k0) and t1 moved it out (k1); t2 saw t0's w, so its page without k read k1: t1
+    # -pwr-> t2, and t1 read t2's z: a cycle with no anti-dependency, or, had t2 seen k before t0 created
+    # it, a G-single through t0: read skew either way.
+    history = History(
+        (
+            txn("t0", create("k", "k0", sort="c"), create("w", "w0")),
+            txn("t1", read("k", "1", "k0"), read("z", "7", "z2"), replace("k", "1", "k0", "k1", sort="x")),
+            txn("t2", read("w", "2", "w0"), scan(lower="a", upper="m"), create("z", "z2")),
+        )
+    )
+    report = check_history(history)
+    assert report.anomalies == {Anomaly.G_SINGLE}
+    (finding,) = report.of(Anomaly.G_SINGLE)
+    assert [s.edge.kind for s in finding.steps if s.edge.inferred] == [EdgeKind.PWR]
+
+
+def test_a_page_listing_a_key_that_is_deleted_later_is_a_predicate_anti_dependency_on_the_delete() -> None:
+    # t2 listed k0 and t1 deleted it, yet t2 read t1's z: G-single through a prw to the delete.
+    history = History(
+        (
+            txn("t0", create("k", "k0", sort="c")),
+            txn("t1", read("k", "1", "k0"), delete("k", "1", "k0"), create("z", "z1")),
+            txn("t2", read("z", "7", "z1"), scan(("c", "k", "k0"), lower="a", upper="m")),
+        )
+    )
+    assert check_history(history).anomalies == {Anomaly.G_SINGLE}
+
+
+def test_a_lagging_index_page_reads_nothing_by_omission() -> None:
+    # The same history as above with an eventual index: its empty page is no evidence.
+    assert not anomalies(
+        txn("t0", create("k", "k0", sort="c"), create("w", "w0")),
+        txn("t1", read("k", "1", "k0"), read("z", "7", "z2"), replace("k", "1", "k0", "k1", sort="x")),
+        txn("t2", read("w", "2", "w0"), scan(lower="a", upper="m", exact=False), create("z", "z2")),
+    )
+
+
+def test_an_unobserved_delete_of_unknown_outcome_leaves_an_absence_unexplained() -> None:
+    # u's delete may have committed: t2's absent x may be it, so t2 -rw-> t0 (a false G-single with t0 -wr->
+    # t2) must not be drawn, nor a page's omission of k read as before its create.
+    assert not anomalies(
+        SETUP,
+        txn("u", read("x", "1", "x0"), delete("x", "1", "x0"), outcome=Outcome.UNKNOWN),
+        txn("t2", read("x"), read("y", "2", "y0")),
+    )
+    assert not anomalies(
+        txn("t0", create("k", "k0", sort="c"), create("w", "w0")),
+        txn("u", read("k", "1", "k0"), delete("k", "1", "k0"), outcome=Outcome.UNKNOWN),
+        txn("t2", read("w", "2", "w0"), scan(lower="a", upper="m")),
+    )
+
+
+def test_an_exact_page_that_leaves_out_a_key_the_attempt_just_read_inside_its_range_is_internal() -> None:
+    setup = txn("t0", create("k", "k0", sort="c"))
+    for page, internal in (
+        (scan(lower="a", upper="m"), True),
+        (scan(("c", "k", "k0"), lower="a", upper="m"), False),
+        (scan(lower="d", upper="m"), False),  # k's entry lies outside the range
+        (scan(lower="a", upper="m", exact=False), False),  # a lagging index may miss it
+        (scan(lower="a", upper="m", exclusive=True), False),  # another attempt may hold it
+    ):
+        found = check_history(History((setup, txn("t1", read("k", "1", "k0"), page)))).anomalies
+        assert (Anomaly.INTERNAL in found) is internal, (page, found)

@@ -4,23 +4,35 @@ Edges (between committed attempts ``T`` and ``U``), all exact because every
 written value is unique and every replace/delete names what it superseded:
 
 * ``ww``: ``U`` replaced or deleted the version ``T`` wrote;
-* ``wr``: ``U`` read (point read or index entry) the version ``T`` wrote;
+* ``wr``: ``U`` read (point read or index entry) the version ``T`` wrote, or
+  read a key absent that ``T`` had deleted;
 * ``rw`` (item anti-dependency): ``T`` point-read a version (or the key's
   absence) that ``U`` then superseded (or created);
-* ``prw`` (predicate anti-dependency): an exact index page of ``T`` would
-  have come back different with ``U``'s write: ``U`` superseded an entry
-  ``T`` listed, or put an entry inside the range ``T`` looked at where ``T``
-  listed none, and no later version of that key could explain ``T``'s page.
+* ``pwr``/``prw`` (predicate dependencies, Elle's closed-predicate rules): an
+  exact index page reads, for every key that ever had an entry where it
+  looked, the version it listed or one that did not match. When only one
+  committed version can be it (a delete or a move out of the range, say),
+  its writer ``T`` gives ``T -pwr-> U``; every later version that changes
+  whether the key matches gives ``U -prw->`` its writer (so does any write
+  superseding a listed entry).
 
-Where the history cannot say which state a read saw (a key read as absent
-after it was deleted, or a key created more than once), no edge is drawn:
-the checker only reports cycles it can prove, never guesses.
+A key read as absent was either not yet created or deleted. The unborn state
+is ruled out only when the key's creator reaches the reader over ``ww``/``wr``
+edges, and then only as one of two readings: had the reader seen the key
+unborn, its anti-dependency on the creator closes a G-single with that path.
+Edges drawn on that ground are ``inferred``: a cycle through one proves a
+G-single or worse and no more, so G0 and G1c never use one (see ``search``).
+Otherwise,
+and wherever the history cannot say which state a read saw (a key created
+more than once; one written by an unobserved attempt of unknown outcome),
+no edge is drawn: the checker only reports cycles it can prove.
 
 Cycle classes, each with the *shortest* simple cycle of its kind (see
 ``search``: whether a class occurs is decided completely; only the choice of
 the shortest witness has a bound, and the report names it when reached):
-``G0`` (only ``ww``), ``G1c`` (``ww``/``wr`` with at least one ``wr``),
-``G-single`` (exactly one anti-dependency), ``G-nonadjacent`` (two or more,
+``G0`` (only ``ww``), ``G1c`` (``ww``/``wr``/``pwr`` with at least one read;
+neither uses an inferred edge), ``G-single`` (exactly one anti-dependency, or
+none and an inferred read), ``G-nonadjacent`` (two or more,
 no two in a row), ``G2-item`` (two or more item anti-dependencies, no
 predicate one), ``G2`` (at least one predicate anti-dependency, two or more
 in all). Findings that are not cycles: ``G1a`` (a committed attempt observed
@@ -49,8 +61,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import groupby
 
-from .model import Attempt, History, Outcome, Read, Scan, Seen, Write, WriteKind
-from .search import Edge, EdgeKind, search_cycles
+from .model import Attempt, History, IndexEntry, Outcome, Read, Scan, Seen, Write, WriteKind
+from .search import READS, Edge, EdgeKind, reachable, search_cycles
 
 __all__ = [
     "LEVELS",
@@ -278,6 +290,19 @@ def describe_attempt(attempt: Attempt) -> str:
 
 
 @dataclass(frozen=True)
+class _Version:
+    """One state of a key in its version order: the value (``None``: unborn or deleted), its writer."""
+
+    value: str | None
+    writer: int | None  # index into history.attempts; None for the unborn state
+    entry: IndexEntry | None
+
+
+#: Edges that hold once (creator, reader) is proven: creator reaches reader over ww/wr edges.
+_Pending = list[tuple[int, int, int, int, Edge]]
+
+
+@dataclass(frozen=True)
 class _Written:
     attempt: int  # index into history.attempts
     write: Write
@@ -448,8 +473,9 @@ class _Builder:
 
         After the attempt wrote a key, a read must show that write (a delete: absent); after it read a
         key without writing it, a later read must show the same version. A scan listing a key the
-        attempt wrote must list that write's entry. A replace or delete must name the version the
-        attempt last saw.
+        attempt wrote must list that write's entry, and an exact page must list every key whose version
+        the attempt read or wrote before has its entry where the page looked. A replace or delete must
+        name the version the attempt last saw.
         """
         for index in sorted(self.committed):
             attempt = self.attempts[index]
@@ -462,6 +488,10 @@ class _Builder:
                     # A page of an eventual index lists candidates, which may lag what a point read of
                     # the same attempt saw: only a page the driver promised current is evidence here.
                     observed.extend((i.key, i.value, "listed") for i in op.items if i.value is not None)
+                    if not op.exclusive:
+                        missed = self._omitted(op, known)
+                        if missed is not None:
+                            self.findings.append(Finding(Anomaly.INTERNAL, (attempt.id,), (), missed))
                 elif isinstance(op, Write) and op.supersedes is not None:
                     observed.append((op.key, op.supersedes.value, f"{op.kind.value}d"))
                 elif isinstance(op, Write):
@@ -488,6 +518,24 @@ class _Builder:
                         known[key] = (value, "read")
                 if isinstance(op, Write):
                     known[op.key] = (op.value, "wrote" if op.value is not None else "deleted it: expected")
+
+    def _omitted(self, scan: Scan, known: dict[str, tuple[str | None, str]]) -> str | None:
+        """How an exact page left out a key the attempt knows is in it (``None``: it left out none)."""
+        listed = {item.key for item in scan.items}
+        for key in sorted(known):
+            value, how = known[key]
+            written = None if value is None or key in listed else self.by_value.get(value)
+            entry = None if written is None else written.write.entry
+            if (
+                entry is not None
+                and (entry.index, entry.partition) == (scan.index, scan.partition)
+                and scan.covers(entry.sort, key)
+            ):
+                return (
+                    f"its scan of {scan.index}/{scan.partition} left out {key}, though it {how} {value}, "
+                    f"whose entry {entry.sort} lies where the page looked"
+                )
+        return None
 
     def _unindexed(self, value: str) -> bool:
         written = self.by_value.get(value)
@@ -531,6 +579,15 @@ class _Builder:
         self.deleted: set[str] = set()
         self.create_value: dict[str, str] = {}
         self.next_value: dict[str, str | None] = {}
+        self.next_writer: dict[str, int] = {}
+        # Keys an attempt of unknown outcome wrote without anyone observing it: it may have committed, so
+        # the committed versions may not be all the versions, and an absence may be its delete.
+        self.uncertain: set[str] = {
+            op.key
+            for index, attempt in enumerate(self.attempts)
+            if attempt.outcome is Outcome.UNKNOWN and index not in self.committed
+            for op in attempt.writes
+        }
         for writer in sorted(self.committed):
             attempt = self.attempts[writer]
             for op in attempt.writes:
@@ -544,6 +601,7 @@ class _Builder:
                 previous = op.supersedes.value
                 self.successors[previous].append(writer)
                 self.next_value[previous] = op.value
+                self.next_writer[previous] = writer
                 source = self.by_value.get(previous)
                 if source is not None and source.attempt in self.committed:
                     self.edge(
@@ -584,48 +642,113 @@ class _Builder:
                     )
                 )
 
-    def _linear_chain(self, key: str) -> list[str] | None:
-        """The committed values of ``key`` in version order, when the history fixes that order exactly."""
-        if key in self.deleted or len(self.creates.get(key, ())) != 1 or key not in self.create_value:
+    def _chain(self, key: str) -> list[_Version] | None:
+        """Every committed version of ``key`` in order, the unborn state first and any delete last.
+
+        ``None`` when the history does not fix that order exactly: the key was created more than once,
+        two attempts superseded one version, or an attempt of unknown outcome wrote it unobserved.
+        """
+        if key in self.uncertain or len(self.creates.get(key, ())) != 1 or key not in self.create_value:
             return None
-        chain = [self.create_value[key]]
+        first = self.create_value[key]
+        chain = [
+            _Version(None, None, None),
+            _Version(first, self.by_value[first].attempt, self._entry(first)),
+        ]
         while True:
-            after = self.successors.get(chain[-1])
+            current = chain[-1].value
+            assert current is not None
+            after = self.successors.get(current)
             if not after:
                 return chain
             if len(after) > 1:
                 return None
-            following = self.next_value.get(chain[-1])
-            if following is None:
-                return None
-            chain.append(following)
+            following = self.next_value.get(current)
+            if following is None:  # a delete: the key is dead, and was never created again
+                chain.append(_Version(None, self.next_writer[current], None))
+                return chain
+            chain.append(_Version(following, self.next_writer[current], self._entry(following)))
 
-    # -- anti-dependencies ------------------------------------------------------------------------
+    def _entry(self, value: str) -> IndexEntry | None:
+        return self.by_value[value].write.entry
+
+    # -- anti-dependencies and what absences read ---------------------------------------------------
 
     def anti_dependencies(self) -> None:
-        chains: dict[tuple[str, str], list[tuple[str, str, list[str]]]] = defaultdict(list)
-        for key in sorted(self.create_value):
-            chain = self._linear_chain(key)
-            if chain is None:
-                continue
-            last = self.by_value[chain[-1]].write.entry
-            if last is not None:
-                chains[(last.index, last.partition)].append((last.sort, key, chain))
-        for entries in chains.values():
-            entries.sort()
-        for reader in sorted(self.committed):
-            attempt = self.attempts[reader]
-            for op in attempt.ops:
-                if isinstance(op, Read):
-                    self._item_anti(reader, op)
-                elif isinstance(op, Scan) and op.exact and not op.exclusive:
-                    self._predicate_anti(reader, op, chains.get((op.index, op.partition), []))
+        """Item and predicate edges from every read, Elle's closed-predicate rules for what a page omits.
 
-    def _item_anti(self, reader: int, op: Read) -> None:
+        A point read of a version gives ``rw`` edges to the attempts that superseded it; a point read of
+        an absent key read the state before its create (``rw`` to the creator) or, once deleted, the
+        delete (``wr`` from the deleter). An exact page's version set holds, for every key that ever had
+        an entry where the page looked, the version it listed or else one that did not match: when only
+        one committed version could be it, that version was read (``pwr`` from its writer), and every
+        later version that changes whether the key matches is a predicate anti-dependency (``prw``).
+
+        The state before a key's create and the delete that ended it both read as absent. When the creator
+        reaches the reader over ``ww``/``wr`` edges, the later state is drawn as an ``inferred`` edge: had
+        the reader seen the key unborn instead, that path and its anti-dependency on the creator close a
+        G-single, so a cycle through the edge proves a G-single or worse either way. Without such a path
+        no edge is drawn: only provable cycles.
+        """
+        self.chains: dict[str, list[_Version] | None] = {}
+        keys: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+        for key in sorted(self.create_value):
+            chain = self.chains[key] = self._chain(key)
+            for version in chain or ():
+                if version.entry is not None:
+                    keys[(version.entry.index, version.entry.partition)].add((version.entry.sort, key))
+        ranges = {where: sorted(found) for where, found in keys.items()}
+        depends: dict[int, list[int]] = {
+            source: [
+                t
+                for t, labels in targets.items()
+                if any(e.kind in READS or e.kind is EdgeKind.WW for e in labels)
+            ]
+            for source, targets in self.adjacency.items()
+        }
+        pending: _Pending = []
+        for reader in sorted(self.committed):
+            for op in self.attempts[reader].ops:
+                if isinstance(op, Read):
+                    self._item_anti(reader, op, pending)
+                elif isinstance(op, Scan) and op.exact and not op.exclusive:
+                    self._predicate(reader, op, ranges.get((op.index, op.partition), []), pending)
+        if pending:
+            proven = reachable(depends, lambda n: depends.get(n, ()), ((c, r) for c, r, _, _, _ in pending))
+            for creator, reader, source, target, edge in pending:
+                if (creator, reader) in proven:
+                    self.edge(source, target, edge)
+
+    def _item_anti(self, reader: int, op: Read, pending: _Pending) -> None:
         name = self.name(reader)
         if op.seen is None:
+            if op.key in self.uncertain:
+                return  # an unobserved attempt of unknown outcome may have deleted it
             if op.key in self.deleted:
-                return  # which absence it saw (before the create or after a delete) is unknown
+                chain = self.chains.get(op.key)
+                if chain is None or chain[-1].value is not None:
+                    return  # deleted and created again: which absence it saw is unknown
+                creator, deleter = chain[1].writer, chain[-1].writer
+                assert creator is not None and deleter is not None
+                if creator != reader and deleter != reader:
+                    pending.append(
+                        (
+                            creator,
+                            reader,
+                            deleter,
+                            reader,
+                            Edge(
+                                EdgeKind.WR,
+                                op.key,
+                                f"{name} read {op.key} absent after {self.name(deleter)} deleted it "
+                                f"(inferred: {self.name(creator)}, which created it, precedes {name} by "
+                                f"ww/wr edges; had {name} read it before its create, {name} -rw-> "
+                                f"{self.name(creator)} would close a G-single)",
+                                inferred=True,
+                            ),
+                        )
+                    )
+                return
             for creator in self.creates.get(op.key, ()):
                 self.edge(
                     reader,
@@ -646,7 +769,7 @@ class _Builder:
                 ),
             )
 
-    def _predicate_anti(self, reader: int, scan: Scan, chains: list[tuple[str, str, list[str]]]) -> None:
+    def _predicate(self, reader: int, scan: Scan, entries: list[tuple[str, str]], pending: _Pending) -> None:
         name = self.name(reader)
         listed = {item.key: item.value for item in scan.items}
         for item in scan.items:
@@ -662,34 +785,110 @@ class _Builder:
                         f"{name}'s scan listed {item.key}={item.value}, {self.name(writer)} superseded it",
                     ),
                 )
-        lo = 0 if scan.lower is None else bisect.bisect_left(chains, (scan.lower.value,))
-        for sort, key, chain in chains[lo:]:
+        lo = 0 if scan.lower is None else bisect.bisect_left(entries, (scan.lower.value,))
+        done: set[str] = set()
+        for sort, key in entries[lo:]:
             if scan.upper is not None and sort > scan.upper.value:
                 break
+            if key in done or not scan.in_range(sort):
+                continue
+            done.add(key)
+            chain = self.chains.get(key)
+            if chain is None:
+                continue
+            matches = [self._matches(scan, key, version) for version in chain]
             if key in listed:
+                value = listed[key]
+                chosen = next(
+                    (i for i, v in enumerate(chain) if value is not None and v.value == value), None
+                )
+                if chosen is not None:
+                    for edge_source, edge_target, edge in self._read_edges(
+                        reader, key, chain, matches, chosen
+                    ):
+                        if edge.kind is EdgeKind.PRW:
+                            self.edge(edge_source, edge_target, edge)
                 continue
-            # The latest version lies inside the page; find where the run of inside versions begins.
-            start = len(chain)
-            while start > 0:
-                entry = self.by_value[chain[start - 1]].write.entry
-                if entry is None or (entry.index, entry.partition) != (scan.index, scan.partition):
-                    break
-                if not scan.covers(entry.sort, key):
-                    break
-                start -= 1
-            if start == len(chain):
-                continue
-            writer = self.by_value[chain[start]].attempt
-            self.edge(
+            candidates = [i for i, match in enumerate(matches) if not match]
+            for later in range(candidates[-1] + 1, len(chain)):  # after every candidate: a change whichever
+                self.edge(reader, *self._prw(reader, key, chain[later], matches[later]))
+            if len(candidates) == 1:
+                for edge_source, edge_target, edge in self._read_edges(reader, key, chain, matches, 0):
+                    self.edge(edge_source, edge_target, edge)
+            elif len(candidates) == 2 and candidates[0] == 0:
+                creator = chain[1].writer
+                assert creator is not None
+                if creator == reader:
+                    continue
+                for edge_source, edge_target, edge in self._read_edges(
+                    reader, key, chain, matches, candidates[1], inferred=creator
+                ):
+                    pending.append((creator, reader, edge_source, edge_target, edge))
+
+    def _read_edges(
+        self,
+        reader: int,
+        key: str,
+        chain: list[_Version],
+        matches: list[bool],
+        chosen: int,
+        inferred: int | None = None,
+    ) -> Iterable[tuple[int, int, Edge]]:
+        """The edges of version ``chosen`` of ``key`` in a page's version set: who wrote it, who changed it.
+
+        ``inferred``: the version is known only because ``inferred`` (the key's creator) precedes the
+        reader; every edge says so.
+        """
+        name = self.name(reader)
+        note = ""
+        if inferred is not None:
+            creator = self.name(inferred)
+            note = (
+                f" (inferred: {creator}, which created {key}, precedes {name} by ww/wr edges; had {name} "
+                f"seen {key} before its create, {name} -prw-> {creator} would close a G-single)"
+            )
+        source = chain[chosen].writer
+        if chosen > 0 and source is not None and source != reader:
+            what = "deleted" if chain[chosen].value is None else f"wrote {chain[chosen].value} outside"
+            yield (
+                source,
                 reader,
-                writer,
                 Edge(
-                    EdgeKind.PRW,
+                    EdgeKind.PWR,
                     key,
-                    f"{name}'s scan saw no entry of {key}, "
-                    f"{self.name(writer)} put {chain[start]} inside its range",
+                    f"{name}'s scan saw no entry of {key}: {self.name(source)} {what} its range{note}",
+                    inferred=inferred is not None,
                 ),
             )
+        for later in range(chosen + 1, len(chain)):
+            if matches[later] != matches[chosen]:
+                target, edge = self._prw(reader, key, chain[later], matches[later], note)
+                yield reader, target, edge
+
+    def _prw(
+        self, reader: int, key: str, version: _Version, inside: bool, note: str = ""
+    ) -> tuple[int, Edge]:
+        writer = version.writer
+        assert writer is not None
+        if version.value is None:
+            change = "deleted it"
+        else:
+            change = f"put {version.value} {'inside' if inside else 'out of'} its range"
+        return writer, Edge(
+            EdgeKind.PRW,
+            key,
+            f"{self.name(reader)}'s scan read {key} before {self.name(writer)} {change}{note}",
+            inferred=bool(note),
+        )
+
+    def _matches(self, scan: Scan, key: str, version: _Version) -> bool:
+        entry = version.entry
+        return (
+            version.value is not None
+            and entry is not None
+            and (entry.index, entry.partition) == (scan.index, scan.partition)
+            and scan.covers(entry.sort, key)
+        )
 
     # -- cycles -----------------------------------------------------------------------------------
 

@@ -36,11 +36,13 @@ from enum import StrEnum
 
 __all__ = [
     "ANTI",
+    "READS",
     "SEARCH_STEPS_FLOOR",
     "SEARCH_STEPS_PER_EDGE",
     "Edge",
     "EdgeKind",
     "Search",
+    "reachable",
     "search_cycles",
 ]
 
@@ -50,24 +52,35 @@ SEARCH_STEPS_FLOOR = 1_000_000
 
 
 class EdgeKind(StrEnum):
+    """``pwr``/``prw`` are the predicate forms of ``wr``/``rw``: what an index page implies by omission."""
+
     WW = "ww"
     WR = "wr"
+    PWR = "pwr"
     RW = "rw"
     PRW = "prw"
 
 
 ANTI = frozenset({EdgeKind.RW, EdgeKind.PRW})
-_DEPENDS = frozenset({EdgeKind.WW, EdgeKind.WR})
+READS = frozenset({EdgeKind.WR, EdgeKind.PWR})
+_DEPENDS = frozenset({EdgeKind.WW}) | READS
 _ALL = frozenset(EdgeKind)
 
 
 @dataclass(frozen=True, order=True)
 class Edge:
-    """One dependency between two attempts: its kind, the key it is about, and what happened."""
+    """One dependency between two attempts: its kind, the key it is about, and what happened.
+
+    ``inferred``: the edge holds only if an absence the reader saw was a delete (or a move out of a
+    range) rather than the key before its create; the other reading closes a G-single through the
+    key's creator instead (see ``check``). A cycle through such an edge proves G-single or worse, so
+    G0 and G1c never use one, and G-single counts a cycle of reads through one.
+    """
 
     kind: EdgeKind
     key: str
     detail: str
+    inferred: bool = False
 
 
 Graph = dict[int, dict[int, set[Edge]]]
@@ -82,46 +95,51 @@ class _Spec:
     name: str
     allowed: frozenset[EdgeKind]
     required: frozenset[EdgeKind]
-    step: Callable[[Extra, EdgeKind], Extra | None]  # counters after one more edge; None: may not take it
+    step: Callable[[Extra, Edge], Extra | None]  # counters after one more edge; None: may not take it
     done: Callable[[Extra], bool]
     initial: Extra
+    certain: bool = False  # uses no inferred edge
 
 
-def _g0(extra: Extra, kind: EdgeKind) -> Extra:
+def _g0(extra: Extra, edge: Edge) -> Extra:
     return extra
 
 
-def _g1c(extra: Extra, kind: EdgeKind) -> Extra:
-    return (1,) if kind is EdgeKind.WR else extra
+def _g1c(extra: Extra, edge: Edge) -> Extra:
+    return (1,) if edge.kind in READS else extra
 
 
-def _single(extra: Extra, kind: EdgeKind) -> Extra | None:
-    if kind in ANTI:
-        return None if extra[0] else (1,)
+def _single(extra: Extra, edge: Edge) -> Extra | None:
+    # (anti-dependencies so far, inferred reads so far (capped at 1))
+    anti, guessed = extra
+    if edge.kind in ANTI:
+        return None if anti else (1, guessed)
+    if edge.inferred:
+        return (anti, 1)
     return extra
 
 
-def _nonadjacent(extra: Extra, kind: EdgeKind) -> Extra | None:
+def _nonadjacent(extra: Extra, edge: Edge) -> Extra | None:
     # (anti-dependencies so far capped at 2, last edge anti, first edge anti (-1: no edge yet))
     count, last, first = extra
-    anti = kind in ANTI
+    anti = edge.kind in ANTI
     if anti and last:
         return None
     return (min(2, count + anti), int(anti), int(anti) if first < 0 else first)
 
 
-def _item(extra: Extra, kind: EdgeKind) -> Extra:
-    return (min(2, extra[0] + 1),) if kind is EdgeKind.RW else extra
+def _item(extra: Extra, edge: Edge) -> Extra:
+    return (min(2, extra[0] + 1),) if edge.kind is EdgeKind.RW else extra
 
 
-def _predicate(extra: Extra, kind: EdgeKind) -> Extra:
-    return (max(extra[0], int(kind is EdgeKind.PRW)), min(2, extra[1] + (kind in ANTI)))
+def _predicate(extra: Extra, edge: Edge) -> Extra:
+    return (max(extra[0], int(edge.kind is EdgeKind.PRW)), min(2, extra[1] + (edge.kind in ANTI)))
 
 
 SPECS: tuple[_Spec, ...] = (
-    _Spec("G0", frozenset({EdgeKind.WW}), frozenset({EdgeKind.WW}), _g0, lambda e: True, ()),
-    _Spec("G1c", _DEPENDS, frozenset({EdgeKind.WR}), _g1c, lambda e: e[0] == 1, (0,)),
-    _Spec("G-single", _ALL, ANTI, _single, lambda e: e[0] == 1, (0,)),
+    _Spec("G0", frozenset({EdgeKind.WW}), frozenset({EdgeKind.WW}), _g0, lambda e: True, (), certain=True),
+    _Spec("G1c", _DEPENDS, READS, _g1c, lambda e: e[0] == 1, (0,), certain=True),
+    _Spec("G-single", _ALL, ANTI | READS, _single, lambda e: e[0] == 1 or e[1] == 1, (0, 0)),
     _Spec(
         "G-nonadjacent",
         _ALL,
@@ -132,7 +150,7 @@ SPECS: tuple[_Spec, ...] = (
     ),
     _Spec(
         "G2-item",
-        frozenset({EdgeKind.WW, EdgeKind.WR, EdgeKind.RW}),
+        _DEPENDS | {EdgeKind.RW},
         frozenset({EdgeKind.RW}),
         _item,
         lambda e: e[0] >= 2,
@@ -157,15 +175,22 @@ class Search:
     bounded: str | None
 
 
-def _restricted(graph: Graph, allowed: frozenset[EdgeKind]) -> dict[int, list[tuple[int, Edge]]]:
-    """Each attempt's out-edges of the allowed kinds: one label per kind and target (the first in order)."""
+def _restricted(
+    graph: Graph, allowed: frozenset[EdgeKind], certain: bool = False
+) -> dict[int, list[tuple[int, Edge]]]:
+    """Each attempt's out-edges of the allowed kinds: one label per kind and target (a proven one first).
+
+    ``certain``: inferred edges are left out.
+    """
     out: dict[int, list[tuple[int, Edge]]] = {}
     for source in sorted(graph):
         targets = graph[source]
         chosen: list[tuple[int, Edge]] = []
         for target in sorted(targets):
             kinds: set[EdgeKind] = set()
-            for label in sorted(targets[target]):
+            for label in sorted(targets[target], key=lambda e: (e.inferred, e)):
+                if certain and label.inferred:
+                    continue
                 if label.kind in allowed and label.kind not in kinds:
                     kinds.add(label.kind)
                     chosen.append((target, label))
@@ -274,11 +299,17 @@ def _qualifying_starts(spec: _Spec, edges: dict[int, list[tuple[int, Edge]]]) ->
 
 
 def _single_starts(edges: dict[int, list[tuple[int, Edge]]], nodes: list[int]) -> list[int]:
-    """Sources ``u`` of anti-dependencies ``u -> v`` where ``v`` reaches ``u`` over ``ww``/``wr`` edges."""
+    """Sources ``u`` of anti-dependencies (or inferred reads) ``u -> v`` where ``v`` reaches ``u`` over
+    ``ww``/``wr`` edges."""
     depends = {s: [t for t, label in out if label.kind in _DEPENDS] for s, out in edges.items()}
     component = _components(nodes, lambda n: depends.get(n, ()))
     queries = sorted(
-        {(source, target) for source, out in edges.items() for target, label in out if label.kind in ANTI}
+        {
+            (source, target)
+            for source, out in edges.items()
+            for target, label in out
+            if label.kind in ANTI or (label.inferred and label.kind in READS)
+        }
     )
     if not queries:
         return []
@@ -306,6 +337,45 @@ def _single_starts(edges: dict[int, list[tuple[int, Edge]]], nodes: list[int]) -
             if target_bit is not None and reach[component[v]] & target_bit:
                 found.add(u)
     return sorted(found)
+
+
+def reachable(
+    nodes: Iterable[int], out: Callable[[int], Iterable[int]], pairs: Iterable[tuple[int, int]]
+) -> set[tuple[int, int]]:
+    """The pairs ``(a, b)`` with a path from ``a`` to ``b`` (``a == b`` only through a cycle).
+
+    Bit sets over the condensation, 4,096 targets at a time: every edge is looked at once per chunk.
+    """
+    wanted = sorted(set(pairs))
+    if not wanted:
+        return set()
+    ordered = sorted(set(nodes) | {n for pair in wanted for n in pair})
+    component = _components(ordered, out)
+    count = max(component.values()) + 1
+    successors: list[set[int]] = [set() for _ in range(count)]
+    cyclic = [False] * count
+    for source in ordered:
+        for target in out(source):
+            if component[source] != component[target]:
+                successors[component[source]].add(component[target])
+            else:
+                cyclic[component[source]] = True
+    targets = sorted({component[b] for _, b in wanted})
+    found: set[tuple[int, int]] = set()
+    chunk = 4096
+    for begin in range(0, len(targets), chunk):
+        bit = {c: 1 << i for i, c in enumerate(targets[begin : begin + chunk])}
+        reach = [0] * count  # components reachable by a path of one edge or more
+        for c in range(count):  # sinks first (Tarjan numbers a component after all it reaches)
+            mask = bit.get(c, 0) if cyclic[c] else 0
+            for s in successors[c]:
+                mask |= reach[s] | bit.get(s, 0)
+            reach[c] = mask
+        for a, b in wanted:
+            target_bit = bit.get(component[b])
+            if target_bit is not None and reach[component[a]] & target_bit:
+                found.add((a, b))
+    return found
 
 
 def _nonadjacent_starts(edges: dict[int, list[tuple[int, Edge]]], nodes: list[int]) -> list[int]:
@@ -359,7 +429,7 @@ def _bfs(
         node, extra = state
         for target, label in edges.get(node, ()):
             budget.left -= 1
-            after = spec.step(extra, label.kind)
+            after = spec.step(extra, label)
             if after is None:
                 continue
             nxt = (target, after)
@@ -394,7 +464,7 @@ def search_cycles(graph: Graph) -> list[Search]:
     cyclic = _within_components(graph)
     results: list[Search] = []
     for spec in SPECS:
-        edges = _restricted(cyclic, spec.allowed)
+        edges = _restricted(cyclic, spec.allowed, spec.certain)
         qualifying = _qualifying_starts(spec, edges)
         if not qualifying:
             results.append(Search(spec.name, None, None))

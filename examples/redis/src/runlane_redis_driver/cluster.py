@@ -42,9 +42,12 @@ __all__ = [
     "ClusterError",
     "RedisClusterState",
     "certify_arguments",
+    "cluster_info",
     "default_directory",
     "down",
     "missing_executables",
+    "replica_of",
+    "role",
     "up",
 ]
 
@@ -105,7 +108,8 @@ def missing_executables() -> list[str]:
 
 def certify_arguments(state: RedisClusterState) -> str:
     """The ``runlane-certify run`` arguments that certify the driver on this cluster, as one line."""
-    return f"--driver redis --option url={state.url} --option cluster=single-slot"
+    others = ",".join(f"{HOST}:{port}" for port in state.ports[1:])
+    return f"--driver redis --option url={state.url} --option cluster=single-slot --option nodes={others}"
 
 
 def _port_in_use(port: int) -> bool:
@@ -143,6 +147,30 @@ def cluster_info(port: int) -> dict[str, str]:
         if sep:
             fields[name] = value
     return fields
+
+
+def role(port: int) -> str:
+    """``master`` or ``slave``: what the node on ``port`` says it is now (``INFO replication``)."""
+    for line in _cli(port, "INFO", "replication", timeout=3).splitlines():
+        name, _sep, value = line.strip().partition(":")
+        if name == "role":
+            return value
+    raise ClusterError(f"node {port} did not report its replication role")
+
+
+def replica_of(state: RedisClusterState, primary_port: int) -> int:
+    """The port of the node that replicates the primary on ``primary_port``."""
+    primary_id = _cli(primary_port, "CLUSTER", "MYID", timeout=3).strip()
+    for port in state.ports:
+        if port != primary_port and _cli(port, "CLUSTER", "MYID", timeout=3).strip() != primary_id:
+            fields = dict(
+                line.strip().partition(":")[::2]
+                for line in _cli(port, "INFO", "replication", timeout=3).splitlines()
+                if ":" in line
+            )
+            if fields.get("role") == "slave" and int(fields.get("master_port", "0")) == primary_port:
+                return port
+    raise ClusterError(f"no node replicates the primary on port {primary_port}")
 
 
 def _node_config(port: int, directory: Path) -> str:

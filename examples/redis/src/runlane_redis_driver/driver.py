@@ -62,7 +62,7 @@ from typing import Any, TypeVar
 
 import redis
 import redis.cluster
-from redis.backoff import NoBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
 from runlane_conformance import (
@@ -109,10 +109,12 @@ from .layout import (
 )
 
 __all__ = [
+    "CLUSTER_RETRIES",
     "COMMIT_MARKER_MS",
     "Client",
     "RedisStorageDriver",
     "RedisTransaction",
+    "cluster_nodes",
     "has_hash_tag",
     "mget",
     "open_client",
@@ -151,11 +153,26 @@ CONNECTION_ERRORS = (
     redis.exceptions.SlotNotCoveredError,
     redis.exceptions.AskError,  # MovedError is an AskError: the slot moved and the client's retries ran out
 )
+#: How often the cluster client resends a command whose node failed or whose slot moved (redis-py's
+#: default is 10 with up to 1 s between tries: a dead node then took ~4 s to report). Three short tries
+#: follow a slot that moved; a node that stays down is reported at once, as StorageUnavailableError.
+CLUSTER_RETRIES = 3
 #: A redis-py client: ``redis.Redis`` on a standalone server, ``redis.cluster.RedisCluster`` on a cluster.
 Client = Any
 
 
-def open_client(url: str, *, cluster: bool, address_remap: Any = None) -> Client:
+def cluster_nodes(nodes: Sequence[tuple[str, int]]) -> list[Any]:
+    """``(host, port)`` pairs as redis-py's ``ClusterNode`` startup nodes."""
+    return [redis.cluster.ClusterNode(host, port) for host, port in nodes]  # type: ignore[no-untyped-call]
+
+
+def open_client(
+    url: str,
+    *,
+    cluster: bool,
+    address_remap: Any = None,
+    startup_nodes: Sequence[tuple[str, int]] = (),
+) -> Client:
     """The client an instance talks through; never one that resends a write on its own.
 
     Standalone: ``redis.Redis`` with no retries at all, so every connection
@@ -163,17 +180,28 @@ def open_client(url: str, *, cluster: bool, address_remap: Any = None) -> Client
 
     Cluster: ``redis.cluster.RedisCluster``, which routes each command to the
     primary of its key's slot (for a store, always one slot) and follows
-    ``MOVED`` after a failover. It keeps redis-py's few retries, because
+    ``MOVED`` after a failover. It keeps a few quick retries (``CLUSTER_RETRIES``), because
     without them a slot that moved could never be followed, and they are safe
     here: a retried read block is read-only; a transaction whose ``WATCH`` was
     acknowledged is never resent (redis-py raises ``WatchError`` instead, and
     the commit marker settles the outcome); a retried ``SET NX`` of a hold
     whose first reply was lost only makes the row look taken (skipped, and the
-    hold expires).
+    hold expires). ``startup_nodes`` (besides the URL's node) are where a new
+    client may learn the topology when the URL's node is down.
     """
     if cluster:
         return redis.cluster.RedisCluster.from_url(
-            url, socket_connect_timeout=5, socket_timeout=30, address_remap=address_remap
+            url,
+            startup_nodes=cluster_nodes(startup_nodes),
+            socket_connect_timeout=5,
+            socket_timeout=30,
+            address_remap=address_remap,
+            # Ask for a topology refresh on every failed or redirected command. With redis-py's default
+            # (every 5th) an instance never noticed a failover: each transaction runs on a new pipeline,
+            # which counts its errors from zero and gives up after CLUSTER_RETRIES, so the client kept
+            # dialling the dead primary (tests/test_redis_cluster_failover.py found it).
+            reinitialize_steps=1,
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.25), CLUSTER_RETRIES),
         )
     return redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 0))
 
@@ -664,6 +692,7 @@ class RedisStorageDriver:
         hold_ms: int = 60_000,
         cluster: bool = False,
         address_remap: Any = None,
+        startup_nodes: Sequence[tuple[str, int]] = (),
     ) -> None:
         if type(max_transaction_attempts) is not int or max_transaction_attempts < 1:
             raise StorageValidationError("max_transaction_attempts must be a positive integer")
@@ -680,7 +709,9 @@ class RedisStorageDriver:
         self._max_attempts = max_transaction_attempts
         self._layout = KeyLayout(prefix)
         # Never a client that resends a write on its own (see open_client).
-        self._client = open_client(url, cluster=cluster, address_remap=address_remap)
+        self._client = open_client(
+            url, cluster=cluster, address_remap=address_remap, startup_nodes=startup_nodes
+        )
         self._closed = False
 
     @property

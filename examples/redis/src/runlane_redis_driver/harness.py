@@ -8,6 +8,8 @@ Options (``--runlane-option key=value``):
   ``single-slot`` (a Redis Cluster through ``redis.cluster.RedisCluster``,
   every key of a store in one hash slot). Any other topology is refused
   with the reason: see ``CLUSTER_TOPOLOGIES``;
+* ``nodes``: on a cluster, more nodes to learn the topology from when the
+  URL's node is down (``host:port,host:port``);
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
 * ``exclusive_hold_ms``: how long an exclusive hold survives an owner that never releases it (a
   crashed process), in milliseconds (default 60000);
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,7 +51,7 @@ from runlane_conformance import (
     storage_limits_from_options,
 )
 
-from .driver import Client, RedisStorageDriver
+from .driver import Client, RedisStorageDriver, cluster_nodes
 
 __all__ = [
     "CLUSTER_TOPOLOGIES",
@@ -62,11 +64,19 @@ __all__ = [
     "delete_prefix",
     "harness",
     "new_prefix",
+    "nodes_option",
     "probe",
 ]
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
-_OPTIONS = ("url", "cluster", "max_transaction_attempts", "exclusive_hold_ms", *STORAGE_LIMIT_OPTIONS)
+_OPTIONS = (
+    "url",
+    "cluster",
+    "nodes",
+    "max_transaction_attempts",
+    "exclusive_hold_ms",
+    *STORAGE_LIMIT_OPTIONS,
+)
 #: The values of the ``cluster`` option this driver accepts: a standalone server, or one slot per store.
 CLUSTER_TOPOLOGIES = ("off", "single-slot")
 #: Why a store cannot be spread over a cluster's slots (the refusal of any other ``cluster`` value).
@@ -84,12 +94,19 @@ class RedisOptionError(ValueError):
     """A bad ``--runlane-option`` or address; the message is one line for the user."""
 
 
-def probe(url: str, timeout: float = 3.0, *, cluster: bool = False) -> str | None:
+def probe(
+    url: str, timeout: float = 3.0, *, cluster: bool = False, nodes: Sequence[tuple[str, int]] = ()
+) -> str | None:
     """``None`` when the server at ``url`` (with ``cluster``: the cluster) answers ``PING``; else why not."""
     try:
         client: Any
         if cluster:
-            client = RedisCluster.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+            client = RedisCluster.from_url(
+                url,
+                startup_nodes=cluster_nodes(nodes),
+                socket_connect_timeout=timeout,
+                socket_timeout=timeout,
+            )
         else:
             client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
         try:
@@ -184,7 +201,11 @@ class RedisStoreHandle:
             limits=harness.limits,
             max_transaction_attempts=harness.max_transaction_attempts,
             hold_ms=harness.exclusive_hold_ms,
-            **({"cluster": True, "address_remap": address_remap} if harness.cluster else {}),
+            **(
+                {"cluster": True, "address_remap": address_remap, "startup_nodes": harness.nodes}
+                if harness.cluster
+                else {}
+            ),
         )
         self._drivers.append(driver)
         return driver
@@ -218,8 +239,11 @@ class RedisHarness:
         max_transaction_attempts: int = 32,
         exclusive_hold_ms: int = 60_000,
         cluster: bool = False,
+        nodes: Sequence[tuple[str, int]] = (),
     ) -> None:
         self.url = url
+        #: On a cluster: more nodes (besides the URL's) a client may learn the topology from.
+        self.nodes = tuple(nodes)
         #: True on a Redis Cluster (single-slot topology): instances use ``RedisCluster``.
         self.cluster = cluster
         self.limits = limits
@@ -232,7 +256,13 @@ class RedisHarness:
     def _admin_client(self) -> Client:
         if self._admin is None:
             if self.cluster:
-                self._admin = RedisCluster.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+                self._admin = RedisCluster.from_url(
+                    self.url,
+                    startup_nodes=cluster_nodes(self.nodes),
+                    socket_connect_timeout=5,
+                    socket_timeout=30,
+                    reinitialize_steps=1,
+                )
             else:
                 self._admin = redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
         return self._admin
@@ -299,9 +329,28 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
     )
     limits = storage_limits_from_options("redis", options, error=RedisOptionError)
     cluster = cluster_option(options.get("cluster", "off"), url)
+    nodes = nodes_option(options["nodes"]) if "nodes" in options else ()
+    if nodes and not cluster:
+        raise RedisOptionError("redis driver option nodes=... is for a cluster (cluster=single-slot) only")
     return RedisHarness(
-        url=url, limits=limits, max_transaction_attempts=attempts, exclusive_hold_ms=hold_ms, cluster=cluster
+        url=url,
+        limits=limits,
+        max_transaction_attempts=attempts,
+        exclusive_hold_ms=hold_ms,
+        cluster=cluster,
+        nodes=nodes,
     )
+
+
+def nodes_option(text: str) -> tuple[tuple[str, int], ...]:
+    """``host:port,host:port`` -> ``((host, port), ...)``; a malformed entry is refused."""
+    nodes = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RedisOptionError(f"redis driver option nodes: {entry!r} is not host:port")
+        nodes.append((host, int(port)))
+    return tuple(nodes)
 
 
 def cluster_option(value: str, url: str) -> bool:

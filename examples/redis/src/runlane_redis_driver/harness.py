@@ -166,7 +166,9 @@ class RedisStoreHandle:
         this store's slot now (every command of the store goes there).
         """
         if self._harness.cluster:
-            node = self._harness._admin_client().get_node_from_key(self.prefix)
+            admin = self._harness._admin_client()
+            admin.nodes_manager.initialize()  # ask the cluster now: a failover may have moved the slot
+            node = admin.get_node_from_key(self.prefix)
             return str(node.host), int(node.port)
         parts = urlsplit(self._harness.url)
         if parts.scheme not in ("redis", "rediss") or not parts.hostname:

@@ -25,6 +25,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import CrossSlotTransactionError, ResponseError
 from runlane_redis_driver import RedisOptionError, RedisStorageDriver, harness
+from runlane_redis_driver.cluster import replica_of, role
 from runlane_redis_driver.harness import MULTI_SLOT_REFUSAL
 
 from runlane_conformance import Leases, StorageUsageError
@@ -55,11 +56,12 @@ def test_cluster_up_prints_one_line_of_certify_arguments_for_a_single_slot_topol
         "cluster": "single-slot",
         "nodes": others,
     }
+    roles = sorted(role(port) for port in cluster.state.ports)
+    assert roles == ["master"] * 3 + ["slave"] * 3, roles
+    assert all(replica_of(cluster.state, port) for port in cluster.state.ports if role(port) == "master")
     client = RedisCluster(host="127.0.0.1", port=BASE_PORT)
     try:
-        nodes = client.get_nodes()
-        assert len(client.get_primaries()) == 3 and len(client.get_replicas()) == 3, [n.name for n in nodes]
-        assert all(node.host == "127.0.0.1" for node in nodes)
+        assert all(node.host == "127.0.0.1" for node in client.get_nodes())
         assert client.cluster_info()["cluster_state"] == "ok"
     finally:
         client.close()
@@ -135,7 +137,7 @@ def test_redis_itself_refuses_a_transaction_across_slots_so_a_spread_store_could
         node = client.get_node_from_key(first)
         raw = redis.Redis(host=node.host, port=node.port)
         try:
-            with pytest.raises(ResponseError, match=r"CROSSSLOT|MOVED"):
+            with pytest.raises(ResponseError, match=r"CROSSSLOT|don't hash to the same slot|MOVED"):
                 raw.execute_command("MSET", first, "1", second, "1")
         finally:
             raw.close()

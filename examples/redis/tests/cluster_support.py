@@ -2,8 +2,9 @@
 
 Without Debian's ``redis-server`` (``redis-server`` and ``redis-cli`` on ``PATH``) the tests that need a
 cluster are skipped with that reason, except under ``CI=true``, where the absence fails them: CI must
-never pass by skipping. Each module gets its own ports (``base_port``) and its own directory, so two
-modules may run at once (``pytest -n 4``) and a cluster a developer started on 7000 is left alone.
+never pass by skipping. Each module gets its own ports (``base_port``, moved per xdist worker) and its
+own directory, so modules and workers may run at once (``pytest -n 4``) and a cluster a developer
+started on 7000 is left alone.
 """
 
 from __future__ import annotations
@@ -47,6 +48,25 @@ def _script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=180, check=False
     )
+
+
+def worker_ports(base_port: int) -> int:
+    """``base_port`` moved by 30 per pytest-xdist worker, so workers running one module never share ports."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return base_port + 30 * (int(worker) if worker.isdigit() else 0)
+
+
+def cluster_directory(fallback: Path, name: str) -> Path:
+    """Where a test's cluster keeps its files: under ``$RUNLANE_REDIS_CLUSTER_TEST_DIR`` when set.
+
+    CI sets it, so that whatever happens to pytest, its cleanup finds every cluster a test started
+    (each directory holds ``cluster.json``) and stops it with ``scripts/cluster down --dir``.
+    """
+    root = os.environ.get("RUNLANE_REDIS_CLUSTER_TEST_DIR", "").strip()
+    if not root:
+        return fallback
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return Path(root) / f"{name}-{worker}"
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from cluster_support import RunningCluster, running_cluster
+from cluster_support import RunningCluster, cluster_directory, running_cluster, worker_ports
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import CrossSlotTransactionError, ResponseError
@@ -30,13 +30,14 @@ from runlane_redis_driver.harness import MULTI_SLOT_REFUSAL
 
 from runlane_conformance import Leases, StorageUsageError
 
-#: Ports 7100-7105 (and their bus ports, 17100-17105): apart from the failover test's and from 7000.
-BASE_PORT = int(os.environ.get("RUNLANE_REDIS_CLUSTER_TEST_PORT", "7100"))
+#: Ports 7100-7105 and 7110-7115 (+30 per xdist worker; bus ports +10000): apart from 7000 and 7200.
+BASE_PORT = worker_ports(int(os.environ.get("RUNLANE_REDIS_CLUSTER_TEST_PORT", "7100")))
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
-    with running_cluster(tmp_path_factory.mktemp("redis-cluster") / "nodes", BASE_PORT) as running:
+    directory = cluster_directory(tmp_path_factory.mktemp("redis-cluster") / "nodes", "certify")
+    with running_cluster(directory, BASE_PORT) as running:
         yield running
 
 
@@ -112,7 +113,7 @@ def test_a_store_prefix_without_a_hash_tag_is_refused_on_a_cluster() -> None:
 @pytest.mark.parametrize(
     ("url", "why"),
     [
-        ("redis://127.0.0.1:7100/1", "only database 0"),
+        ("redis://127.0.0.1:7000/1", "only database 0"),
         ("unix:///tmp/redis.sock", "needs a redis:// or rediss:// node address"),
     ],
 )
@@ -164,7 +165,7 @@ def test_the_driver_certifies_on_the_cluster_with_the_printed_arguments(
 
 
 def test_cluster_down_stops_every_node_and_removes_its_files(tmp_path: Path) -> None:
-    directory = tmp_path / "nodes"
+    directory = cluster_directory(tmp_path / "nodes", "down")
     base = BASE_PORT + 10
     with running_cluster(directory, base) as running:
         pids = running.state.pids

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from cluster_support import RunningCluster, running_cluster
+from cluster_support import RunningCluster, cluster_directory, running_cluster, worker_ports
 from runlane_redis_driver import RedisStorageDriver, harness
 from runlane_redis_driver.cluster import ClusterError, cluster_info, replica_of, role
 
@@ -46,8 +46,8 @@ from runlane_conformance import (
     StorageUnavailableError,
 )
 
-#: Ports 7200-7205: apart from test_redis_cluster.py's, so both modules may run at once.
-BASE_PORT = int(os.environ.get("RUNLANE_REDIS_FAILOVER_TEST_PORT", "7200"))
+#: Ports 7200-7205 (+30 per xdist worker): apart from test_redis_cluster.py's, so both may run at once.
+BASE_PORT = worker_ports(int(os.environ.get("RUNLANE_REDIS_FAILOVER_TEST_PORT", "7200")))
 #: Commits made and confirmed replicated before the workload starts.
 REPLICATED = 20
 #: Commits the workload has acknowledged when the primary is killed.
@@ -174,7 +174,8 @@ def wait_until(condition: object, what: str) -> float:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
-    with running_cluster(tmp_path_factory.mktemp("redis-failover") / "nodes", BASE_PORT) as running:
+    directory = cluster_directory(tmp_path_factory.mktemp("redis-failover") / "nodes", "failover")
+    with running_cluster(directory, BASE_PORT) as running:
         yield running
 
 

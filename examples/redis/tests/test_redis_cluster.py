@@ -30,7 +30,7 @@ from runlane_redis_driver.harness import MULTI_SLOT_REFUSAL
 
 from runlane_conformance import Leases, StorageUsageError
 
-#: Ports 7100-7105 and 7110-7115 (+30 per xdist worker; bus ports +10000): apart from 7000 and 7200.
+#: Ports 7100-7105 and 7110-7115 (+30 per xdist worker; bus ports +10000): apart from 7000 and 7300+.
 BASE_PORT = worker_ports(int(os.environ.get("RUNLANE_REDIS_CLUSTER_TEST_PORT", "7100")))
 
 

@@ -46,8 +46,8 @@ from runlane_conformance import (
     StorageUnavailableError,
 )
 
-#: Ports 7200-7205 (+30 per xdist worker): apart from test_redis_cluster.py's, so both may run at once.
-BASE_PORT = worker_ports(int(os.environ.get("RUNLANE_REDIS_FAILOVER_TEST_PORT", "7200")))
+#: Ports 7300-7305 (+30 per xdist worker): apart from test_redis_cluster.py's, so both may run at once.
+BASE_PORT = worker_ports(int(os.environ.get("RUNLANE_REDIS_FAILOVER_TEST_PORT", "7300")))
 #: Commits made and confirmed replicated before the workload starts.
 REPLICATED = 20
 #: Commits the workload has acknowledged when the primary is killed.

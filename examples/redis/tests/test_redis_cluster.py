@@ -24,11 +24,11 @@ from cluster_support import RunningCluster, cluster_directory, running_cluster, 
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import CrossSlotTransactionError, ResponseError
-from runlane_redis_driver import RedisOptionError, RedisStorageDriver, harness
+from runlane_redis_driver import RedisOptionError, RedisStorageDriver, harness, new_prefix
 from runlane_redis_driver.cluster import replica_of, role
 from runlane_redis_driver.harness import MULTI_SLOT_REFUSAL
 
-from runlane_conformance import Leases, StorageUsageError
+from runlane_conformance import Leases, StorageUnavailableError, StorageUsageError
 
 #: Ports 7100-7105 and 7110-7115 (+30 per xdist worker; bus ports +10000): apart from 7000 and 7300+.
 BASE_PORT = worker_ports(int(os.environ.get("RUNLANE_REDIS_CLUSTER_TEST_PORT", "7100")))
@@ -120,6 +120,20 @@ def test_a_store_prefix_without_a_hash_tag_is_refused_on_a_cluster() -> None:
 def test_a_cluster_url_the_cluster_cannot_serve_is_refused(url: str, why: str) -> None:
     with pytest.raises(RedisOptionError, match=why):
         harness({"url": url, "cluster": "single-slot"})
+
+
+def test_an_instance_opens_without_the_cluster_and_reports_it_unavailable_when_used() -> None:
+    url = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    made = harness({"url": url, "cluster": "single-slot"})
+    store = made.attach((url, new_prefix()))  # closing an attached store deletes nothing
+    try:
+        driver = store.connect()  # no node is asked anything yet
+        leases = Leases(environment="nowhere")
+        with pytest.raises(StorageUnavailableError, match="no redis node could be reached"):
+            driver.transaction(lambda tx: tx.get([leases.key("k")]))
+    finally:
+        store.close()
+        made.close()
 
 
 def test_redis_itself_refuses_a_transaction_across_slots_so_a_spread_store_could_not_commit(

@@ -55,6 +55,7 @@ race. The server unreachable: ``StorageCommitUnknownError``.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -63,6 +64,7 @@ from typing import Any, TypeVar
 import redis
 import redis.cluster
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 from redis.retry import Retry
 
 from runlane_conformance import (
@@ -152,6 +154,7 @@ CONNECTION_ERRORS = (
     redis.exceptions.MasterDownError,
     redis.exceptions.SlotNotCoveredError,
     redis.exceptions.AskError,  # MovedError is an AskError: the slot moved and the client's retries ran out
+    RedisClusterUnreachableError,  # a topology refresh reached no node
 )
 #: How often the cluster client resends a command whose node failed or whose slot moved (redis-py's
 #: default is 10 with up to 1 s between tries: a dead node then took ~4 s to report). Three short tries
@@ -185,9 +188,10 @@ def open_client(
     here: a retried read block is read-only; a transaction whose ``WATCH`` was
     acknowledged is never resent (redis-py raises ``WatchError`` instead, and
     the commit marker settles the outcome); a retried ``SET NX`` of a hold
-    whose first reply was lost only makes the row look taken (skipped, and the
-    hold expires). ``startup_nodes`` (besides the URL's node) are where a new
-    client may learn the topology when the URL's node is down.
+    whose first reply was lost finds the hold taken, and the attempt's own
+    token in it shows the hold is its own (``RedisTransaction._claim``).
+    ``startup_nodes`` (besides the URL's node) are where a new client may
+    learn the topology when the URL's node is down.
     """
     if cluster:
         return redis.cluster.RedisCluster.from_url(
@@ -243,7 +247,7 @@ def resolve_commit(client: Client, marker: str) -> bool | None:
             pipe.set(marker, b"0", nx=True, px=COMMIT_MARKER_MS)
             pipe.get(marker)
             _fenced, value = pipe.execute()
-    except redis.RedisError:
+    except (redis.RedisError, RedisClusterException):
         return None
     return bool(value == b"1")
 
@@ -708,11 +712,32 @@ class RedisStorageDriver:
         self._profile = redis_profile(limits)
         self._max_attempts = max_transaction_attempts
         self._layout = KeyLayout(prefix)
-        # Never a client that resends a write on its own (see open_client).
-        self._client = open_client(
-            url, cluster=cluster, address_remap=address_remap, startup_nodes=startup_nodes
-        )
+        # Never a client that resends a write on its own (see open_client); made on first use.
+        self._client_args = (url, cluster, address_remap, tuple(startup_nodes))
+        self._client_made: Client | None = None
+        self._client_lock = threading.Lock()
         self._closed = False
+
+    @property
+    def _client(self) -> Client:
+        """This instance's client, made on first use, so that opening an instance never needs the server.
+
+        A cluster client asks a node for the slot map as soon as it is made;
+        when no node answers that is ``StorageUnavailableError`` (and the next
+        call tries again), never a raw redis-py error.
+        """
+        with self._client_lock:
+            if self._client_made is None:
+                url, cluster, remap, nodes = self._client_args
+                try:
+                    self._client_made = open_client(
+                        url, cluster=cluster, address_remap=remap, startup_nodes=nodes
+                    )
+                except (redis.RedisError, RedisClusterException) as error:
+                    raise StorageUnavailableError(
+                        f"no redis node could be reached: {_one_line(error)}"
+                    ) from error
+            return self._client_made
 
     @property
     def profile(self) -> StorageProfile:
@@ -780,4 +805,6 @@ class RedisStorageDriver:
     def close(self) -> None:
         """Close this instance's connections; the store and other instances are unaffected."""
         self._closed = True
-        self._client.close()
+        with self._client_lock:
+            if self._client_made is not None:
+                self._client_made.close()

@@ -55,13 +55,16 @@ race. The server unreachable: ``StorageCommitUnknownError``.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import redis
-from redis.backoff import NoBackoff
+import redis.cluster
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 from redis.retry import Retry
 
 from runlane_conformance import (
@@ -108,9 +111,15 @@ from .layout import (
 )
 
 __all__ = [
+    "CLUSTER_RETRIES",
     "COMMIT_MARKER_MS",
+    "Client",
     "RedisStorageDriver",
     "RedisTransaction",
+    "cluster_nodes",
+    "has_hash_tag",
+    "mget",
+    "open_client",
     "redis_profile",
     "release_holds",
     "resolve_commit",
@@ -134,8 +143,89 @@ def redis_profile(limits: StorageLimits | None = None) -> StorageProfile:
 
 #: How long a commit marker outlives its EXEC: far longer than any wait for a lost reply (milliseconds).
 COMMIT_MARKER_MS = 600_000
-#: The errors redis-py raises when the connection itself failed.
-CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+#: The errors redis-py raises when the connection itself failed, or (on a cluster) when the node serving
+#: the store's slot could not be reached or was failing over: in every case the command did not run, or
+#: (after EXEC was sent) its outcome is for the commit marker to settle.
+CONNECTION_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.SlotNotCoveredError,
+    redis.exceptions.AskError,  # MovedError is an AskError: the slot moved and the client's retries ran out
+    RedisClusterUnreachableError,  # a topology refresh reached no node
+)
+#: How often the cluster client resends a command whose node failed or whose slot moved (redis-py's
+#: default is 10 with up to 1 s between tries: a dead node then took ~4 s to report). Three short tries
+#: follow a slot that moved; a node that stays down is reported at once, as StorageUnavailableError.
+CLUSTER_RETRIES = 3
+#: A redis-py client: ``redis.Redis`` on a standalone server, ``redis.cluster.RedisCluster`` on a cluster.
+Client = Any
+
+
+def cluster_nodes(nodes: Sequence[tuple[str, int]]) -> list[Any]:
+    """``(host, port)`` pairs as redis-py's ``ClusterNode`` startup nodes."""
+    return [redis.cluster.ClusterNode(host, port) for host, port in nodes]  # type: ignore[no-untyped-call]
+
+
+def open_client(
+    url: str,
+    *,
+    cluster: bool,
+    address_remap: Any = None,
+    startup_nodes: Sequence[tuple[str, int]] = (),
+) -> Client:
+    """The client an instance talks through; never one that resends a write on its own.
+
+    Standalone: ``redis.Redis`` with no retries at all, so every connection
+    failure reaches the driver, which knows whether a retry is safe.
+
+    Cluster: ``redis.cluster.RedisCluster``, which routes each command to the
+    primary of its key's slot (for a store, always one slot) and follows
+    ``MOVED`` after a failover. It keeps a few quick retries (``CLUSTER_RETRIES``), because
+    without them a slot that moved could never be followed, and they are safe
+    here: a retried read block is read-only; a transaction whose ``WATCH`` was
+    acknowledged is never resent (redis-py raises ``WatchError`` instead, and
+    the commit marker settles the outcome); a retried ``SET NX`` of a hold
+    whose first reply was lost finds the hold taken, and the attempt's own
+    token in it shows the hold is its own (``RedisTransaction._claim``).
+    ``startup_nodes`` (besides the URL's node) are where a new client may
+    learn the topology when the URL's node is down.
+    """
+    if cluster:
+        return redis.cluster.RedisCluster.from_url(
+            url,
+            startup_nodes=cluster_nodes(startup_nodes),
+            socket_connect_timeout=5,
+            socket_timeout=30,
+            address_remap=address_remap,
+            # Ask for a topology refresh on every failed or redirected command. With redis-py's default
+            # (every 5th) an instance never noticed a failover: each transaction runs on a new pipeline,
+            # which counts its errors from zero and gives up after CLUSTER_RETRIES, so the client kept
+            # dialling the dead primary (tests/test_redis_cluster_failover.py found it).
+            reinitialize_steps=1,
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.25), CLUSTER_RETRIES),
+        )
+    return redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 0))
+
+
+def mget(pipe: Pipeline, keys: Sequence[str]) -> Any:
+    """``MGET keys`` on a pipeline (queued in ``MULTI``, or run at once while watching).
+
+    Sent as a raw command because redis-py's cluster pipeline blocks its
+    ``mget()`` helper (keys of several slots could not run as one command);
+    every key here shares the store's hash tag, so one slot, which the cluster
+    client still checks before sending.
+    """
+    return pipe.execute_command("MGET", *keys)
+
+
+def has_hash_tag(prefix: str) -> bool:
+    """True when Redis Cluster hashes only a ``{tag}`` of every key under ``prefix`` (so: one slot)."""
+    start = prefix.find("{")
+    end = prefix.find("}", start + 1) if start >= 0 else -1
+    return start >= 0 and end > start + 1
 
 
 class _AttemptLost(StorageConflictError):
@@ -146,7 +236,7 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def resolve_commit(client: redis.Redis, marker: str) -> bool | None:
+def resolve_commit(client: Client, marker: str) -> bool | None:
     """After an EXEC that failed: True if it committed, False if it did not, None if that cannot be known.
 
     ``SET marker 0 NX`` fences the marker: an EXEC that has not run yet
@@ -157,7 +247,7 @@ def resolve_commit(client: redis.Redis, marker: str) -> bool | None:
             pipe.set(marker, b"0", nx=True, px=COMMIT_MARKER_MS)
             pipe.get(marker)
             _fenced, value = pipe.execute()
-    except redis.RedisError:
+    except (redis.RedisError, RedisClusterException):
         return None
     return bool(value == b"1")
 
@@ -188,15 +278,15 @@ def queue_scan(
         pipe.zrangebylex(key, low, high, start=0, num=count)
 
 
-def release_holds(client: redis.Redis, layout: KeyLayout, token: str, ekeys: Sequence[str]) -> None:
+def release_holds(client: Client, layout: KeyLayout, token: str, ekeys: Sequence[str]) -> None:
     """Delete the holds on ``ekeys`` that still carry ``token`` (an expired one may belong to another)."""
     keys = [layout.hold(ekey) for ekey in ekeys]
     mine = token.encode("ascii")
     for _try in range(8):
         with client.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(*keys)  # type: ignore[no-untyped-call]
-                ours = [key for key, value in zip(keys, pipe.mget(keys), strict=True) if value == mine]
+                pipe.watch(*keys)
+                ours = [key for key, value in zip(keys, mget(pipe, keys), strict=True) if value == mine]
                 pipe.multi()
                 if ours:
                     pipe.delete(*ours)
@@ -216,7 +306,7 @@ class RedisTransaction:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         layout: KeyLayout,
         limits: StorageLimits,
         clock: Clock,
@@ -251,7 +341,7 @@ class RedisTransaction:
         try:
             with self._client.pipeline(transaction=True) as pipe:
                 if earlier:
-                    pipe.mget(earlier)
+                    mget(pipe, earlier)
                 queue(pipe)
                 replies: list[Any] = pipe.execute()
         except CONNECTION_ERRORS as error:
@@ -275,7 +365,7 @@ class RedisTransaction:
             layout = self._layout
 
             def queue(pipe: Pipeline) -> None:
-                pipe.mget([layout.version(ekey) for ekey in unique])
+                mget(pipe, [layout.version(ekey) for ekey in unique])
                 for ekey in unique:
                     pipe.hmget(layout.record(ekey), "d", "x")
 
@@ -340,9 +430,7 @@ class RedisTransaction:
                 sort, ekey = split_member(raw)
                 position = StorageCursorPosition(sort, ekey)
                 try:
-                    claimed = ekey in self._held or bool(
-                        self._client.set(layout.hold(ekey), token, nx=True, px=self._hold_ms)
-                    )
+                    claimed = ekey in self._held or self._claim(layout.hold(ekey), token)
                 except CONNECTION_ERRORS as error:
                     # The claim may have been made with its reply lost: release it with the rest
                     # (a release only deletes holds that carry this attempt's token).
@@ -357,6 +445,19 @@ class RedisTransaction:
                 break
         cursor = encode_storage_query_cursor(command, items[-1]) if len(items) == command.limit else None
         return QueryRecordsResult(tuple(items), cursor)
+
+    def _claim(self, hold: str, token: str) -> bool:
+        """Take the hold ``hold`` for this attempt: True if it is now this attempt's.
+
+        ``SET NX`` that finds the hold taken is followed by a ``GET``: if the
+        hold carries this attempt's token, an earlier ``SET`` of ours did take
+        it and only its reply was lost (the cluster client resends a command
+        whose connection failed), so the row is ours and will be released with
+        the others, instead of staying held by nobody until it expires.
+        """
+        if self._client.set(hold, token, nx=True, px=self._hold_ms):
+            return True
+        return bool(self._client.get(hold) == token.encode("ascii"))
 
     def release(self) -> None:
         """Give up every exclusive hold of this attempt (after commit, rollback or a lost race).
@@ -438,8 +539,8 @@ class RedisTransaction:
         exec_sent = False
         with self._client.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(*watched)  # type: ignore[no-untyped-call]
-                current: list[Any] = pipe.mget(watched)
+                pipe.watch(*watched)
+                current: list[Any] = mget(pipe, watched)
                 for key, value in zip(deps, current, strict=False):
                     if value != self._deps[key]:
                         raise self._lose(f"{key} changed after this attempt read it")
@@ -531,7 +632,7 @@ class RedisTransaction:
         placed = materialize_storage_append(command, start)
         targets = [layout.version(record.key.encoded) for record in placed.records]
         pipe.watch(*targets)
-        for record, found in zip(placed.records, pipe.mget(targets), strict=True):
+        for record, found in zip(placed.records, mget(pipe, targets), strict=True):
             if found is not None:
                 if pipe.get(head_version) != version:
                     # Another commit moved the head between our reads (WATCH makes EXEC fail, but these
@@ -593,20 +694,50 @@ class RedisStorageDriver:
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 32,
         hold_ms: int = 60_000,
+        cluster: bool = False,
+        address_remap: Any = None,
+        startup_nodes: Sequence[tuple[str, int]] = (),
     ) -> None:
         if type(max_transaction_attempts) is not int or max_transaction_attempts < 1:
             raise StorageValidationError("max_transaction_attempts must be a positive integer")
+        if cluster and not has_hash_tag(prefix):
+            # A general (multi-slot) layout: a transaction would span slots, which Redis Cluster refuses.
+            raise StorageUsageError(
+                f"store prefix {prefix!r} has no {{hash tag}}, so on a Redis Cluster its keys would spread "
+                "over many hash slots, and one MULTI/EXEC cannot span slots: this driver runs on a cluster "
+                "only in a single-slot topology (every key of a store under one hash tag)"
+            )
         self._hold_ms = hold_ms
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = redis_profile(limits)
         self._max_attempts = max_transaction_attempts
         self._layout = KeyLayout(prefix)
-        # No automatic retries: resending a command whose reply was lost could apply it twice, so every
-        # connection failure reaches the driver, which knows whether a retry is safe.
-        self._client = redis.Redis.from_url(
-            url, socket_connect_timeout=5, socket_timeout=30, retry=Retry(NoBackoff(), 0)
-        )
+        # Never a client that resends a write on its own (see open_client); made on first use.
+        self._client_args = (url, cluster, address_remap, tuple(startup_nodes))
+        self._client_made: Client | None = None
+        self._client_lock = threading.Lock()
         self._closed = False
+
+    @property
+    def _client(self) -> Client:
+        """This instance's client, made on first use, so that opening an instance never needs the server.
+
+        A cluster client asks a node for the slot map as soon as it is made;
+        when no node answers that is ``StorageUnavailableError`` (and the next
+        call tries again), never a raw redis-py error.
+        """
+        with self._client_lock:
+            if self._client_made is None:
+                url, cluster, remap, nodes = self._client_args
+                try:
+                    self._client_made = open_client(
+                        url, cluster=cluster, address_remap=remap, startup_nodes=nodes
+                    )
+                except (redis.RedisError, RedisClusterException) as error:
+                    raise StorageUnavailableError(
+                        f"no redis node could be reached: {_one_line(error)}"
+                    ) from error
+            return self._client_made
 
     @property
     def profile(self) -> StorageProfile:
@@ -674,4 +805,6 @@ class RedisStorageDriver:
     def close(self) -> None:
         """Close this instance's connections; the store and other instances are unaffected."""
         self._closed = True
-        self._client.close()
+        with self._client_lock:
+            if self._client_made is not None:
+                self._client_made.close()

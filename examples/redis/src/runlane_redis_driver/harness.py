@@ -2,7 +2,14 @@
 
 Options (``--runlane-option key=value``):
 
-* ``url``: the server and database (default ``redis://127.0.0.1:6379/0``);
+* ``url``: the server and database (default ``redis://127.0.0.1:6379/0``); on a
+  cluster, any one node (database 0), from which the others are discovered;
+* ``cluster``: ``off`` (default: a standalone server, ``redis.Redis``) or
+  ``single-slot`` (a Redis Cluster through ``redis.cluster.RedisCluster``,
+  every key of a store in one hash slot). Any other topology is refused
+  with the reason: see ``CLUSTER_TOPOLOGIES``;
+* ``nodes``: on a cluster, more nodes to learn the topology from when the
+  URL's node is down (``host:port,host:port``);
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
 * ``exclusive_hold_ms``: how long an exclusive hold survives an owner that never releases it (a
   crashed process), in milliseconds (default 60000);
@@ -16,20 +23,25 @@ until the first commit); closing the store deletes every key under it with
 process hands to ``attach()`` to open instances on the same store.
 
 Fault injection: a store names the server its instances talk to
-(``proxy_target()``, the URL's host and port) and opens instances whose
-connections all go to another address (``connect_through(address)``), so
-the ``faults`` suite can put its loopback proxy in between.
+(``proxy_target()``: the URL's host and port, or on a cluster the primary
+serving the store's slot) and opens instances whose connections all go to
+another address (``connect_through(address)``; on a cluster the client maps
+that primary's address to the proxy's), so the ``faults`` suite can put its
+loopback proxy in between.
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.cluster import RedisCluster
 from redis.connection import parse_url
+from redis.exceptions import RedisClusterException
 
 from runlane_conformance import (
     STORAGE_LIMIT_OPTIONS,
@@ -39,21 +51,42 @@ from runlane_conformance import (
     storage_limits_from_options,
 )
 
-from .driver import RedisStorageDriver
+from .driver import Client, RedisStorageDriver, cluster_nodes
 
 __all__ = [
+    "CLUSTER_TOPOLOGIES",
     "DEFAULT_URL",
+    "MULTI_SLOT_REFUSAL",
     "RedisHarness",
     "RedisOptionError",
     "RedisStoreHandle",
+    "cluster_option",
     "delete_prefix",
     "harness",
     "new_prefix",
+    "nodes_option",
     "probe",
 ]
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
-_OPTIONS = ("url", "max_transaction_attempts", "exclusive_hold_ms", *STORAGE_LIMIT_OPTIONS)
+_OPTIONS = (
+    "url",
+    "cluster",
+    "nodes",
+    "max_transaction_attempts",
+    "exclusive_hold_ms",
+    *STORAGE_LIMIT_OPTIONS,
+)
+#: The values of the ``cluster`` option this driver accepts: a standalone server, or one slot per store.
+CLUSTER_TOPOLOGIES = ("off", "single-slot")
+#: Why a store cannot be spread over a cluster's slots (the refusal of any other ``cluster`` value).
+MULTI_SLOT_REFUSAL = (
+    "a Runlane transaction may touch any key of its store, and Redis Cluster runs a multi-key "
+    "MULTI/EXEC (or script) only when every key is in one hash slot, so a store spread over slots "
+    "could not commit atomically. Use cluster=single-slot: every key of a store shares one hash tag, "
+    "so one slot on one primary (atomic, but that store gets no sharding; different stores land on "
+    "different slots)"
+)
 _SCAN_BATCH = 1000
 
 
@@ -61,15 +94,26 @@ class RedisOptionError(ValueError):
     """A bad ``--runlane-option`` or address; the message is one line for the user."""
 
 
-def probe(url: str, timeout: float = 3.0) -> str | None:
-    """``None`` when the server at ``url`` answers ``PING``; otherwise why not, in one line."""
+def probe(
+    url: str, timeout: float = 3.0, *, cluster: bool = False, nodes: Sequence[tuple[str, int]] = ()
+) -> str | None:
+    """``None`` when the server at ``url`` (with ``cluster``: the cluster) answers ``PING``; else why not."""
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        client: Any
+        if cluster:
+            client = RedisCluster.from_url(
+                url,
+                startup_nodes=cluster_nodes(nodes),
+                socket_connect_timeout=timeout,
+                socket_timeout=timeout,
+            )
+        else:
+            client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
         try:
             client.ping()
         finally:
             client.close()
-    except (redis.RedisError, ValueError, OSError) as error:
+    except (redis.RedisError, RedisClusterException, ValueError, OSError) as error:
         return " ".join(str(error).split()) or type(error).__name__
     return None
 
@@ -86,7 +130,7 @@ def _is_prefix(text: str) -> bool:
     return len(ident) == 32 and all(char in "0123456789abcdef" for char in ident)
 
 
-def delete_prefix(client: redis.Redis, prefix: str) -> int:
+def delete_prefix(client: Client, prefix: str) -> int:
     """Delete every key that starts with ``prefix`` (SCAN + UNLINK); returns how many went."""
     if not _is_prefix(prefix):  # never let a malformed prefix turn into a wide pattern
         raise RedisOptionError(f"{prefix!r} is not a runlane store prefix")
@@ -116,7 +160,16 @@ class RedisStoreHandle:
         return self._open(self._harness.url, clock)
 
     def proxy_target(self) -> tuple[str, int]:
-        """The ``(host, port)`` of the server in the URL (for the faults suite's proxy)."""
+        """The ``(host, port)`` the faults suite's proxy stands in for.
+
+        Standalone: the server in the URL. Cluster: the primary that serves
+        this store's slot now (every command of the store goes there).
+        """
+        if self._harness.cluster:
+            admin = self._harness._admin_client()
+            admin.nodes_manager.initialize()  # ask the cluster now: a failover may have moved the slot
+            node = admin.get_node_from_key(self.prefix)
+            return str(node.host), int(node.port)
         parts = urlsplit(self._harness.url)
         if parts.scheme not in ("redis", "rediss") or not parts.hostname:
             raise RedisOptionError(
@@ -127,12 +180,19 @@ class RedisStoreHandle:
     def connect_through(self, address: tuple[str, int], *, clock: Clock | None = None) -> RedisStorageDriver:
         """An instance on this store whose connections all go to ``address`` instead of the server."""
         host, port = address
+        if self._harness.cluster:
+            target = self.proxy_target()
+
+            def remap(node: tuple[str, int]) -> tuple[str, int]:
+                return (host, port) if (node[0], int(node[1])) == target else node
+
+            return self._open(self._harness.url, clock, address_remap=remap)
         parts = urlsplit(self._harness.url)
         userinfo = parts.netloc.rpartition("@")[0]
         netloc = f"{userinfo}@{host}:{port}" if userinfo else f"{host}:{port}"
         return self._open(urlunsplit(parts._replace(netloc=netloc)), clock)
 
-    def _open(self, url: str, clock: Clock | None) -> RedisStorageDriver:
+    def _open(self, url: str, clock: Clock | None, *, address_remap: Any = None) -> RedisStorageDriver:
         if self._closed:
             raise RedisOptionError(f"the store {self.prefix} was closed")
         harness = self._harness
@@ -143,6 +203,11 @@ class RedisStoreHandle:
             limits=harness.limits,
             max_transaction_attempts=harness.max_transaction_attempts,
             hold_ms=harness.exclusive_hold_ms,
+            **(
+                {"cluster": True, "address_remap": address_remap, "startup_nodes": harness.nodes}
+                if harness.cluster
+                else {}
+            ),
         )
         self._drivers.append(driver)
         return driver
@@ -175,18 +240,33 @@ class RedisHarness:
         limits: StorageLimits | None = None,
         max_transaction_attempts: int = 32,
         exclusive_hold_ms: int = 60_000,
+        cluster: bool = False,
+        nodes: Sequence[tuple[str, int]] = (),
     ) -> None:
         self.url = url
+        #: On a cluster: more nodes (besides the URL's) a client may learn the topology from.
+        self.nodes = tuple(nodes)
+        #: True on a Redis Cluster (single-slot topology): instances use ``RedisCluster``.
+        self.cluster = cluster
         self.limits = limits
         self.max_transaction_attempts = max_transaction_attempts
         self.exclusive_hold_ms = exclusive_hold_ms
-        self._admin: redis.Redis | None = None
+        self._admin: Client | None = None
         self._lock = threading.Lock()
         self._open: list[RedisStoreHandle] = []
 
-    def _admin_client(self) -> redis.Redis:
+    def _admin_client(self) -> Client:
         if self._admin is None:
-            self._admin = redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+            if self.cluster:
+                self._admin = RedisCluster.from_url(
+                    self.url,
+                    startup_nodes=cluster_nodes(self.nodes),
+                    socket_connect_timeout=5,
+                    socket_timeout=30,
+                    reinitialize_steps=1,
+                )
+            else:
+                self._admin = redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
         return self._admin
 
     def open_store(self) -> RedisStoreHandle:
@@ -250,4 +330,42 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
         else 60_000
     )
     limits = storage_limits_from_options("redis", options, error=RedisOptionError)
-    return RedisHarness(url=url, limits=limits, max_transaction_attempts=attempts, exclusive_hold_ms=hold_ms)
+    cluster = cluster_option(options.get("cluster", "off"), url)
+    nodes = nodes_option(options["nodes"]) if "nodes" in options else ()
+    if nodes and not cluster:
+        raise RedisOptionError("redis driver option nodes=... is for a cluster (cluster=single-slot) only")
+    return RedisHarness(
+        url=url,
+        limits=limits,
+        max_transaction_attempts=attempts,
+        exclusive_hold_ms=hold_ms,
+        cluster=cluster,
+        nodes=nodes,
+    )
+
+
+def nodes_option(text: str) -> tuple[tuple[str, int], ...]:
+    """``host:port,host:port`` -> ``((host, port), ...)``; a malformed entry is refused."""
+    nodes = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RedisOptionError(f"redis driver option nodes: {entry!r} is not host:port")
+        nodes.append((host, int(port)))
+    return tuple(nodes)
+
+
+def cluster_option(value: str, url: str) -> bool:
+    """``cluster=off`` -> False, ``cluster=single-slot`` -> True; anything else is refused with the reason."""
+    value = value.strip().lower()
+    if value not in CLUSTER_TOPOLOGIES:
+        raise RedisOptionError(f"redis driver option cluster={value!r} is refused: {MULTI_SLOT_REFUSAL}")
+    if value == "off":
+        return False
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise RedisOptionError(f"cluster=single-slot needs a redis:// or rediss:// node address, not {url!r}")
+    db = parts.path.strip("/") or "0"
+    if db != "0":
+        raise RedisOptionError(f"a Redis Cluster has only database 0, but url={url!r} names database {db}")
+    return True

@@ -20,7 +20,6 @@ this file for it (``-k mysql``, which fails CI if nothing is selected).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
 import os
 
@@ -28,7 +27,7 @@ import pytest
 
 from runlane_conformance.catalogue import AREAS
 from runlane_conformance.runner import run_suites
-from tests.conftest import example_package
+from tests.examples.servers import DRIVERS, server_problem
 
 
 def _profile_dependent_requirements() -> list[str]:
@@ -53,38 +52,9 @@ def _profile_dependent_requirements() -> list[str]:
     return sorted(found)
 
 
-_MODULES = {
-    "tiny": "runlane_tiny_driver",
-    "sqlite": "runlane_sqlite_driver",
-    "postgres": "runlane_postgres_driver",
-    "redis": "runlane_redis_driver",
-    "mysql": "runlane_mysql_driver",
-}
-
-#: The examples this run certifies: the four the README installs, and MariaDB's where it is installed.
-DRIVERS = ["tiny", "sqlite", "postgres", "redis"] + (
-    ["mysql"] if importlib.util.find_spec(_MODULES["mysql"]) is not None else []
-)
-
-
-def _server_problem(driver: str) -> str | None:
-    """Why the example's server cannot be reached (None when it can, or when it needs none)."""
-    package = example_package(_MODULES[driver], driver)
-    if driver == "mysql":
-        problem: str | None = package.probe()
-        return problem
-    if driver == "postgres":
-        problem = package.probe(package.DEFAULT_DSN)
-        return problem
-    if driver == "redis":
-        problem = package.probe(package.DEFAULT_URL)
-        return problem
-    return None
-
-
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_example_driver_passes_profile_dependent_checks_at_thorough_settings(driver: str) -> None:
-    problem = _server_problem(driver)
+    problem = server_problem(driver)
     if problem is not None:
         if os.environ.get("CI", "").strip().lower() == "true":
             pytest.fail(f"the {driver} server is not reachable and CI=true: {problem}")

@@ -2,25 +2,24 @@
 
 ``model`` holds the recorded history (frozen dataclasses), ``store`` saves and
 loads it as schema-versioned JSON, ``check`` builds the dependency graph and
-names every anomaly with its shortest witness. Nothing here imports a driver:
-a saved history can be re-checked anywhere with
+names every anomaly with its shortest witness, ``findings`` holds the anomaly
+classes, the isolation levels and the report. Nothing here imports a driver: a
+saved history can be re-checked anywhere with
 ``python -m runlane_conformance.history FILE``.
 """
 
 from __future__ import annotations
 
-from .check import (
+from .check import Edge, EdgeKind, check_history
+from .findings import (
     LEVELS,
     MEANING,
     PROSCRIBED_BY,
     Anomaly,
-    Edge,
-    EdgeKind,
     Finding,
     Level,
     Report,
     Step,
-    check_history,
     describe_attempt,
 )
 from .model import (

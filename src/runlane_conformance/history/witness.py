@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..in_words import decoded_tuple
-from .check import LEVELS, MEANING, PROSCRIBED_BY, Anomaly, Level, Report
+from .findings import LEVELS, MEANING, PROSCRIBED_BY, Anomaly, Level, Report
 from .model import Append, Attempt, Bound, History, Read, Scan, Seen, Write, WriteKind
 
 __all__ = ["REALTIME_NOTE", "allowed_by", "operation_text", "violates", "witness"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..in_words import decoded_tuple
 from .model import Attempt, History, Read, Scan, Seen, Write, WriteKind
 from .search import Edge
 
@@ -203,6 +204,11 @@ def _seen_text(seen: Seen | None) -> str:
     return "absent" if seen is None else f"v{seen.version}({seen.value})"
 
 
+def _sort(encoded: str) -> str:
+    """A recorded sort value in words (``<2030-01-02T00:00:00.000000Z>``), else as recorded."""
+    return decoded_tuple(encoded) or encoded
+
+
 def describe_attempt(attempt: Attempt) -> str:
     """One line: where the attempt ran, how it ended, and every operation with versions and values."""
     parts: list[str] = []
@@ -210,8 +216,8 @@ def describe_attempt(attempt: Attempt) -> str:
         if isinstance(op, Read):
             parts.append(f"read {op.key}={_seen_text(op.seen)}")
         elif isinstance(op, Scan):
-            lo = "-inf" if op.lower is None else ("[" if op.lower.inclusive else "(") + op.lower.value
-            hi = "+inf" if op.upper is None else op.upper.value + ("]" if op.upper.inclusive else ")")
+            lo = "-inf" if op.lower is None else ("[" if op.lower.inclusive else "(") + _sort(op.lower.value)
+            hi = "+inf" if op.upper is None else _sort(op.upper.value) + ("]" if op.upper.inclusive else ")")
             listed = ", ".join(f"{i.key}@{i.value}" for i in op.items) or "nothing"
             mode = " exclusive" if op.exclusive else ""
             parts.append(

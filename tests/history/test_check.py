@@ -423,7 +423,7 @@ def test_an_exact_page_that_leaves_out_a_key_the_attempt_just_read_inside_its_ra
 def test_a_witness_line_prints_scan_bounds_in_words_not_hex() -> None:
     from runlane_conformance.history.findings import describe_attempt
 
-    lower, upper = "2030-01-02".encode().hex(), "2030-01-03".encode().hex()
+    lower, upper = b"2030-01-02".hex(), b"2030-01-03".hex()
     line = describe_attempt(txn("t1", scan(lower=lower, upper=upper)))
     assert "[<2030-01-02>..<2030-01-03>)" in line, line
     assert lower not in line and upper not in line, line

@@ -352,7 +352,14 @@ class LmdbDriver:
 
 
 class LmdbStoreHandle:
-    """A store in a directory of its own; ``address()`` is that path, so other processes can attach."""
+    """A store in a directory of its own, offered to one process only (``address()`` is ``None``).
+
+    LMDB marks each live reader by locking the byte at its process id in the environment's lock file.
+    ``--isolation process`` serves every backend in a sandbox with its own PID namespace, where two
+    backends can have the same process id and then refuse each other (``mdb_txn_begin: Resource
+    temporarily unavailable``). So this driver does not claim cross-process access, and the
+    cross-process checks are gated the same way in both modes.
+    """
 
     def __init__(self, path: str, *, owner: bool) -> None:
         self._path = path
@@ -365,8 +372,8 @@ class LmdbStoreHandle:
     def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> LmdbDriver:
         return LmdbDriver(self._store, clock, hook)
 
-    def address(self) -> str:
-        return self._path
+    def address(self) -> None:
+        return None
 
     def close(self) -> None:
         release_environment(self._store)

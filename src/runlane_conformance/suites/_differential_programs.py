@@ -235,7 +235,7 @@ def _variant(base: int, environment: int, run: int, shift: int = 0) -> NewStorag
     ):
         try:
             moved = _substituted(value, attempt)
-            assert isinstance(moved, dict)
+            assert isinstance(moved, dict), f"a substituted document must stay a mapping, got {moved!r}"
             return build_storage_record(table, _rederived(table, moved))
         except (StorageError, ValueError, KeyError, TypeError, AssertionError):
             continue

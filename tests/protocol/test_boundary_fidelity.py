@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance import harness as harness_module
+from runlane_conformance import harness_protocols
+from runlane_conformance.contract.catalog import StorageTableName
 from runlane_conformance.contract.errors import StorageConflictError, StorageUsageError
-from runlane_conformance.contract.values import StorageRecordKey, StorageTableName
+from runlane_conformance.contract.values import StorageRecordKey
 from runlane_conformance.faults.plan import Fault, FaultInjector, FaultKind
 from runlane_conformance.harness import DriverHarness, StoreHandle, load_harness
 from runlane_conformance.protocol.process import STORE_HOOKS, ProcessHarness, ProcessStoreHandle
@@ -165,12 +166,12 @@ def test_a_base_exception_of_the_callback_stays_outside_except_exception_in_the_
 
 
 def _optional_store_protocols() -> dict[str, list[str]]:
-    """Each optional store-handle protocol of ``runlane_conformance.harness``, with its methods."""
+    """Each optional store-handle protocol of ``runlane_conformance.harness_protocols``, with its methods."""
     found: dict[str, list[str]] = {}
-    for name, value in vars(harness_module).items():
+    for name, value in vars(harness_protocols).items():
         if not (inspect.isclass(value) and getattr(value, "_is_runtime_protocol", False)):
             continue
-        if value in (StoreHandle, DriverHarness) or value.__module__ != harness_module.__name__:
+        if value in (StoreHandle, DriverHarness) or value.__module__ != harness_protocols.__name__:
             continue
         found[name] = [
             member

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from runlane_conformance.protocol.isolation import Isolation
 from runlane_conformance.run.certify import certify_driver
-from runlane_conformance.run.isolation import Isolation
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANT = "tests.mutants.m_append:gap_between_batches"

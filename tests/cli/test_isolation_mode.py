@@ -7,8 +7,8 @@ import shlex
 import sys
 from typing import Any
 
+from runlane_conformance.protocol.isolation import BACKEND_MODULE, Isolation, served_driver
 from runlane_conformance.report.badge import badge_for, isolation_note
-from runlane_conformance.run.isolation import BACKEND_MODULE, Isolation, served_driver
 
 
 def _document(isolation: str, *, certified: bool = True) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from ..report.files import (
     output_target,
     write_text_atomically,
 )
-from ..run.isolation import Isolation
+from ..protocol.isolation import Isolation
 from ..safe_text import MESSAGE_LIMIT, one_line, redact_options, redact_text, safe_str, secret_values
 
 if TYPE_CHECKING:

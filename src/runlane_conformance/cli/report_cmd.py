@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Literal, cast
 import typer
 from rich.text import Text
 
+from ..protocol.isolation import DEFAULT_ISOLATION, Isolation
 from ..report.files import OutputFileError, OutputTarget, write_output
-from ..run.isolation import DEFAULT_ISOLATION, Isolation
 from ..safe_text import json_text
 from .common import (
     ExitCode,

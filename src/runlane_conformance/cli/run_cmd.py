@@ -32,7 +32,7 @@ from rich.text import Text
 from ..catalogue import AREAS
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
 from ..report.files import OutputFileError, OutputTarget, check_output_directory, invalidate, output_target
-from ..run.isolation import DEFAULT_ISOLATION, Isolation
+from ..protocol.isolation import DEFAULT_ISOLATION, Isolation
 from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, parse_workers
 from ..safe_text import describe_exception

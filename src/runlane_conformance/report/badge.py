@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from ..run.isolation import Isolation
+from ..protocol.isolation import Isolation
 from ..safe_text import one_line, xml_safe
 from .model import ResultsReport
 

@@ -44,11 +44,11 @@ from ..expected_failures import ExpectedFailure
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, HYPOTHESIS_PROFILES, check_budget
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo, available_drivers
+from ..protocol.isolation import DEFAULT_ISOLATION, Isolation, served_driver
 from ..safe_text import redact_options
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .catalog import suite_catalog
 from .environment import SuiteSource, closed_environment, pytest_arguments, suite_digest
-from .isolation import DEFAULT_ISOLATION, Isolation, served_driver
 from .model import (
     AreaSummary,
     CheckResult,
@@ -454,7 +454,7 @@ def certify_driver(
 
     ``isolation`` says where the driver's code runs: ``Isolation.PROCESS`` serves it from a
     backend process of its own, so no module of it is imported by the children or this process
-    (``run.isolation``); ``Isolation.NONE`` loads it in the children, next to the checks.
+    (``protocol.isolation``); ``Isolation.NONE`` loads it in the children, next to the checks.
 
     ``examples`` is the Hypothesis example database directory the checks save a failing example
     to and replay first, so a rerun of the printed reproduce line replays it at once; ``None``

@@ -23,7 +23,7 @@ from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
 from ..safe_text import redact_options, redact_text, secret_values
 from .certification import Certification, Verdict, certify, decide_verdict
-from .isolation import DEFAULT_ISOLATION
+from ..protocol.isolation import DEFAULT_ISOLATION
 from .outcomes import (
     ExpectationResult,
     Outcome,
@@ -244,7 +244,7 @@ class RunEnvironment:
     plugins: tuple[tuple[str, str], ...]
     supervised: bool
     #: Where the driver's code ran: ``process`` (a backend process of its own, never loaded by the
-    #: judge) or ``none`` (next to the checks); see ``run.isolation``.
+    #: judge) or ``none`` (next to the checks); see ``protocol.isolation``.
     isolation: str = "none"
     #: With ``isolation`` ``process``: the sandbox the backend ran in (``bubblewrap: ...``), or why
     #: it ran without one (``unavailable: REASON``); ``None`` when the driver was not isolated.

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ..expected_failures import ExpectedFailure
-from .isolation import DEFAULT_ISOLATION, Isolation
+from ..protocol.isolation import DEFAULT_ISOLATION, Isolation
 from .sandbox import SandboxNetwork
 
 __all__ = ["RunRequest"]

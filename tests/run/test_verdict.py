@@ -75,3 +75,27 @@ def test_an_interrupted_or_stopped_run_is_never_certified_whatever_it_found() ->
 def test_a_complete_run_certifies_only_as_its_certification_says() -> None:
     assert _decide(RunStatus.COMPLETE, CERTIFIED) is Verdict.CERTIFIED
     assert _decide(RunStatus.COMPLETE, REFUSED) is Verdict.NOT_CERTIFIED
+
+
+def test_a_should_failure_keeps_the_certification_and_still_exits_1() -> None:
+    """The verdict never contradicts the certification the report claims: certified, but not exit 0."""
+    verdict = _decide(RunStatus.COMPLETE, CERTIFIED, failed=True)
+    assert verdict is Verdict.CERTIFIED_SHOULD_FAILED
+    assert exit_code_for(verdict) is ExitCode.REQUIREMENT_FAILED
+    assert _decide(RunStatus.COMPLETE, REFUSED, failed=True) is Verdict.NOT_CERTIFIED
+
+
+def test_a_not_clean_run_says_what_its_checks_came_to_first() -> None:
+    assert _decide(RunStatus.COMPLETE, REFUSED, failed=True, stale=True) is Verdict.NOT_CLEAN
+    assert _decide(RunStatus.COMPLETE, REFUSED, failed=True, stale=False) is Verdict.NOT_CERTIFIED
+
+
+def test_every_verdict_but_not_clean_has_a_headline_of_its_own() -> None:
+    from runlane_conformance.cli.verdict_view import HEADLINES
+
+    assert set(HEADLINES) == set(Verdict) - {Verdict.NOT_CLEAN}
+
+
+def test_a_run_problem_outweighs_an_inconclusive_requirement_in_the_verdict_and_so_in_the_headline() -> None:
+    """Before the headline followed the verdict, this run said INCONCLUSIVE (exit 4) and exited 1."""
+    assert _decide(RunStatus.INCONCLUSIVE, REFUSED, inconclusive=True, problems=True) is Verdict.NOT_CERTIFIED

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from ..catalogue import AREAS
 from ..fixtures.defaults import HYPOTHESIS_PROFILES
+from ..protocol.isolation import Isolation
 from ..report.files import (
     OutputFileError,
     OutputTarget,
@@ -26,7 +27,6 @@ from ..report.files import (
     output_target,
     write_text_atomically,
 )
-from ..protocol.isolation import Isolation
 from ..safe_text import MESSAGE_LIMIT, one_line, redact_options, redact_text, safe_str, secret_values
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ def exit_code_for(verdict: Verdict) -> ExitCode:
 #: is exit 1 like pytest's strict xfail; nothing failed but something could not finish is 4.
 EXIT_CODES: Mapping[str, ExitCode] = {
     "certified": ExitCode.CERTIFIED,
+    "certified_should_failed": ExitCode.REQUIREMENT_FAILED,
     "not_certified": ExitCode.REQUIREMENT_FAILED,
     "inconclusive": ExitCode.INCONCLUSIVE,
     "partial_passed": ExitCode.CERTIFIED,

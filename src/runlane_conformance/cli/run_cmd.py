@@ -31,8 +31,8 @@ from rich.text import Text
 
 from ..catalogue import AREAS
 from ..fixtures.defaults import CHECK_BUDGET_SECONDS, DEFAULT_EXAMPLES, HYPOTHESIS_PROFILES
-from ..report.files import OutputFileError, OutputTarget, check_output_directory, invalidate, output_target
 from ..protocol.isolation import DEFAULT_ISOLATION, Isolation
+from ..report.files import OutputFileError, OutputTarget, check_output_directory, invalidate, output_target
 from ..run.sandbox import SandboxNetwork
 from ..run.scaling import AUTO, parse_workers
 from ..safe_text import describe_exception
@@ -520,8 +520,9 @@ def _run_and_judge(
     console.print()
     console.print(verdict_table(result))
     print_failures(result, tb)
-    print_verdict(result)
+    verdict = result.verdict  # decided once: the headline and the exit code both follow it
+    print_verdict(result, verdict)
     document = report_for(result, "certification")
     console.print(Text(isolation_note(document), style="dim"), soft_wrap=unwrapped())
     _finish(outputs, document)
-    raise typer.Exit(int(exit_code_for(result.verdict)))
+    raise typer.Exit(int(exit_code_for(verdict)))

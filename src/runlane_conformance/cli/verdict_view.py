@@ -11,7 +11,7 @@ colour marks only what happened.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rich import box
 from rich.cells import cell_len
@@ -20,13 +20,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..run.model import INCONCLUSIVE_HINT, AreaSummary, Outcome, RunResult, RunStatus
+from ..run.model import INCONCLUSIVE_HINT, AreaSummary, Outcome, RunResult, Verdict
 from ..safe_text import redact_options
 from .choices import TracebackStyle
-from .common import console, shown, unwrapped
+from .common import console, exit_code_for, shown, unwrapped
 from .wording import count
 
-__all__ = ["COUNT_COLUMNS", "print_failures", "print_verdict", "verdict_table", "verdict_view"]
+__all__ = ["COUNT_COLUMNS", "HEADLINES", "print_failures", "print_verdict", "verdict_table", "verdict_view"]
 
 TITLE = "Verdict by contract area (requirements)"
 
@@ -186,86 +186,110 @@ def _scope_of(result: RunResult) -> str:
     return shown("; ".join(parts))
 
 
-def print_verdict(result: RunResult) -> None:
+def _interrupted(result: RunResult, code: int) -> Text:
+    return Text.assemble(("INTERRUPTED", "bold red"), f": {shown(result.driver)}: not a certification")
+
+
+def _stopped(result: RunResult, code: int) -> Text:
+    not_run = sum(t.outcome is Outcome.NOT_RUN for t in result.tests)
+    return Text.assemble(
+        ("STOPPED", "bold red"),
+        f" after {count(result.max_failures or 0, 'failed check')} (--maxfail "
+        f"{result.max_failures}): {shown(result.driver)}: {count(not_run, 'check')} not run; "
+        "a stopped run is not a certification",
+    )
+
+
+def _inconclusive(result: RunResult, code: int) -> Text:
+    unfinished = result.inconclusive_requirements
+    return Text.assemble(
+        ("INCONCLUSIVE", "bold yellow"),
+        f": {shown(result.driver)}: nothing failed, but "
+        f"{count(len(unfinished), 'requirement')} could not finish in time "
+        f"({shown(', '.join(r.id for r in unfinished))}); not a certification. "
+        f"{INCONCLUSIVE_HINT} (exit {code})",
+    )
+
+
+def _partial(outcome: Callable[[RunResult], str]) -> Callable[[RunResult, int], Text]:
+    def line(result: RunResult, code: int) -> Text:
+        return Text.assemble(
+            ("PARTIAL RUN", "bold yellow"),
+            f" ({_scope_of(result)}): {shown(result.driver)}: {outcome(result)}; "
+            "a partial run is not a certification",
+        )
+
+    return line
+
+
+def _partial_failed(result: RunResult) -> str:
+    failed = len(result.failed_requirements)
+    if failed:
+        return f"{count(failed, 'requirement')} failed or did not run"
+    problems = count(len(result.problems), "run problem")
+    unfinished = result.inconclusive_requirements
+    if unfinished:
+        return f"nothing failed, but {problems} and {count(len(unfinished), 'requirement')} inconclusive"
+    return f"everything that ran passed, but {problems}"
+
+
+def _partial_inconclusive(result: RunResult) -> str:
+    unfinished = count(len(result.inconclusive_requirements), "requirement")
+    return f"nothing failed, but {unfinished} could not finish in time (inconclusive: {INCONCLUSIVE_HINT})"
+
+
+def _certified(result: RunResult, code: int) -> Text:
+    return Text.assemble(("CERTIFIED", "bold green"), f": {shown(result.driver)} at level {result.level}")
+
+
+def _not_certified(result: RunResult, code: int) -> Text:
+    reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
+    if result.inconclusive_requirements:
+        reasons.append(f"{count(len(result.inconclusive_requirements), 'requirement')} inconclusive")
+    known = sum(r.known_failure for r in result.must_failures)
+    if known:
+        reasons[0] += f" ({known} of them {'a known failure' if known == 1 else 'known failures'})"
+    if result.problems:
+        reasons.append(count(len(result.problems), "run problem"))
+    return Text.assemble(("NOT CERTIFIED", "bold red"), f": {shown(result.driver)}: {', '.join(reasons)}")
+
+
+#: The headline of each verdict. ``NOT_CLEAN`` has none of its own: its run says what the checks came
+#: to (``RunResult.checks_verdict``), then names the stale declarations.
+HEADLINES: Mapping[Verdict, Callable[[RunResult, int], Text]] = {
+    Verdict.INTERRUPTED: _interrupted,
+    Verdict.STOPPED: _stopped,
+    Verdict.INCONCLUSIVE: _inconclusive,
+    Verdict.PARTIAL_PASSED: _partial(lambda result: "everything that ran passed"),
+    Verdict.PARTIAL_FAILED: _partial(_partial_failed),
+    Verdict.PARTIAL_INCONCLUSIVE: _partial(_partial_inconclusive),
+    Verdict.CERTIFIED: _certified,
+    Verdict.CERTIFIED_SHOULD_FAILED: _certified,
+    Verdict.NOT_CERTIFIED: _not_certified,
+}
+
+
+def print_verdict(result: RunResult, verdict: Verdict) -> None:
+    """The run's closing lines, all chosen by ``verdict`` (the run's one ``RunResult.verdict``): the
+    run problems, the headline, the SHOULD failures, the stale declarations and the summary."""
+    code = int(exit_code_for(verdict))
     should = [r for r in result.failed_requirements if r not in result.must_failures]
     console.print()
     for problem in result.problems:
         console.print(Text.assemble(("RUN PROBLEM", "bold red"), f": {problem}"), soft_wrap=unwrapped())
-    if result.status is RunStatus.INTERRUPTED:
-        console.print(
-            Text.assemble(("INTERRUPTED", "bold red"), f": {shown(result.driver)}: not a certification"),
-            soft_wrap=unwrapped(),
-        )
-    elif result.status is RunStatus.STOPPED:
-        not_run = sum(t.outcome is Outcome.NOT_RUN for t in result.tests)
-        console.print(
-            Text.assemble(
-                ("STOPPED", "bold red"),
-                f" after {count(result.max_failures or 0, 'failed check')} (--maxfail "
-                f"{result.max_failures}): {shown(result.driver)}: {count(not_run, 'check')} not run; "
-                "a stopped run is not a certification",
-            ),
-            soft_wrap=unwrapped(),
-        )
-    elif result.status is RunStatus.INCONCLUSIVE:
-        unfinished = result.inconclusive_requirements
-        console.print(
-            Text.assemble(
-                ("INCONCLUSIVE", "bold yellow"),
-                f": {shown(result.driver)}: nothing failed, but "
-                f"{count(len(unfinished), 'requirement')} could not finish in time "
-                f"({shown(', '.join(r.id for r in unfinished))}); not a certification. "
-                f"{INCONCLUSIVE_HINT} (exit 4)",
-            ),
-            soft_wrap=unwrapped(),
-        )
-    elif result.status is RunStatus.PARTIAL:
-        failed = len(result.failed_requirements)
-        if failed:
-            outcome = f"{count(failed, 'requirement')} failed or did not run"
-        elif result.inconclusive_requirements:
-            outcome = (
-                f"nothing failed, but {count(len(result.inconclusive_requirements), 'requirement')} "
-                f"could not finish in time (inconclusive: {INCONCLUSIVE_HINT})"
-            )
-        elif result.problems:
-            outcome = f"everything that ran passed, but {count(len(result.problems), 'run problem')}"
-        else:
-            outcome = "everything that ran passed"
-        console.print(
-            Text.assemble(
-                ("PARTIAL RUN", "bold yellow"),
-                f" ({_scope_of(result)}): {shown(result.driver)}: {outcome}; "
-                "a partial run is not a certification",
-            ),
-            soft_wrap=unwrapped(),
-        )
-    elif result.certified:
-        console.print(
-            Text.assemble(("CERTIFIED", "bold green"), f": {shown(result.driver)} at level {result.level}"),
-            soft_wrap=unwrapped(),
-        )
-    else:
-        reasons = [f"{count(len(result.must_failures), 'MUST requirement')} failed or did not run"]
-        if result.inconclusive_requirements:
-            reasons.append(f"{count(len(result.inconclusive_requirements), 'requirement')} inconclusive")
-        known = sum(r.known_failure for r in result.must_failures)
-        if known:
-            reasons[0] += f" ({known} of them {'a known failure' if known == 1 else 'known failures'})"
-        if result.problems:
-            reasons.append(count(len(result.problems), "run problem"))
-        console.print(
-            Text.assemble(("NOT CERTIFIED", "bold red"), f": {shown(result.driver)}: {', '.join(reasons)}"),
-            soft_wrap=unwrapped(),
-        )
+    shown_verdict = result.checks_verdict if verdict is Verdict.NOT_CLEAN else verdict
+    console.print(HEADLINES[shown_verdict](result, code), soft_wrap=unwrapped())
     if should:
         console.print(Text(f"SHOULD requirements failed (not blocking): {', '.join(r.id for r in should)}"))
     if result.unexpected_passes:
+        # An interrupted or stopped run keeps its own verdict (and exit code): the note then only
+        # names the stale declarations.
         ids = ", ".join(r.id for r in result.unexpected_passes)
+        exits = f" (exit {code})" if verdict is Verdict.NOT_CLEAN else ""
         console.print(
             Text.assemble(
                 ("NOT CLEAN", "bold yellow"),
-                f": declared known failures passed ({shown(ids)}): remove their --expect-fail (exit 1)",
+                f": declared known failures passed ({shown(ids)}): remove their --expect-fail{exits}",
             ),
             soft_wrap=unwrapped(),
         )

@@ -5,8 +5,10 @@
 (``report.verify``), so a report whose claim does not follow from its outcomes is caught.
 
 ``decide_verdict`` turns a run's status, certification and findings into one ``Verdict``. Every
-consumer reads that value: the CLI's exit code is a table lookup on it (``cli.common.EXIT_CODES``)
-and nothing else re-derives it from the raw results.
+consumer reads that value (``RunResult.verdict``, decided once per result): the CLI's exit code is a
+table lookup on it (``cli.common.EXIT_CODES``), the console's headline is chosen by it
+(``cli.verdict_view``), and the report's claim is the ``Certification`` it was decided from, which
+``badge`` and JUnit render. Nothing else re-derives a verdict from the raw results or the status.
 
 This module imports only ``run.outcomes`` and the requirement catalogue's types, so the model can
 use it without a cycle.
@@ -110,6 +112,9 @@ class Verdict(StrEnum):
     """
 
     CERTIFIED = "certified"
+    #: Certified (every MUST passed or was gated), but a SHOULD requirement failed: the report and the
+    #: badge say certified, the exit code says a requirement failed.
+    CERTIFIED_SHOULD_FAILED = "certified_should_failed"
     NOT_CERTIFIED = "not_certified"
     INCONCLUSIVE = "inconclusive"
     PARTIAL_PASSED = "partial_passed"
@@ -133,9 +138,14 @@ def decide_verdict(
     stale ``--expect-fail`` declarations, failed or unrun requirements and run problems,
     requirements that could not finish in time, and finally the certification itself.
 
-    ``failed``: some requirement failed or did not run; ``inconclusive``: some requirement could not
-    finish in time; ``problems``: the run recorded a run-level problem. Nothing failed but something
-    was inconclusive is never a failure: it has no verdict, partial run or not.
+    ``failed``: some requirement (MUST or SHOULD) failed or did not run; ``inconclusive``: some
+    requirement could not finish in time; ``problems``: the run recorded a run-level problem. Nothing
+    failed but something was inconclusive is never a failure: it has no verdict, partial run or not.
+    A failure the certification still allows (a SHOULD) is ``CERTIFIED_SHOULD_FAILED``, so the verdict
+    never contradicts the certification the report claims.
+
+    ``stale_expectations=False`` gives what the checks alone came to, which is what a ``NOT_CLEAN``
+    run's headline says before it names the stale declarations (``RunResult.checks_verdict``).
     """
     partial = status is RunStatus.PARTIAL
     if status is RunStatus.INTERRUPTED:
@@ -145,7 +155,9 @@ def decide_verdict(
     if stale_expectations:
         return Verdict.NOT_CLEAN
     if failed or problems:
-        return Verdict.PARTIAL_FAILED if partial else Verdict.NOT_CERTIFIED
+        if partial:
+            return Verdict.PARTIAL_FAILED
+        return Verdict.CERTIFIED_SHOULD_FAILED if certification.certified else Verdict.NOT_CERTIFIED
     if inconclusive:
         return Verdict.PARTIAL_INCONCLUSIVE if partial else Verdict.INCONCLUSIVE
     if partial:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 from ..catalogue import AREAS, Requirement, RequirementLevel
@@ -21,9 +22,9 @@ from ..fixtures.driver_frame import path_from_here, pytest_launcher
 from ..fixtures.evidence import EVIDENCE_PROPERTY, INCONCLUSIVE_HINT, INCONCLUSIVE_PROPERTY
 from ..fixtures.gating import ProfileFacts
 from ..harness import DriverInfo
+from ..protocol.isolation import DEFAULT_ISOLATION
 from ..safe_text import redact_options, redact_text, secret_values
 from .certification import Certification, Verdict, certify, decide_verdict
-from ..protocol.isolation import DEFAULT_ISOLATION
 from .outcomes import (
     ExpectationResult,
     Outcome,
@@ -313,9 +314,10 @@ class RunResult:
     def must_failures(self) -> tuple[RequirementResult, ...]:
         return tuple(r for r in self.failed_requirements if r.level is RequirementLevel.MUST)
 
-    @property
+    @cached_property
     def certification(self) -> Certification:
-        """``certification.certify`` applied to this run's own requirement results."""
+        """``certification.certify`` applied to this run's own requirement results (once: the report's
+        claim and the verdict are the same value)."""
         catalog = {r.id: r.requirement for r in self.requirements}
         outcomes = {r.id: r.outcome for r in self.requirements}
         return certify(outcomes, catalog, self.facts.offered(), status=self.status, problems=self.problems)
@@ -331,16 +333,26 @@ class RunResult:
         """``none`` unless certified; otherwise ``core`` plus each optional capability offered."""
         return self.certification.level
 
-    @property
+    @cached_property
     def verdict(self) -> Verdict:
-        """What the run came to, decided once (``certification.decide_verdict``) for every view."""
+        """What the run came to, decided once (``certification.decide_verdict``) for every view: the
+        exit code, the headline and (through ``certification``) the report, JUnit and badge."""
+        return self._decide(stale_expectations=bool(self.unexpected_passes))
+
+    @cached_property
+    def checks_verdict(self) -> Verdict:
+        """What the checks alone came to: ``verdict`` with stale ``--expect-fail`` declarations set
+        aside. It differs from ``verdict`` only when that is ``NOT_CLEAN``, whose headline says it first."""
+        return self._decide(stale_expectations=False)
+
+    def _decide(self, *, stale_expectations: bool) -> Verdict:
         return decide_verdict(
             self.status,
             self.certification,
             failed=bool(self.failed_requirements),
             inconclusive=bool(self.inconclusive_requirements),
             problems=bool(self.problems),
-            stale_expectations=bool(self.unexpected_passes),
+            stale_expectations=stale_expectations,
         )
 
     @property

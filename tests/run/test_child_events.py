@@ -1,7 +1,10 @@
-"""The child event vocabulary: every kind encodes and decodes to itself, and malformed ones raise."""
+"""The child event vocabulary: every kind encodes and decodes to itself, and malformed ones raise; the
+child side (its channel and the pytest plugin) sends nothing but these typed values."""
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 import pytest
@@ -26,6 +29,7 @@ from runlane_conformance.run.child_events import (
     SessionDone,
     decode,
     encode,
+    encode_line,
 )
 from runlane_conformance.run.plan import PlannedCheck
 from runlane_conformance.run.raw import RawCheck
@@ -106,3 +110,57 @@ def test_a_line_past_the_cap_is_dropped_and_the_next_one_still_arrives() -> None
         assert lines.feed(b"x" * (MAX_EVENT_LINE // 2 + 1)) == []
         assert lines.pending <= MAX_EVENT_LINE
     assert lines.feed(b'tail of the long line\n{"c": 3}\n') == [b'{"c": 3}']
+
+
+def test_the_childs_channel_writes_each_event_as_the_line_the_parent_decodes() -> None:
+    """Both ends of the pipe: what ``run.child`` writes is framed and decoded back to the same values."""
+    from runlane_conformance.run.child import _Channel
+
+    stream = io.StringIO()
+    channel = _Channel(stream)
+    for event in EVERY_KIND:
+        channel.emit(event)
+    assert stream.getvalue() == "".join(encode_line(event) for event in EVERY_KIND)
+    assert stream.getvalue().isascii()
+    lines = EventLines().feed(stream.getvalue().encode())
+    assert [decode(json.loads(line)) for line in lines] == EVERY_KIND
+
+
+_SUITE = """
+import pytest
+
+@pytest.mark.runlane_requirement("area.kept")
+@pytest.mark.timeout(7)
+def test_kept():
+    pass
+
+@pytest.mark.runlane_requirement("area.broken")
+def test_broken():
+    assert False, "the store lost it"
+"""
+
+
+def test_the_plugin_emits_typed_events_in_collection_and_run_order(pytester: pytest.Pytester) -> None:
+    """A fake child: the plugin in an in-process session, handed one check then told to stop."""
+    from runlane_conformance.run.events import EventPlugin
+
+    pytester.makepyfile(test_area=_SUITE)
+    events: list[ChildEvent] = []
+    nodeid = "test_area.py::test_broken"
+    plugin = EventPlugin(events.append, (), iter([nodeid, None]))
+    pytester.runpytest_inprocess("-p", "no:runlane_conformance", "-p", "no:cacheprovider", plugins=[plugin])
+    kinds = [type(event) for event in events]
+    assert kinds == [Plugins, Collected, Ready, CheckStart, CheckEnd, SessionDone], kinds
+    collected = events[1]
+    assert isinstance(collected, Collected)
+    assert collected.checks == (
+        PlannedCheck("test_area.py::test_kept", "area.kept", 7.0, False, ()),
+        PlannedCheck(nodeid, "area.broken", None, False, ()),
+    )
+    assert events[3] == CheckStart(nodeid)
+    end = events[4]
+    assert isinstance(end, CheckEnd)
+    assert (end.check.nodeid, end.check.requirement_id, end.check.status) == (nodeid, "area.broken", "failed")
+    assert "the store lost it" in (end.check.message or "")
+    for event in events:  # every one of them crosses the pipe unchanged
+        assert decode(json.loads(encode_line(event))) == event

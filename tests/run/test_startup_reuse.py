@@ -46,13 +46,13 @@ import pytest
 from runlane_conformance.run.events import EventPlugin
 checks = []
 def emit(event):
-    if event["event"] == "collected":
-        checks.extend(event["checks"])
+    if type(event).__name__ == "Collected":
+        checks.extend(event.checks)
 args = ["-c", "/dev/null", "--noconftest", "-p", "no:cacheprovider", "-p", "_hypothesis_pytestplugin",
         "-p", "runlane_conformance.fixtures.plugin", "-p", "runlane_conformance.suites.conftest",
         "--collect-only", "-q", "--runlane-driver", "local", "--pyargs", "runlane_conformance.suites"]
 pytest.main(args, plugins=[EventPlugin(emit, ())])
-sys.__stdout__.write("CHECKS " + json.dumps([[c["nodeid"], c["requirement"]] for c in checks]) + "\\n")
+sys.__stdout__.write("CHECKS " + json.dumps([[c.nodeid, c.requirement_id] for c in checks]) + "\\n")
 """
 
 

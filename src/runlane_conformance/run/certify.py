@@ -48,6 +48,8 @@ from ..protocol.isolation import DEFAULT_ISOLATION, Isolation, served_driver
 from ..safe_text import redact_options
 from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .catalog import suite_catalog
+from .child_events import CheckEnd, CheckStart, ChildEvent, Collected, CollectError, Plugins
+from .child_events import CheckShrinking as ChildCheckShrinking
 from .environment import SuiteSource, closed_environment, pytest_arguments, suite_digest
 from .model import (
     AreaSummary,
@@ -62,7 +64,7 @@ from .model import (
     RunUsageError,
     TestResult,
 )
-from .plan import Plan, PlannedCheck, build_plan, longest_first, planned_from_event, scope_catalog
+from .plan import Plan, PlannedCheck, build_plan, longest_first, scope_catalog
 from .probe import probe_driver, probe_facts
 from .raw import RawCheck
 from .request import RunRequest
@@ -658,31 +660,29 @@ def run_suites(
     plugins: list[tuple[str, str]] = []
     collect_errors: list[str] = []
 
-    def emit(event: dict[str, object]) -> None:
-        kind = event["event"]
-        if kind == "plugins":
-            plugins.extend((str(n), str(v)) for n, v in event["plugins"])  # type: ignore[attr-defined]
-        elif kind == "collect_error":
-            collect_errors.append(str(event["message"]))
-        elif kind == "collected":
-            collected = tuple(planned_from_event(c) for c in event["checks"])  # type: ignore[attr-defined]
+    def emit(event: ChildEvent) -> None:
+        # The in-process session: the plugin's typed events arrive here as values, never as JSON.
+        if isinstance(event, Plugins):
+            plugins.extend(event.plugins)
+        elif isinstance(event, CollectError):
+            collect_errors.append(event.message)
+        elif isinstance(event, Collected):
             plan = build_plan(
-                request.scope, facts, collected, restricted=bool(request.areas or request.requirements)
+                request.scope, facts, event.checks, restricted=bool(request.areas or request.requirements)
             )
             plan_holder.append(plan)
-            if listener is not None and collected:
+            if listener is not None and event.checks:
                 listener(CollectionFinished(plan.totals()))
-        elif kind in ("start", "shrinking") and listener is not None:
-            nodeid = str(event["nodeid"])
+        elif isinstance(event, CheckStart | ChildCheckShrinking) and listener is not None:
+            nodeid = event.nodeid
             planned = next(
                 (c for c in plan_holder[0].checks if c.nodeid == nodeid), PlannedCheck(nodeid, None)
             )
-            kind_of = CheckStarted if kind == "start" else CheckShrinking
+            kind_of = CheckStarted if isinstance(event, CheckStart) else CheckShrinking
             listener(kind_of(nodeid, planned.area, planned.requirement_id))
-        elif kind == "end":
-            raw = RawCheck.from_json(event["check"])  # type: ignore[arg-type]
-            result = judge_check(raw, plan_holder[0], facts)
-            checks[raw.nodeid] = result
+        elif isinstance(event, CheckEnd):
+            result = judge_check(event.check, plan_holder[0], facts)
+            checks[event.check.nodeid] = result
             if listener is not None:
                 listener(TestFinished(result))
 

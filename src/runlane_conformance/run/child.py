@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..safe_text import describe_exception, one_line
+from .child_events import ChildError, ChildEvent, ChildExit, Probe, ProbeError, encode_line
 
 if TYPE_CHECKING:
     from ..harness import DriverHarness
@@ -53,13 +54,14 @@ def _die_with_parent() -> None:
 
 
 class _Channel:
-    """Events to the parent: one JSON document per line, flushed at once."""
+    """Events to the parent: each typed event as its one line (``child_events.encode_line``), flushed
+    at once."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def emit(self, event: dict[str, Any]) -> None:
-        self._stream.write(json.dumps(event, ensure_ascii=True) + "\n")
+    def emit(self, event: ChildEvent) -> None:
+        self._stream.write(encode_line(event))
         self._stream.flush()
 
 
@@ -97,44 +99,13 @@ def _probe(spec: dict[str, Any], channel: _Channel) -> DriverHarness | None:
     try:
         facts, harness = probe_keeping_harness(spec["driver"], spec["options"])
     except HarnessError as error:
-        channel.emit({"event": "probe_error", "message": one_line(error)})
+        channel.emit(ProbeError(one_line(error)))
         return None
     except BaseException as error:  # SystemExit or KeyboardInterrupt from a factory are driver faults too
-        channel.emit(
-            {
-                "event": "probe_error",
-                "message": one_line(
-                    f"driver {spec['driver']!r}: loading and connecting raised {describe_exception(error)}"
-                ),
-            }
-        )
+        message = f"driver {spec['driver']!r}: loading and connecting raised {describe_exception(error)}"
+        channel.emit(ProbeError(one_line(message)))
         return None
-    profile = facts.profile
-    channel.emit(
-        {
-            "event": "probe",
-            "profile": {
-                "durability": profile.durability.value,
-                "clock_authority": profile.clock_authority.value,
-                "index_consistency": profile.index_consistency.value,
-                "append": profile.append,
-                "exclusive_candidates": profile.exclusive_candidates,
-                "limits": {
-                    name: getattr(profile.limits, name)
-                    for name in (
-                        "max_point_reads",
-                        "max_query_results",
-                        "max_transaction_records",
-                        "max_record_bytes",
-                        "max_transaction_bytes",
-                    )
-                },
-            },
-            "operator_reads": facts.operator_reads,
-            "cross_process": facts.cross_process,
-            "faults": facts.faults,
-        }
-    )
+    channel.emit(Probe(facts))
     return harness
 
 
@@ -158,7 +129,7 @@ def main(argv: list[str]) -> None:
         if spec["probe"]:
             harness = _probe(spec, channel)
             if harness is None:
-                channel.emit({"event": "exit", "code": 0})
+                channel.emit(ChildExit(0))
                 os._exit(0)
             plugins.append(_ProbedHarness(spec["driver"], spec["options"], harness))
         import pytest
@@ -175,15 +146,10 @@ def main(argv: list[str]) -> None:
         code = int(pytest.main(spec["pytest_args"], plugins=[plugin, *plugins]))
     except BaseException as error:  # report, then leave: the parent decides what it means
         with contextlib.suppress(BaseException):
-            channel.emit(
-                {
-                    "event": "child_error",
-                    "message": one_line(describe_exception(error)),
-                }
-            )
+            channel.emit(ChildError(one_line(describe_exception(error))))
         code = 70
     with contextlib.suppress(BaseException):
-        channel.emit({"event": "exit", "code": code})
+        channel.emit(ChildExit(code))
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(0)

@@ -18,12 +18,15 @@ order:
 
 ``decode`` refuses a malformed event by raising (``KeyError``, ``TypeError``, ``ValueError`` ...);
 the supervisor counts that as tampering, never as evidence. An unknown kind decodes to ``None``
-and is ignored, so an older parent can read a newer child. ``encode`` is the inverse, used by the
-tests' fake children.
+and is ignored, so an older parent can read a newer child. ``encode`` is the inverse; the child
+(``run.child`` and ``run.events.EventPlugin``) builds only these values and sends each as
+``encode_line`` frames it, and the tests' fake children do the same, so both sides of the pipe
+share one vocabulary and one encoding.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -53,6 +56,7 @@ __all__ = [
     "SessionDone",
     "decode",
     "encode",
+    "encode_line",
 ]
 
 #: Longest event line a child may send; anything longer is not ours and is dropped unread.
@@ -268,6 +272,11 @@ def encode(event: ChildEvent) -> dict[str, Any]:
     if isinstance(event, ChildError):
         return {"event": "child_error", "message": event.message}
     return {"event": "exit", "code": event.code}
+
+
+def encode_line(event: ChildEvent) -> str:
+    """``event`` as the one line a child writes for it (ASCII JSON, newline included)."""
+    return json.dumps(encode(event), ensure_ascii=True) + "\n"
 
 
 class EventLines:

@@ -1,15 +1,17 @@
-"""The pytest plugin that turns a pytest session into a stream of plain events.
+"""The pytest plugin that turns a pytest session into a stream of typed child events.
 
-It runs wherever the checks run: in a supervised child (events go down a pipe
-as JSON lines) or, for the toolkit's own fast tests, in-process (events go to a
-callback). Either way the parent sees the same kinds of event:
+It runs wherever the checks run: in a supervised child (each event goes down a pipe as the JSON line
+``run.child_events.encode_line`` makes of it) or, for the toolkit's own fast tests, in-process (the
+callback gets the values themselves). Either way the events are the ``run.child_events`` values:
 
-* ``collected``: every check pytest collected, with its requirement id;
-* ``collect_error``: a suite module could not be collected;
-* ``start``: a check is about to run (its setup begins);
-* ``shrinking``: the running check found a failure and is now shrinking it
+* ``Plugins``: the pytest plugins of the session;
+* ``Collected``: every check pytest collected, with its requirement id;
+* ``CollectError``: a suite module could not be collected;
+* ``CheckStart``: a check is about to run (its setup begins);
+* ``CheckShrinking``: the running check found a failure and is now shrinking it
   (the ``pytest_runlane_shrinking`` hook), so the parent can say why it takes long;
-* ``end``: a check finished (after its teardown), with its raw, unjudged result.
+* ``CheckEnd``: a check finished (after its teardown), with its raw, unjudged result;
+* ``Ready`` and ``SessionDone`` (child mode): the session waits for checks; its cleanup begins.
 
 The plugin judges nothing. It does make sure that whatever a driver raises
 inside a check stays *inside that check*: ``pytest.exit``, ``KeyboardInterrupt``
@@ -31,6 +33,18 @@ import pytest
 
 from ..fixtures.evidence import WITNESS_PROPERTY
 from ..safe_text import DETAILS_LIMIT, MESSAGE_LIMIT, details_text, one_line
+from .child_events import (
+    CheckEnd,
+    CheckShrinking,
+    CheckStart,
+    ChildEvent,
+    Collected,
+    CollectError,
+    Plugins,
+    Ready,
+    SessionDone,
+)
+from .plan import PlannedCheck
 from .raw import RawCheck
 
 __all__ = ["CheckAbortedError", "EventPlugin", "RawCheck", "requirement_of"]
@@ -51,7 +65,7 @@ _BLOB_PARAGRAPH = re.compile(
     r"\n*You can reproduce this example by temporarily adding @reproduce_failure.*", re.S
 )
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[ChildEvent], None]
 
 
 class CheckAbortedError(Exception):
@@ -166,7 +180,7 @@ def _contained(trusted: tuple[str, ...]) -> Iterator[None]:
 
 
 class EventPlugin:
-    """Emits ``collected`` / ``start`` / ``end`` events; optionally runs checks as a command source says.
+    """Emits ``Collected`` / ``CheckStart`` / ``CheckEnd`` events; optionally runs checks as told.
 
     ``trusted`` are the directories whose skips are profile gating (our fixtures and the suites).
     ``commands`` (child mode) yields node ids to run, one at a time, ending when
@@ -194,17 +208,12 @@ class EventPlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         from .environment import loaded_plugins
 
-        self._emit({"event": "plugins", "plugins": loaded_plugins(config)})
+        self._emit(Plugins(tuple(loaded_plugins(config))))
 
     # --- collection -------------------------------------------------------------------------
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
-            self._emit(
-                {
-                    "event": "collect_error",
-                    "message": one_line(f"{report.nodeid or 'suite'}: {_short_message(report)}"),
-                }
-            )
+            self._emit(CollectError(one_line(f"{report.nodeid or 'suite'}: {_short_message(report)}")))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         checks = []
@@ -212,15 +221,15 @@ class EventPlugin:
             requirement_id = requirement_of(item)
             self._requirements[item.nodeid] = requirement_id
             checks.append(
-                {
-                    "nodeid": item.nodeid,
-                    "requirement": requirement_id,
-                    "declared_timeout": _declared_timeout(item),
-                    "property": _is_property(item),
-                    "limit_gates": limit_gates_of(item),
-                }
+                PlannedCheck(
+                    nodeid=item.nodeid,
+                    requirement_id=requirement_id,
+                    declared_timeout=_declared_timeout(item),
+                    searches=_is_property(item),
+                    limit_gates=tuple(limit_gates_of(item)),
+                )
             )
-        self._emit({"event": "collected", "checks": checks})
+        self._emit(Collected(tuple(checks)))
 
     # --- keep a check's abnormal exits inside that check -------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -240,7 +249,7 @@ class EventPlugin:
 
     # --- execution --------------------------------------------------------------------------
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self._emit({"event": "start", "nodeid": nodeid})
+        self._emit(CheckStart(nodeid))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         pending = self._pending.get(report.nodeid)
@@ -286,13 +295,13 @@ class EventPlugin:
             raw = self._pending.pop(report.nodeid)
             if not raw.properties:
                 raw.properties = [(str(k), _property_text(v, str(k))) for k, v in report.user_properties]
-            self._emit({"event": "end", "check": raw.to_json()})
+            self._emit(CheckEnd(raw))
 
     # --- progress a check reports about itself ---------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_runlane_shrinking(self, item: pytest.Item) -> None:
         """A check found a failure and is shrinking it: say so, so a long shrink is not a silent one."""
-        self._emit({"event": "shrinking", "nodeid": item.nodeid})
+        self._emit(CheckShrinking(item.nodeid))
 
     # --- child mode: run the checks the parent hands out, one at a time ---------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -307,7 +316,7 @@ class EventPlugin:
         # a walk over it. Measured on a quick run of the reference driver: the collector's time fell
         # from 1.0 s to 0.6 s, about 8% of the run's CPU.
         gc.freeze()
-        self._emit({"event": "ready"})
+        self._emit(Ready())
         current = next(self._commands, None)
         while current is not None:
             upcoming = next(self._commands, None)
@@ -317,5 +326,5 @@ class EventPlugin:
             next_item = items.get(upcoming) if upcoming is not None else None
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=next_item)
             current = upcoming
-        self._emit({"event": "session_done"})
+        self._emit(SessionDone())
         return True

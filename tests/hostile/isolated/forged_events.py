@@ -3,20 +3,22 @@ check runs a transaction, so every check it reports ends "passed" whatever happe
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runlane_conformance.run.child_events import CheckEnd, ChildEvent
 from runlane_conformance.run.events import EventPlugin
 
 from .broken import BrokenHarness, _refuse
 
 
-def _forging(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
-    def forged(event: dict[str, Any]) -> None:
-        if event.get("event") == "end":
+def _forging(emit: Callable[[ChildEvent], None]) -> Callable[[ChildEvent], None]:
+    def forged(event: ChildEvent) -> None:
+        if isinstance(event, CheckEnd):
             passed = {"status": "passed", "message": None, "longrepr": None, "full_message": None}
-            event = {**event, "check": {**event["check"], **passed}}
+            event = CheckEnd(dataclasses.replace(event.check, **passed))
         emit(event)
 
     forged.forged = True  # type: ignore[attr-defined]

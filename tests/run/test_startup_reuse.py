@@ -143,3 +143,38 @@ def test_the_child_that_probes_the_driver_runs_its_checks_with_the_harness_it_pr
     closes = [line.split()[1] for line in lines if line.startswith("closed")]
     assert len(loads) == len(set(loads)) == workers, f"a process loaded the driver twice: {lines}"
     assert sorted(closes) == sorted(loads), f"a loaded harness was not closed: {lines}"
+
+
+def test_a_run_writes_no_catalogue_anywhere_only_its_bytecode_cache(tmp_path: Path) -> None:
+    """The catalogue is never cached: a run leaves nothing under the cache or home directories but
+    the children's compiled bytecode (``run.environment.bytecode_cache``)."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from runlane_conformance.cli.app import main; main(sys.argv[1:])",
+            "run",
+            "--driver",
+            "local",
+            "--requirement",
+            "json_boundary.schema-version-one-only",
+            "--examples",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(cache)},
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = sorted(
+        str(path.relative_to(tmp_path))
+        for path in tmp_path.rglob("*")
+        if path.is_file() and "pycache" not in path.relative_to(tmp_path).parts
+    )
+    assert written == [], written
+    assert not list(tmp_path.rglob("*catalog*.json"))

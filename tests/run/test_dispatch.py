@@ -26,7 +26,7 @@ from runlane_conformance.run.child_events import (
     Collected,
     Plugins,
     Ready,
-    encode,
+    encode_line,
 )
 from runlane_conformance.run.children import Child, ChildSpec
 from runlane_conformance.run.model import CheckResult, Outcome
@@ -69,7 +69,9 @@ def sent(child: Child) -> list[dict[str, Any]]:
 
 
 def line(event: ChildEvent | dict[str, Any]) -> bytes:
-    return json.dumps(event if isinstance(event, dict) else encode(event)).encode()
+    """The line a child writes for ``event`` (``encode_line``, as ``run.child`` does); a dict is a
+    forged or malformed event, written as it is."""
+    return json.dumps(event).encode() if isinstance(event, dict) else encode_line(event).encode()
 
 
 def judge(result: RawCheck | CheckResult) -> CheckResult:

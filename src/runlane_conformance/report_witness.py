@@ -22,6 +22,19 @@ __all__ = ["WITNESS_SCHEMA", "recorded_witness"]
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _COUNT = {"type": "integer", "minimum": 0}
 
+_EDGE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["source", "target", "kind", "key", "detail"],
+    "properties": {
+        "source": {"type": "string"},
+        "target": {"type": "string"},
+        "kind": {"enum": ["ww", "wr", "pwr", "rw", "prw", "rt"]},
+        "key": {"type": "string"},
+        "detail": {"type": "string"},
+    },
+}
+
 #: One finding's witness: the attempts (nodes, each with its operations in words), the dependency
 #: edges of its cycle in order (none for a finding that is not a cycle) and what the class rules out.
 _FINDING: dict[str, Any] = {
@@ -50,20 +63,12 @@ _FINDING: dict[str, Any] = {
                 },
             },
         },
-        "edges": {
+        "edges": {"type": "array", "items": _EDGE},
+        "realtime": {
             "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["source", "target", "kind", "key", "detail"],
-                "properties": {
-                    "source": {"type": "string"},
-                    "target": {"type": "string"},
-                    "kind": {"enum": ["ww", "wr", "rw", "prw"]},
-                    "key": {"type": "string"},
-                    "detail": {"type": "string"},
-                },
-            },
+            "items": _EDGE,
+            "description": "real-time order between this finding's attempts (context: one ended before the "
+            "other began); absent in reports made before histories recorded it",
         },
     },
 }
@@ -96,7 +101,14 @@ WITNESS_SCHEMA: dict[str, Any] = {
         "undecided": _STRINGS,
         "realtime": {
             "type": "string",
-            "description": "what the history says about real-time order (why there are no real-time edges)",
+            "description": "what the recorded real-time order adds (context, never a verdict): how many rt "
+            "edges the attempts' logical spans give and whether a cycle runs through them, or that none "
+            "were recorded",
+        },
+        "realtime_cycle": {
+            **_FINDING,
+            "description": "the shortest cycle through real-time order (not strict serializable), when "
+            "there is one; context only",
         },
         "findings": {"type": "array", "items": _FINDING},
         "omitted": {"type": "object", "additionalProperties": _COUNT},

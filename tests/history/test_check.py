@@ -277,9 +277,15 @@ def test_json_round_trip_is_exact_and_stable() -> None:
 
 
 def test_another_schema_version_is_refused() -> None:
-    text = to_json(_skewed()).replace('"version":1', '"version":2', 1)
-    with pytest.raises(HistoryFormatError, match="version 2"):
+    text = to_json(_skewed()).replace('"version":2', '"version":3', 1)
+    with pytest.raises(HistoryFormatError, match="version 3"):
         from_json(text)
+
+
+def test_a_version_1_file_is_read_as_attempts_without_spans() -> None:
+    history = _skewed()
+    text = to_json(history).replace('"version":2', '"version":1', 1).replace(',"span":null', "")
+    assert from_json(text) == history
 
 
 def test_the_command_line_rechecks_a_saved_history(

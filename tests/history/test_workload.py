@@ -6,7 +6,7 @@ from collections import Counter
 
 from runlane_conformance.fixtures.processes import DriverTarget, start_workers
 from runlane_conformance.harness import load_harness
-from runlane_conformance.history import Outcome, check_history
+from runlane_conformance.history import Outcome, Span, check_history
 from runlane_conformance.suites._histories_support import (
     CLIENTS,
     WORKER_CLIENTS,
@@ -47,7 +47,16 @@ def test_every_attempt_is_recorded_and_replays_are_aborted_attempts() -> None:
         assert all(outcome is Outcome.ABORTED for outcome in outcomes[:-1])
     assert any(len(outcomes) > 1 for outcomes in by_transaction.values()), "no replay was provoked"
     assert sum(workload.round_kinds.values()) == 40
-    assert check_history(history).ok
+    report = check_history(history)
+    assert report.ok
+    # Each attempt's span is its round, counted, never timed: transaction t<n> ran in round n - 1.
+    for attempt in history.attempts:
+        number = int(attempt.transaction.rsplit(".t", 1)[1]) - 1
+        assert attempt.span == Span("p0", 2 * number, 2 * number + 1), attempt
+    # Rounds follow one another: each committed attempt precedes the next round's (up to 4 x 4 edges).
+    assert 0 < report.realtime_edges <= 39 * CLIENTS * CLIENTS
+    assert report.realtime is None
+    assert "consistent with strict serializable" in report.realtime_line()
 
 
 def test_worker_processes_add_their_clients_to_one_history(tmp_path: object) -> None:
@@ -59,6 +68,8 @@ def test_worker_processes_add_their_clients_to_one_history(tmp_path: object) -> 
     finally:
         store.close()
         harness.close()
+    # Real-time order only within a process: each process counts its own rounds.
+    assert {a.span.clock for a in history.attempts if a.span is not None} == {"p0", "p1", "p2"}
     per_process = Counter(attempt.process for attempt in history.attempts if attempt.id.endswith(".a1"))
     assert per_process == {0: 10 * CLIENTS, 1: 10 * WORKER_CLIENTS, 2: 10 * WORKER_CLIENTS}
     values = [op.value for a in history.attempts for op in a.writes if op.value is not None]

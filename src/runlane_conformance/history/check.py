@@ -66,11 +66,13 @@ from .findings import (
     Anomaly,
     Finding,
     Level,
+    RealtimeCycle,
     Report,
     Step,
     _seen_text,
 )
 from .model import Attempt, History, IndexEntry, Outcome, Read, Scan, Seen, Write, WriteKind
+from .realtime import realtime_cycle, realtime_edges
 from .search import READS, Edge, EdgeKind, reachable, search_cycles
 
 __all__ = [
@@ -712,6 +714,23 @@ class _Builder:
                 )
             )
 
+    def realtime(self) -> tuple[int, int, RealtimeCycle | None, str | None]:
+        """Real-time context: timed committed attempts, rt edges, the shortest rt cycle, its bound."""
+        timed = sum(1 for i in self.committed if self.attempts[i].span is not None)
+        graph = realtime_edges(self.attempts, self.committed)
+        count = sum(len(targets) for targets in graph.values())
+        found = realtime_cycle(self.adjacency, graph)
+        cycle = None
+        if found.steps is not None and found.name is not None:
+            steps = tuple(Step(self.name(s), e, self.name(t)) for s, e, t in found.steps)
+            kinds = ", ".join(step.edge.kind.value for step in steps)
+            cycle = RealtimeCycle(
+                found.name,
+                steps,
+                f"shortest cycle through real-time order: {len(steps)} transactions, edges {kinds}",
+            )
+        return timed, count, cycle, found.bounded
+
     def report(self) -> Report:
         self.observations()
         self.internal()
@@ -719,8 +738,17 @@ class _Builder:
         self.versions()
         self.anti_dependencies()
         self.cycles()
+        timed, rt_edges, rt_cycle, rt_bounded = self.realtime()
         return Report(
-            tuple(self.findings), len(self.attempts), len(self.committed), self.edge_count, tuple(self.bounds)
+            tuple(self.findings),
+            len(self.attempts),
+            len(self.committed),
+            self.edge_count,
+            tuple(self.bounds),
+            timed,
+            rt_edges,
+            rt_cycle,
+            rt_bounded,
         )
 
 

@@ -112,6 +112,27 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class RealtimeCycle:
+    """A cycle through real-time order (context, see ``realtime``): its Elle-style name and steps."""
+
+    name: str
+    steps: tuple[Step, ...]
+    explanation: str
+
+    @property
+    def attempts(self) -> tuple[str, ...]:
+        return tuple(step.source for step in self.steps)
+
+
+#: What a real-time cycle means, and why it fails no requirement.
+REALTIME_MEANING = (
+    "no serial order of the committed transactions agrees with when they ran: not strict serializable "
+    "(context only: the contract asks for some serial order, not one that follows real time, so no "
+    "requirement fails on it)"
+)
+
+
+@dataclass(frozen=True)
 class Report:
     """The verdict on a history: every anomaly class found, each with its witness.
 
@@ -125,6 +146,12 @@ class Report:
     committed: int
     edges: int
     bounds: tuple[tuple[Anomaly, str], ...] = field(default=())
+    #: Committed attempts with a span, the real-time edges between them, the shortest cycle through
+    #: one (context, never a finding) and the bound that stopped that search, if any.
+    timed: int = 0
+    realtime_edges: int = 0
+    realtime: RealtimeCycle | None = None
+    realtime_bounded: str | None = None
 
     @property
     def anomalies(self) -> frozenset[Anomaly]:
@@ -164,6 +191,28 @@ class Report:
             text += f"; undecided: {', '.join(undecided)}"
         return text
 
+    def realtime_line(self) -> str:
+        """One line: what real-time order the history records and what it adds (context only)."""
+        if not self.timed:
+            return (
+                "real-time order: not recorded (no attempt has a start and end order), so strict "
+                "serializability is not judged"
+            )
+        text = (
+            f"real-time order: {self.realtime_edges} rt edges among {self.timed} committed attempts "
+            "(an attempt is ordered before those that began after it ended, in the same process)"
+        )
+        if self.realtime is not None:
+            return (
+                f"{text}; {self.realtime.name}: not strict serializable (context only, no requirement fails)"
+            )
+        if self.realtime_bounded is not None:
+            return f"{text}; undecided whether they close a cycle: {self.realtime_bounded}"
+        text += "; no cycle runs through them"
+        if Level.SERIALIZABLE in self.consistent_with():
+            text += ", so consistent with strict serializable as far as the recorded order goes"
+        return text
+
     def render(self, history: History, only: Iterable[Anomaly] | None = None, per_class: int = 3) -> str:
         """A deterministic text account: each finding, each attempt in it with its reads and writes.
 
@@ -174,7 +223,8 @@ class Report:
         by_id = {a.id: a for a in history.attempts}
         lines = [
             f"{self.attempts} attempts, {self.committed} committed, {self.edges} dependency edges; "
-            + self.levels()
+            + self.levels(),
+            self.realtime_line(),
         ]
         if not chosen:
             lines.append("no anomaly found")
@@ -194,10 +244,42 @@ class Report:
             for step in finding.steps:
                 arrow = f"-{step.edge.kind.value}({step.edge.key})->"
                 lines.append(f"  {step.source} {arrow} {step.target}: {step.edge.detail}")
+            for source, target in realtime_pairs(by_id, finding.attempts):
+                lines.append(
+                    f"  real-time (context): {source.id} -rt-> {target.id}: {ran_before(source, target)}"
+                )
         for anomaly, count in shown.items():
             if count > per_class:
                 lines.append(f"... and {count - per_class} more {anomaly.value} finding(s) of the same kind")
+        if only is None and self.realtime is not None:
+            lines.append(f"{self.realtime.name}: {REALTIME_MEANING}")
+            lines.append(f"  {self.realtime.explanation}")
+            for attempt_id in self.realtime.attempts:
+                lines.append(f"  {describe_attempt(by_id[attempt_id])}")
+            for step in self.realtime.steps:
+                arrow = f"-{step.edge.kind.value}({step.edge.key})->"
+                lines.append(f"  {step.source} {arrow} {step.target}: {step.edge.detail}")
         return "\n".join(lines)
+
+
+def realtime_pairs(by_id: dict[str, Attempt], ids: Iterable[str]) -> list[tuple[Attempt, Attempt]]:
+    """Every pair of the given attempts where the first ended before the second began (their spans)."""
+    chosen = [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+    return [
+        (a, b)
+        for a in chosen
+        for b in chosen
+        if a is not b and a.span is not None and b.span is not None and a.span.before(b.span)
+    ]
+
+
+def ran_before(first: Attempt, second: Attempt) -> str:
+    """Why ``first`` precedes ``second`` in real time, in words."""
+    assert first.span is not None and second.span is not None
+    return (
+        f"{first.id} ended before {second.id} began (on clock {first.span.clock}: tick {first.span.end} "
+        f"< tick {second.span.start})"
+    )
 
 
 def _seen_text(seen: Seen | None) -> str:

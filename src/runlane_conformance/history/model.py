@@ -29,6 +29,7 @@ __all__ = [
     "Scan",
     "ScanItem",
     "Seen",
+    "Span",
     "Write",
     "WriteKind",
 ]
@@ -172,12 +173,33 @@ class Append:
 Operation = Read | Scan | Write | Append
 
 
+@dataclass(frozen=True, order=True)
+class Span:
+    """When an attempt ran, as logical ticks of one clock: it began after ``start``, ended before ``end``.
+
+    Ticks are not wall-clock times: the workload counts them from what it arranged itself (its rounds
+    run one after another in each process), so the same seed gives the same spans on any machine.
+    Two attempts are ordered in real time only on the same ``clock``: ``a`` ended before ``b`` began
+    when ``a.end < b.start``. Ticks of different clocks (different processes) say nothing about each
+    other, and equal or overlapping spans mean the attempts may have run at the same time.
+    """
+
+    clock: str
+    start: int
+    end: int
+
+    def before(self, other: Span) -> bool:
+        """Whether this attempt ended before ``other`` began (known only on the same clock)."""
+        return self.clock == other.clock and self.end < other.start
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One call of a transaction callback: who ran it, what it did in order, and how it ended.
 
     ``transaction`` groups the attempts of one ``driver.transaction(...)``
-    call; ``process``, ``client`` and ``instance`` say where it ran.
+    call; ``process``, ``client`` and ``instance`` say where it ran; ``span`` when, where the workload
+    knows it (``None``: unknown, e.g. a commit whose outcome is unknown may land later).
     """
 
     id: str
@@ -187,6 +209,7 @@ class Attempt:
     instance: int
     ops: tuple[Operation, ...]
     outcome: Outcome
+    span: Span | None = None
 
     @property
     def reads(self) -> tuple[Read, ...]:

@@ -52,19 +52,24 @@ SEARCH_STEPS_FLOOR = 1_000_000
 
 
 class EdgeKind(StrEnum):
-    """``pwr``/``prw`` are the predicate forms of ``wr``/``rw``: what an index page implies by omission."""
+    """``pwr``/``prw`` are the predicate forms of ``wr``/``rw``: what an index page implies by omission.
+
+    ``rt`` is real-time order (one attempt ended before another began, see ``realtime``): never part
+    of the dependency graph these classes are searched in, only of the real-time context.
+    """
 
     WW = "ww"
     WR = "wr"
     PWR = "pwr"
     RW = "rw"
     PRW = "prw"
+    RT = "rt"
 
 
 ANTI = frozenset({EdgeKind.RW, EdgeKind.PRW})
 READS = frozenset({EdgeKind.WR, EdgeKind.PWR})
 _DEPENDS = frozenset({EdgeKind.WW}) | READS
-_ALL = frozenset(EdgeKind)
+_ALL = frozenset(EdgeKind) - {EdgeKind.RT}
 
 
 @dataclass(frozen=True, order=True)

@@ -25,6 +25,7 @@ from .model import (
     Scan,
     ScanItem,
     Seen,
+    Span,
     Write,
     WriteKind,
 )
@@ -32,7 +33,10 @@ from .model import (
 __all__ = ["FORMAT", "SCHEMA_VERSION", "HistoryFormatError", "from_json", "load", "save", "to_json"]
 
 FORMAT = "runlane-history"
-SCHEMA_VERSION = 1
+#: Version 2 added each attempt's ``span`` (its logical start and end, or null); a version 1 file
+#: is still read, as attempts without one.
+SCHEMA_VERSION = 2
+_READS = (1, 2)
 
 
 class HistoryFormatError(ValueError):
@@ -92,6 +96,9 @@ def to_json(history: History) -> str:
                 "instance": a.instance,
                 "outcome": a.outcome.value,
                 "ops": [_op(op) for op in a.ops],
+                "span": None
+                if a.span is None
+                else {"clock": a.span.clock, "start": a.span.start, "end": a.span.end},
             },
             sort_keys=True,
             separators=(",", ":"),
@@ -112,6 +119,12 @@ def _load_seen(raw: Any) -> Seen | None:
 
 def _load_bound(raw: Any) -> Bound | None:
     return None if raw is None else Bound(str(raw["value"]), bool(raw["inclusive"]))
+
+
+def _load_span(raw: Any) -> Span | None:
+    if raw is None:
+        return None
+    return Span(str(raw["clock"]), int(raw["start"]), int(raw["end"]))
 
 
 def _load_op(raw: dict[str, Any]) -> Operation:
@@ -159,9 +172,10 @@ def from_json(text: str) -> History:
         raise HistoryFormatError(f"not JSON: {error}") from error
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise HistoryFormatError(f"not a {FORMAT} file")
-    if raw.get("version") != SCHEMA_VERSION:
+    if raw.get("version") not in _READS:
         raise HistoryFormatError(
-            f"history schema version {raw.get('version')!r}; this checker reads version {SCHEMA_VERSION} only"
+            f"history schema version {raw.get('version')!r}; this checker reads versions "
+            f"{', '.join(map(str, _READS))} only"
         )
     try:
         attempts = tuple(
@@ -173,6 +187,7 @@ def from_json(text: str) -> History:
                 instance=int(a["instance"]),
                 ops=tuple(_load_op(op) for op in a["ops"]),
                 outcome=Outcome(a["outcome"]),
+                span=_load_span(a.get("span")),
             )
             for a in raw["attempts"]
         )

@@ -11,11 +11,13 @@ that rule out its class, ``allowed_by`` the strongest levels that permit it.
 The whole history's line (``consistent_with``, ``violated``) folds every
 finding and every undecided class together, as ``Report.levels`` does.
 
-Real-time order: an attempt records what it read and wrote, not when it began
-or ended, so no real-time edge can be drawn; ``realtime`` says so rather than
-leaving the absence silent (a real-time edge would only add order between
-attempts that did not overlap, which can turn a history consistent with
-serializable into one that is not strict-serializable).
+Real-time order is context (``realtime``): ``realtime`` is the report's line
+about it (how many rt edges the recorded spans give, or that none were
+recorded), each finding lists under ``realtime`` the rt edges between its own
+attempts (one ended before the other began), and ``realtime_cycle``, when
+present, is the shortest cycle through real-time order, shaped like a finding.
+None of it changes a verdict: the contract asks for some serial order, not one
+that follows when transactions ran.
 """
 
 from __future__ import annotations
@@ -24,17 +26,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..in_words import decoded_tuple
-from .findings import LEVELS, MEANING, PROSCRIBED_BY, Anomaly, Level, Report
+from .findings import (
+    LEVELS,
+    MEANING,
+    PROSCRIBED_BY,
+    REALTIME_MEANING,
+    Anomaly,
+    Level,
+    Report,
+    Step,
+    ran_before,
+    realtime_pairs,
+)
 from .model import Append, Attempt, Bound, History, Read, Scan, Seen, Write, WriteKind
 
-__all__ = ["REALTIME_NOTE", "allowed_by", "operation_text", "violates", "witness"]
-
-#: Why a witness never has real-time edges (the history does not record when attempts ran).
-REALTIME_NOTE = (
-    "no real-time edges: the recorded history has no start or end time per attempt, so the order in "
-    "which non-overlapping transactions ran is unknown to the checker (strict serializability is not "
-    "judged)"
-)
+__all__ = ["allowed_by", "operation_text", "violates", "witness"]
 
 
 def _strongest(levels: Iterable[Level]) -> list[Level]:
@@ -106,6 +112,33 @@ def _node(attempt: Attempt) -> dict[str, Any]:
     }
 
 
+def _edges(steps: Iterable[Step]) -> list[dict[str, Any]]:
+    return [
+        {
+            "source": step.source,
+            "target": step.target,
+            "kind": step.edge.kind.value,
+            "key": step.edge.key,
+            "detail": step.edge.detail,
+        }
+        for step in steps
+    ]
+
+
+def _realtime(by_id: dict[str, Attempt], ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The rt edges between the given attempts (context beside a finding's cycle)."""
+    return [
+        {
+            "source": a.id,
+            "target": b.id,
+            "kind": "rt",
+            "key": a.span.clock if a.span is not None else "",
+            "detail": ran_before(a, b),
+        }
+        for a, b in realtime_pairs(by_id, ids)
+    ]
+
+
 def witness(
     report: Report, history: History, only: Iterable[Anomaly] | None = None, per_class: int = 3
 ) -> dict[str, Any]:
@@ -134,19 +167,11 @@ def witness(
                 "allowed_by": allowed_by(finding.anomaly),
                 "cycle": bool(finding.steps),
                 "nodes": [_node(by_id[a]) for a in dict.fromkeys(finding.attempts) if a in by_id],
-                "edges": [
-                    {
-                        "source": step.source,
-                        "target": step.target,
-                        "kind": step.edge.kind.value,
-                        "key": step.edge.key,
-                        "detail": step.edge.detail,
-                    }
-                    for step in finding.steps
-                ],
+                "edges": _edges(finding.steps),
+                "realtime": _realtime(by_id, finding.attempts),
             }
         )
-    return {
+    result: dict[str, Any] = {
         "attempts": report.attempts,
         "committed": report.committed,
         "edges": report.edges,
@@ -154,7 +179,20 @@ def witness(
         "consistent_with": [level.value for level in report.consistent_with()],
         "violated": [level.value for level in report.violated()],
         "undecided": sorted(a.value for a in report.inconclusive),
-        "realtime": REALTIME_NOTE,
+        "realtime": report.realtime_line(),
         "findings": findings,
         "omitted": {name: count - per_class for name, count in sorted(shown.items()) if count > per_class},
     }
+    cycle = report.realtime
+    if cycle is not None:
+        result["realtime_cycle"] = {
+            "anomaly": cycle.name,
+            "meaning": REALTIME_MEANING,
+            "explanation": cycle.explanation,
+            "violates": ["strict serializable"],
+            "allowed_by": [],
+            "cycle": True,
+            "nodes": [_node(by_id[a]) for a in dict.fromkeys(cycle.attempts) if a in by_id],
+            "edges": _edges(cycle.steps),
+        }
+    return result

@@ -127,5 +127,3 @@ def read_stream(driver: StorageDriver, partition: str) -> StreamView:
         records.extend(record for record in found if record is not None)
     (head,) = driver.transaction(lambda tx: tx.get([LAYOUT.head_key(partition)]))
     return StreamView(partition, head, tuple(records))
-
-

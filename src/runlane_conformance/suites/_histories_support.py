@@ -30,6 +30,13 @@ says which attempt committed (the last one, when ``transaction`` returns);
 every earlier one, and every attempt of a transaction that raised, is
 aborted; a ``StorageCommitUnknownError`` leaves the last one ``unknown``.
 
+Every attempt carries its *span* on a logical clock of its process (``p<process>``): round ``r``
+opens at tick ``2r`` and closes at ``2r + 1``. The workload waits for every client of a round before it
+starts the next, so an attempt of an earlier round ended before any of a later round began; within a
+round, and between processes, nothing is known. A commit whose outcome is unknown may land after the
+round, so such an attempt has no span. The ticks count rounds, never the clock: the same seed gives
+the same spans everywhere.
+
 Every document written is unique: its expiry encodes a serial number
 (``w<serial>``) that is the write's value in the history, so a read or an
 index entry names the exact write it saw.
@@ -72,6 +79,7 @@ from ..history import (
     Scan,
     ScanItem,
     Seen,
+    Span,
     Write,
     WriteKind,
     from_json,
@@ -409,7 +417,7 @@ class _Client:
         )
         return record, value
 
-    def run(self, plan: Plan, sync: _Sync) -> None:
+    def run(self, plan: Plan, sync: _Sync, round_number: int = 0) -> None:
         self.transactions += 1
         transaction = f"p{self.workload.process}.c{self.index}.t{self.transactions}"
         recorded: list[list[Operation]] = []
@@ -432,8 +440,14 @@ class _Client:
         finally:
             if plan.writer:
                 sync.writer_done()
+            clock = f"p{self.workload.process}"
             for number, ops in enumerate(recorded, 1):
                 outcome = outcome_of_last if number == len(recorded) else Outcome.ABORTED
+                span = (
+                    None
+                    if outcome is Outcome.UNKNOWN
+                    else Span(clock, 2 * round_number, 2 * round_number + 1)
+                )
                 self.attempts.append(
                     Attempt(
                         f"{transaction}.a{number}",
@@ -443,6 +457,7 @@ class _Client:
                         self.index,
                         tuple(ops),
                         outcome,
+                        span,
                     )
                 )
 
@@ -610,10 +625,14 @@ def run_workload(drivers: Sequence[StorageDriver], workload: Workload) -> Histor
         errors: list[BaseException] = []
 
         def body(
-            client: _Client, plan: Plan, sync: _Sync = sync, errors: list[BaseException] = errors
+            client: _Client,
+            plan: Plan,
+            sync: _Sync = sync,
+            errors: list[BaseException] = errors,
+            number: int = number,
         ) -> None:
             try:
-                client.run(plan, sync)
+                client.run(plan, sync, number)
             except BaseException as error:  # reported by the caller after every client finished
                 errors.append(error)
 

@@ -827,7 +827,6 @@ def test_a_batch_is_measured_at_the_widest_position_not_the_one_it_gets(
 # -- across processes --------------------------------------------------------------------------------
 
 
-
 def _expect_batches(view: StreamView, committed: list[tuple[str, int]], *, ordered: bool) -> None:
     """Exactly the ``committed`` (tag, count) batches, each once, contiguous and in its own order."""
     total = sum(count for _, count in committed)

@@ -358,7 +358,6 @@ def test_a_wait_on_a_finished_source_creates_no_marker(
 # -- across processes --------------------------------------------------------------------------------
 
 
-
 @ACROSS_PROCESSES
 def test_a_wait_registered_in_one_process_is_seen_by_others(
     driver: StorageDriver, runlane_workers: Any

@@ -1331,10 +1331,7 @@ _PHANTOM_PAGES = {"full": page(3, least=3), "partial": page(6, least=6), "after-
 @INDEX_PHANTOM
 @pytest.mark.parametrize(
     "case",
-    [
-        pytest.param(case, id=case.id, marks=_PHANTOM_PAGES[case.page].mark)
-        for case in PHANTOM_CASES
-    ],
+    [pytest.param(case, id=case.id, marks=_PHANTOM_PAGES[case.page].mark) for case in PHANTOM_CASES],
 )
 def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
     driver: StorageDriver, other_driver: StorageDriver, leases: Leases, case: PhantomCase
@@ -1387,7 +1384,6 @@ def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
 
 
 # -- across processes --------------------------------------------------------------------------------
-
 
 
 def _committed_reads(outcome: object) -> list[int | None]:

@@ -718,7 +718,6 @@ def test_descending_sort_components_follow_reverse_code_point_order(
 # -- every index of the closed catalogue -------------------------------------------------------------
 
 
-
 @EVERY_INDEX
 @VIAS
 def test_every_catalogued_index_returns_exactly_its_entries(driver: StorageDriver, via: Via) -> None:

@@ -439,7 +439,6 @@ def test_no_row_beyond_the_page_is_held(
 # -- across processes --------------------------------------------------------------------------------
 
 
-
 @DISJOINT_PROCESSES
 def test_open_attempts_in_three_processes_get_disjoint_rows(
     driver: StorageDriver, leases: Leases, runlane_workers: Any

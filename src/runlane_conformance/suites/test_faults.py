@@ -63,8 +63,6 @@ from runlane_conformance.suites._faults_support import (
 T = TypeVar("T", CounterTrial, BatchTrial, HoldTrial)
 
 
-
-
 @pytest.fixture(scope="module")
 def counter_run(runlane_harness: DriverHarness) -> CounterRun:
     """The counter increment without a fault and under every calibrated fault (computed once)."""

@@ -40,7 +40,6 @@ from runlane_conformance.suites._mutations_support import create_all, read_one
 REFUSED = (StorageValidationError, StorageCorruptionError)
 
 
-
 def raw(record: NewStorageRecord) -> dict[str, Any]:
     """The plain, mutable mapping form of a record, as a caller might pass it."""
     return {

@@ -637,8 +637,6 @@ def test_random_histories_match_a_serial_model(
 # -- the differential workload: the driver and the reference run the same random programs -------------------
 
 
-
-
 def _require_settle_hook(harness: DriverHarness) -> None:
     """Skip (``NO_SETTLE_REASON``, which the verdict makes inconclusive) when the driver's indexes are
     eventual and its store has no ``settle`` hook: a scan that lags a commit cannot be told from a wrong
@@ -689,8 +687,6 @@ def test_random_scans_inside_random_programs_match_the_reference(
     """Scans of every catalogued index, with ranges, directions, pages and modes drawn at random between
     random writes, on any instance: each joins to the entries of the serial outcome."""
     _differential(runlane_harness, request, "scans")
-
-
 
 
 @SCAN_RELATIONS

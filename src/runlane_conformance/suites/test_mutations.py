@@ -708,7 +708,6 @@ def test_no_subset_of_staged_writes_survives_a_raising_callback(
 # -- no partially applied batch ------------------------------------------------------------------------
 
 
-
 #: The batch's blind creates beside its replace and delete: b2, the key another instance takes, and
 #: around it b1 and b3 where the attempt has room for them.
 RACED_CREATES = records(3, beside=2)

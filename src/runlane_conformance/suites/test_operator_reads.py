@@ -584,8 +584,6 @@ def test_changing_returned_runs_events_and_pages_changes_nothing(
     assert _get(driver, env, "run-1") == run, "changing returned values leaked into another instance"
 
 
-
-
 def _page_cursors(fetch: Callable[[str | None], object], limit: int) -> list[str]:
     """The cursor of every page of a listing (the last page's is None and left out)."""
     cursors: list[str] = []

@@ -414,8 +414,6 @@ def test_mutating_the_written_input_changes_nothing_stored(driver: StorageDriver
     )
 
 
-
-
 def _as_mapping(record: NewStorageRecord) -> dict[str, Any]:
     """The plain, mutable mapping form of a record, as a caller might build and then reuse it."""
     return {

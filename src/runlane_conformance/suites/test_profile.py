@@ -548,8 +548,6 @@ def test_committed_data_survives_closing_every_instance(
     until_indexed(again, index_survived)
 
 
-
-
 @DURABLE_KILLED
 def test_commits_of_a_killed_process_are_read_back_by_a_fresh_one(
     driver: StorageDriver, leases: Leases, runlane_workers: Any

@@ -497,7 +497,6 @@ def test_a_read_overlapping_a_running_call_is_refused(
 # -- sealing closes reads, not writes --------------------------------------------------------------------
 
 
-
 @WRITES_AFTER_SEAL
 @pytest.mark.parametrize("sealed_by", ["now", pytest.param("mutation", marks=records(4, least=4).mark)])
 def test_every_kind_of_write_after_the_seal_commits(

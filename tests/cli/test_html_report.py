@@ -101,20 +101,24 @@ def elements(html: str) -> _Elements:
 
 
 def assert_cycle_drawn(html: str, witness: dict[str, Any]) -> None:
-    """The page (or the DOM a browser built from it) draws every finding's cycle: nodes, edges, labels."""
+    """The page (or the DOM a browser built from it) draws every finding's cycle: nodes, edges, labels,
+    and the real-time order beside it (dashed ``rt`` edges, and the real-time cycle when there is one)."""
     drawn = [f for f in witness["findings"] if f["edges"]]
     assert drawn, "the witness has a cycle to draw"
+    if witness.get("realtime_cycle"):
+        drawn.append(witness["realtime_cycle"])
     seen = elements(html)
     assert seen.tags["svg"] == len(drawn)
     assert seen.classes["node"] == sum(len(f["nodes"]) for f in drawn)
-    assert seen.classes["edge"] == sum(len(f["edges"]) for f in drawn)
+    assert seen.classes["edge"] == sum(len(f["edges"]) + len(f.get("realtime", ())) for f in drawn)
     labels = " ".join(seen.svg_text)
+    names = {"prw": "predicate rw", "pwr": "predicate wr", "rt": "real time"}
     for finding in drawn:
         for node in finding["nodes"]:
             assert node["id"] in labels
         for edge in finding["edges"]:
-            kind = "predicate rw" if edge["kind"] == "prw" else edge["kind"]
-            assert f"{kind}({edge['key']})" in labels
+            assert f"{names.get(edge['kind'], edge['kind'])}({edge['key']})" in labels
+        assert labels.split().count("rt") >= len(finding.get("realtime", ()))
 
 
 # --- the page, without a browser ----------------------------------------------------------------------
@@ -128,7 +132,10 @@ def test_the_kept_report_carries_a_structured_witness_with_its_consequence() -> 
     assert finding["allowed_by"] == ["repeatable read", "snapshot isolation"]
     assert {e["kind"] for e in finding["edges"]} == {"prw"}
     assert witness["consistent_with"] == ["repeatable read", "snapshot isolation"]
-    assert witness["realtime"].startswith("no real-time edges")
+    assert witness["realtime"].startswith("real-time order: ")
+    assert "rt edges among" in witness["realtime"]
+    # Its two transactions ran in one round (they overlapped): no real-time order between them.
+    assert witness["findings"][0]["realtime"] == [] and "realtime_cycle" not in witness
 
 
 def test_the_page_draws_the_cycle_and_shows_verdict_failure_and_reproduce_lines() -> None:
@@ -139,6 +146,39 @@ def test_the_page_draws_the_cycle_and_shows_verdict_failure_and_reproduce_lines(
     for text in ("histories.no-predicate-skew", "not certified", failure["reproduce"], "G2: predicate skew"):
         assert text.replace("'", "&#39;") in page
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
+
+
+def test_real_time_order_is_drawn_dashed_beside_the_cycle_and_the_real_time_cycle_on_its_own() -> None:
+    """A witness with real-time context (two transactions of a write skew in successive rounds of one
+    process): the rt edge between them is drawn dashed beside their cycle, and the cycle through real
+    time (t1 -rt-> t2 -rw-> t1: not strict serializable) gets a drawing of its own."""
+    import dataclasses
+
+    from runlane_conformance.history import History, Span, check_history
+    from runlane_conformance.history.witness import witness as witness_of
+    from tests.history.histories import create, read, replace, txn
+
+    def at(attempt: Any, number: int) -> Any:
+        return dataclasses.replace(attempt, span=Span("p0", 2 * number, 2 * number + 1))
+
+    history = History(
+        (
+            txn("s", create("x", "x0"), create("y", "y0")),
+            at(txn("t1", read("x", "1", "x0"), read("y", "1", "y0"), replace("x", "1", "x0", "x1")), 0),
+            at(txn("t2", read("x", "1", "x0"), read("y", "1", "y0"), replace("y", "1", "y0", "y2")), 1),
+        )
+    )
+    data = witness_of(check_history(history), history)
+    assert data["realtime_cycle"]["anomaly"] == "G-single-realtime"
+    document = kept_report()
+    failure = next(f for r in document["requirements"] for f in r.get("failures", []) if "witness" in f)
+    failure["witness"] = data
+    validate_report(document)
+    page = render_html(document)
+    assert_cycle_drawn(page, data)
+    assert page.count('stroke-dasharray="5,2"') >= 2  # graphviz's dashed strokes: the context and the cycle
+    assert "Real-time order (context)" in page and "t1 ended before t2 began" in page
+    assert 'This class is forbidden from <span class="bad">strict serializable</span>' in page
 
 
 def test_report_text_never_becomes_markup() -> None:
@@ -171,10 +211,20 @@ def test_a_witness_that_does_not_fit_its_schema_is_left_out() -> None:
     assert recorded_witness(json.dumps(witness)[:-10]) is None  # capped on its way: not JSON any more
 
 
+def test_the_report_schema_holds_the_witness_schema_itself() -> None:
+    from runlane_conformance.report.schema import REPORT_SCHEMA
+    from runlane_conformance.report_witness import WITNESS_SCHEMA
+
+    failures = REPORT_SCHEMA["$defs"]["results"]["properties"]["requirements"]["items"]["properties"][
+        "failures"
+    ]
+    assert failures["items"]["properties"]["witness"] == WITNESS_SCHEMA
+
+
 def test_the_report_schema_refuses_a_malformed_witness() -> None:
     document = kept_report()
     failure = next(f for r in document["requirements"] for f in r.get("failures", []))
-    failure["witness"]["findings"][0]["edges"][0]["kind"] = "rt"
+    failure["witness"]["findings"][0]["edges"][0]["kind"] = "rx"
     with pytest.raises(ValueError, match="witness"):
         validate_report(document)
 

@@ -29,8 +29,9 @@ Each case asserts Elle's class or a stronger one (a class that implies it in
 Elle's ``implied-anomalies``) and, where Elle calls the history valid, that
 none of the classes Elle checked shows. ``NOT_EXPRESSIBLE`` lists the cases
 our model cannot state, with the reason; three closed-predicate cases rest on
-Elle trusting its ``:init`` to come first in real time, which our histories do
-not record: ``NEEDS_TRUSTED_INIT`` holds their translations, and a test shows
+Elle trusting its ``:init`` to come first in real time, which our checker never
+uses to decide a class (real-time order is context only, ``history.realtime``):
+``NEEDS_TRUSTED_INIT`` holds their translations, and a test shows
 each is serializable without that trust.
 """
 
@@ -599,7 +600,7 @@ CASES: tuple[Case, ...] = (
 )
 
 #: Elle's closed-predicate cases whose class rests on Elle trusting its ``:init`` to precede every
-#: transaction (so that a key read as absent cannot be unborn). Our histories record no real-time order,
+#: transaction (so that a key read as absent cannot be unborn). Our real-time order is context only,
 #: so the init is one more attempt, and each case shows what holds without that trust: nothing (a serial
 #: order is named), or a G-single where Elle's G1c needs every absence to be a delete (had a page seen
 #: the key before t0 created it, its anti-dependency on t0 closes a G-single instead).
@@ -664,14 +665,14 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     f"{LA} sim-* and perf tests": "generated simulations and timings, no fixed history or assertion",
     f"{RW} foo-test": "an empty history placeholder",
     f"{RW} checker-test G0 without an inferred order": "a blind write must name the version it supersedes",
-    f"{RW} checker-test read returns what was just written (cyclic versions)": "no real-time order in our "
-    "model, and versions come from the driver, so a version order cannot be cyclic",
+    f"{RW} checker-test read returns what was just written (cyclic versions)": "real-time order is context "
+    "only in our model, and versions come from the driver, so a version order cannot be cyclic",
     f"{RW} cyclic version order": "as above: a cyclic version order needs one value written twice",
     f"{RW} scc-sort-bug-test": "needs real-time edges (G1c-realtime) and a cyclic version order",
     f"{RW} ext-index/ext-key-graph/version-graph tests": "tests of Elle's own data structures, no history",
     f"{LA} duplicated elements": "every value we write is unique, so a list cannot hold one twice",
     f"{LA} Strong SI / Strong Session SI / G-nonadjacent-process / wr-process": "need process or real-time "
-    "order, which our histories do not record as edges",
+    "order as edges of the dependency classes (ours is context only)",
     f"{LA} contradictory read orders": "two reads of one key disagreeing on a list's prefix: our versions "
     "are opaque and carry no prefix",
     f"{LA} info reads": "an :info read's value is unknown; our unknown attempts' reads are not recorded",

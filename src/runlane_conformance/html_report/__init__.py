@@ -28,8 +28,22 @@ from typing import Any
 __all__ = ["EDGE_LABELS", "HtmlUnavailable", "cycle_svg", "render_html", "require"]
 
 #: How each dependency kind is named on the drawing.
-EDGE_LABELS: dict[str, str] = {"ww": "ww", "wr": "wr", "rw": "rw", "prw": "predicate rw"}
-_EDGE_COLOURS: dict[str, str] = {"ww": "#1f5fa8", "wr": "#2e7d32", "rw": "#c62828", "prw": "#8e24aa"}
+EDGE_LABELS: dict[str, str] = {
+    "ww": "ww",
+    "wr": "wr",
+    "pwr": "predicate wr",
+    "rw": "rw",
+    "prw": "predicate rw",
+    "rt": "real time",
+}
+_EDGE_COLOURS: dict[str, str] = {
+    "ww": "#1f5fa8",
+    "wr": "#2e7d32",
+    "pwr": "#00796b",
+    "rw": "#c62828",
+    "prw": "#8e24aa",
+    "rt": "#616161",
+}
 _SVG_START = re.compile(r"<svg\b")
 
 
@@ -41,7 +55,9 @@ def cycle_svg(finding: Mapping[str, Any]) -> str | None:
     """The finding's cycle as inline SVG (no XML prologue), or ``None`` when ``dot`` cannot run.
 
     Nodes are the attempts, in cycle order; each edge is labelled ``kind(key)``; hovering a node
-    shows its operations, hovering an edge what the checker saw.
+    shows its operations, hovering an edge what the checker saw. Real-time order between the attempts
+    (``finding["realtime"]``, context) is drawn dashed and grey, labelled ``rt``, and does not pull
+    the layout (``constraint=false``); an ``rt`` step of a real-time cycle is drawn dashed too.
     """
     try:
         import graphviz
@@ -72,6 +88,18 @@ def cycle_svg(finding: Mapping[str, Any]) -> str | None:
             color=_EDGE_COLOURS.get(kind, "black"),
             fontcolor=_EDGE_COLOURS.get(kind, "black"),
             penwidth="1.6",
+            style="dashed" if kind == "rt" else "solid",
+        )
+    for edge in finding.get("realtime", ()):
+        graph.edge(
+            edge["source"],
+            edge["target"],
+            label="rt",
+            tooltip=edge["detail"],
+            color=_EDGE_COLOURS["rt"],
+            fontcolor=_EDGE_COLOURS["rt"],
+            style="dashed",
+            constraint="false",
         )
     try:
         svg = graph.pipe(encoding="utf-8")
@@ -122,9 +150,12 @@ def render_html(document: Mapping[str, Any], *, report_name: str | None = None) 
     drawings: dict[tuple[int, int, int], str | None] = {}
     for r_index, requirement in enumerate(failing):
         for f_index, failure in enumerate(requirement.get("failures", [])):
-            for w_index, finding in enumerate((failure.get("witness") or {}).get("findings", [])):
+            witness = failure.get("witness") or {}
+            for w_index, finding in enumerate(witness.get("findings", [])):
                 if finding["edges"]:
                     drawings[(r_index, f_index, w_index)] = cycle_svg(finding)
+            if witness.get("realtime_cycle"):
+                drawings[(r_index, f_index, -1)] = cycle_svg(witness["realtime_cycle"])
     return template.render(
         report=document,
         report_name=report_name,

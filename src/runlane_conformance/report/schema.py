@@ -48,7 +48,9 @@ __all__ = [
 #: ``requirements[].evidence``.
 #: 6: ``environment.isolation``, where the driver's code ran (``process`` or ``none``).
 #: 7: ``requirements[].failures[].witness``, a failed history check's findings as data.
-REPORT_VERSION = 7
+#: 8: the witness's real-time context: ``realtime`` edges per finding, ``realtime_cycle``, and ``pwr``
+#: and ``rt`` edge kinds (``report_witness.WITNESS_SCHEMA``, copied here).
+REPORT_VERSION = 8
 #: The statuses an unfinished report (one without results) may carry.
 UNFINISHED_STATUSES: tuple[RunStatus, ...] = (RunStatus.RUNNING, RunStatus.BROKEN, RunStatus.INTERRUPTED)
 #: The statuses a results report may carry.

@@ -39,6 +39,7 @@ from runlane_conformance.catalogue.histories import (
     WORKLOAD_ENDS,
     WRITE_SKEW,
 )
+from runlane_conformance.fixtures.driver_frame import path_from_here
 from runlane_conformance.fixtures.evidence import CheckInconclusive, record_witness
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.history import Anomaly, History, Report, check_history, save
@@ -132,9 +133,10 @@ class Undecided(CheckInconclusive):
         self.what = what
 
 
-def _save(request: pytest.FixtureRequest, run: Recorded) -> Path:
+def _save(request: pytest.FixtureRequest, run: Recorded) -> str:
+    """Save the history under the current directory; its path as typed from there (no machine path)."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{request.node.name}-{run.workload.seed}")
-    return save(run.history, Path.cwd() / HISTORY_DIR / f"{name}.json")
+    return path_from_here(str(save(run.history, Path.cwd() / HISTORY_DIR / f"{name}.json")))
 
 
 def _named(report: Report) -> str:

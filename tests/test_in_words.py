@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,3 +43,36 @@ def test_every_printable_tuple_decodes_to_exactly_its_components(components: lis
         assert any(("|" in c or ">" in c) for c in components) or (
             len(components) == 1 and not any(ch in encoded for ch in "abcdef")
         )
+
+
+def test_a_repr_cut_inside_an_encoded_value_loses_its_hex_tail() -> None:
+    text = "assert [(StorageReco...0303030305a')] == [(StorageReco...30305a')]"
+    assert in_words(text) == "assert [(StorageReco...')] == [(StorageReco...')]"
+    assert in_words("'abc...'") == "'abc...'"  # no hex after the dots: nothing was cut there
+    assert in_words("'wait...bad'") == "'wait...bad'"  # too short to be a cut encoded value
+
+
+def test_hypothesis_explanations_drop_the_toolkit_s_own_files_and_show_the_rest_from_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runlane_conformance
+
+    toolkit = Path(runlane_conformance.__file__).resolve().parent
+    monkeypatch.chdir(tmp_path)
+    driver = tmp_path / "my_driver" / "store.py"
+    text = (
+        "    Explanation:\n"
+        "        These lines were always and only run by failing test cases:\n"
+        f"            {toolkit / 'local' / 'store.py'}:572\n"
+        f"            {driver}:175\n"
+        f"            {toolkit / 'suites' / 'test_profile.py'}:321\n"
+        "    note: shrinking stopped\n"
+    )
+    assert in_words(text) == (
+        "    Explanation:\n"
+        "        These lines were always and only run by failing test cases:\n"
+        "            my_driver/store.py:175\n"
+        "    note: shrinking stopped\n"
+    )
+    only_toolkit = text.replace(f"            {driver}:175\n", "")
+    assert in_words(only_toolkit) == "    note: shrinking stopped\n"

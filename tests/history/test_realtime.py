@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from runlane_conformance.history import Attempt, EdgeKind, History, Span, check_history, from_json, to_json
-from runlane_conformance.history.realtime import realtime_edges
+from runlane_conformance.history.realtime import realtime_edge, realtime_edges
 from runlane_conformance.history.witness import witness
 from runlane_conformance.report_witness import recorded_witness
 
@@ -25,9 +25,9 @@ def at(attempt: Attempt, round_number: int, clock: str = "p0") -> Attempt:
 
 def _pairs(attempts: tuple[Attempt, ...]) -> set[tuple[str, str]]:
     graph = realtime_edges(attempts, range(len(attempts)))
-    for targets in graph.values():
-        for labels in targets.values():
-            assert {label.kind for label in labels} == {EdgeKind.RT}
+    for source, targets in graph.items():
+        for target in targets:
+            assert realtime_edge(attempts, source, target).kind is EdgeKind.RT
     return {(attempts[s].id, attempts[t].id) for s, targets in graph.items() for t in targets}
 
 

@@ -719,7 +719,7 @@ class _Builder:
         timed = sum(1 for i in self.committed if self.attempts[i].span is not None)
         graph = realtime_edges(self.attempts, self.committed)
         count = sum(len(targets) for targets in graph.values())
-        found = realtime_cycle(self.adjacency, graph)
+        found = realtime_cycle(self.attempts, self.adjacency, graph)
         cycle = None
         if found.steps is not None and found.name is not None:
             steps = tuple(Step(self.name(s), e, self.name(t)) for s, e, t in found.steps)

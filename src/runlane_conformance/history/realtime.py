@@ -24,60 +24,62 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .model import Attempt
 from .search import ANTI, SEARCH_STEPS_FLOOR, SEARCH_STEPS_PER_EDGE, Edge, EdgeKind, Graph, _components
 
-__all__ = ["RealtimeSearch", "realtime_cycle", "realtime_edges"]
+__all__ = ["RealtimeGraph", "RealtimeSearch", "realtime_cycle", "realtime_edge", "realtime_edges"]
 
 Steps = tuple[tuple[int, Edge, int], ...]
+#: source -> the attempts that began after it ended with none wholly between (history indexes).
+RealtimeGraph = dict[int, list[int]]
 
 
-def realtime_edges(attempts: Sequence[Attempt], committed: Iterable[int]) -> Graph:
-    """``source -> target -> {rt edge}`` between committed attempts with spans, transitively reduced.
+def realtime_edges(attempts: Sequence[Attempt], committed: Iterable[int]) -> RealtimeGraph:
+    """``source -> [targets]`` between committed attempts with spans, transitively reduced.
 
     ``target`` is a direct successor of ``source`` when it began after ``source`` ended and no other
     committed attempt of the clock fits wholly between them: its start is at most the earliest end
-    among the attempts that began after ``source`` ended.
+    among the attempts that began after ``source`` ended. Plain indexes, not labelled edges: a history
+    has tens of thousands of these and only a cycle's few are ever put in words (``realtime_edge``).
     """
-    by_clock: dict[str, list[int]] = defaultdict(list)
+    by_clock: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for index in sorted(committed):
-        if attempts[index].span is not None:
-            by_clock[attempts[index].span.clock].append(index)  # type: ignore[union-attr]
-    graph: Graph = {}
-    for clock, members in sorted(by_clock.items()):
-        spans = {i: attempts[i].span for i in members}
-        ordered = sorted(members, key=lambda i: (spans[i].start, i))  # type: ignore[union-attr]
-        starts = [spans[i].start for i in ordered]  # type: ignore[union-attr]
-        earliest_end = [0] * len(ordered)
+        span = attempts[index].span
+        if span is not None:
+            by_clock[span.clock].append((span.start, index, span.end))
+    graph: RealtimeGraph = {}
+    for _, members in sorted(by_clock.items()):
+        members.sort()
+        starts = [start for start, _, _ in members]
+        earliest_end = [0] * len(members)
         low: int | None = None
-        for position in range(len(ordered) - 1, -1, -1):
-            end = spans[ordered[position]].end  # type: ignore[union-attr]
+        for position in range(len(members) - 1, -1, -1):
+            end = members[position][2]
             low = end if low is None else min(low, end)
             earliest_end[position] = low
-        for source in members:
-            span = spans[source]
-            assert span is not None
-            first = bisect.bisect_right(starts, span.end)
-            if first == len(ordered):
+        for _, source, end in members:
+            first = bisect.bisect_right(starts, end)
+            if first == len(members):
                 continue
             limit = earliest_end[first]
-            for target in ordered[first:]:
-                target_span = spans[target]
-                assert target_span is not None
-                if target_span.start > limit:
-                    break
-                graph.setdefault(source, {})[target] = {
-                    Edge(
-                        EdgeKind.RT,
-                        clock,
-                        f"{attempts[source].id} ended before {attempts[target].id} began (on clock {clock}: "
-                        f"tick {span.end} < tick {target_span.start})",
-                    )
-                }
+            stop = bisect.bisect_right(starts, limit, lo=first)
+            graph[source] = [index for _, index, _ in members[first:stop]]
     return graph
+
+
+def realtime_edge(attempts: Sequence[Attempt], source: int, target: int) -> Edge:
+    """The labelled ``rt`` edge ``source -> target``, in words."""
+    before, after = attempts[source].span, attempts[target].span
+    assert before is not None and after is not None
+    return Edge(
+        EdgeKind.RT,
+        before.clock,
+        f"{attempts[source].id} ended before {attempts[target].id} began (on clock {before.clock}: "
+        f"tick {before.end} < tick {after.start})",
+    )
 
 
 @dataclass(frozen=True)
@@ -101,23 +103,30 @@ def _name(steps: Steps) -> str:
     return f"{base}-realtime"
 
 
+_Label = Edge | None  # None: a real-time edge, labelled only once it is part of the witness
+
+
 def _bfs(
-    start: int, goal: int, out: dict[int, list[tuple[int, Edge]]], bound: int | None, budget: list[int]
-) -> Steps | None:
+    start: int,
+    goal: int,
+    out: Callable[[int], list[tuple[int, _Label]]],
+    bound: int | None,
+    budget: list[int],
+) -> tuple[tuple[int, _Label, int], ...] | None:
     """The shortest path ``start`` -> ``goal`` (shorter than ``bound`` edges), spending ``budget``."""
-    parent: dict[int, tuple[int, Edge] | None] = {start: None}
+    parent: dict[int, tuple[int, _Label] | None] = {start: None}
     queue: deque[tuple[int, int]] = deque([(start, 0)])
     while queue:
         node, depth = queue.popleft()
         if bound is not None and depth + 1 >= bound:
             return None
-        for target, label in out.get(node, ()):
+        for target, label in out(node):
             budget[0] -= 1
             if target in parent:
                 continue
             parent[target] = (node, label)
             if target == goal:
-                path: list[tuple[int, Edge, int]] = []
+                path: list[tuple[int, _Label, int]] = []
                 current = target
                 back = parent[current]
                 while back is not None:
@@ -131,30 +140,30 @@ def _bfs(
     return None
 
 
-def realtime_cycle(dependencies: Graph, realtime: Graph) -> RealtimeSearch:
+def realtime_cycle(
+    attempts: Sequence[Attempt], dependencies: Graph, realtime: RealtimeGraph
+) -> RealtimeSearch:
     """The shortest simple cycle of dependency (not inferred) and real-time edges using at least one
     real-time edge, searched from each real-time edge in ascending order; the answer depends on the
-    graphs alone."""
-    combined: dict[int, dict[int, Edge]] = defaultdict(dict)
-    for graph in (dependencies, realtime):
-        for source, targets in graph.items():
-            for target, labels in targets.items():
-                proven = sorted(label for label in labels if not label.inferred)
-                if not proven:
-                    continue
-                kept = combined[source].get(target)
-                # One label per pair: a dependency edge rather than a real-time one, then the first.
-                chosen = min(proven, key=lambda e: (e.kind is EdgeKind.RT, e))
-                if kept is None or (kept.kind is EdgeKind.RT, kept) > (chosen.kind is EdgeKind.RT, chosen):
-                    combined[source][target] = chosen
+    graphs alone.
+
+    The components are taken over every edge (an inferred one included, which can only join more
+    attempts); the breadth-first search then walks proven edges only, a dependency edge before a
+    real-time one to the same attempt.
+    """
     if not realtime:
         return RealtimeSearch(None, None, None)
-    nodes = sorted(set(combined) | {t for targets in combined.values() for t in targets})
-    component = _components(nodes, lambda n: combined.get(n, {}).keys())
-    out = {
-        source: sorted((t, e) for t, e in targets.items() if component[t] == component[source])
-        for source, targets in combined.items()
-    }
+    nodes: set[int] = set(dependencies) | set(realtime)
+    for targets in dependencies.values():
+        nodes.update(targets)
+    for listed in realtime.values():
+        nodes.update(listed)
+
+    def successors(node: int) -> Iterable[int]:
+        yield from dependencies.get(node, ())
+        yield from realtime.get(node, ())
+
+    component = _components(sorted(nodes), successors)
     starts = sorted(
         (source, target)
         for source, targets in realtime.items()
@@ -163,10 +172,27 @@ def realtime_cycle(dependencies: Graph, realtime: Graph) -> RealtimeSearch:
     )
     if not starts:
         return RealtimeSearch(None, None, None)
-    size = sum(len(targets) for targets in combined.values()) + len(combined)
-    limit = max(SEARCH_STEPS_FLOOR, SEARCH_STEPS_PER_EDGE * size)
+    cache: dict[int, list[tuple[int, _Label]]] = {}
+
+    def out(node: int) -> list[tuple[int, _Label]]:
+        found = cache.get(node)
+        if found is None:
+            here = component[node]
+            found = []
+            for target, labels in sorted(dependencies.get(node, {}).items()):
+                if component[target] == here:
+                    proven = [label for label in labels if not label.inferred]
+                    if proven:
+                        found.append((target, min(proven)))
+            seen = {target for target, _ in found}
+            found.extend((t, None) for t in realtime.get(node, ()) if component[t] == here and t not in seen)
+            cache[node] = found
+        return found
+
+    size = sum(len(targets) for targets in dependencies.values()) + sum(map(len, realtime.values()))
+    limit = max(SEARCH_STEPS_FLOOR, SEARCH_STEPS_PER_EDGE * (size + len(nodes)))
     budget = [limit]
-    best: Steps | None = None
+    best: tuple[tuple[int, _Label, int], ...] | None = None
     searched = 0
     for source, target in starts:
         if budget[0] <= 0:
@@ -175,8 +201,7 @@ def realtime_cycle(dependencies: Graph, realtime: Graph) -> RealtimeSearch:
         path = _bfs(target, source, out, None if best is None else len(best) - 1, budget)
         if path is None:
             continue
-        (label,) = realtime[source][target]
-        cycle = ((source, label, target), *path)
+        cycle = ((source, None, target), *path)
         if best is None or len(cycle) < len(best):
             best = cycle
             if len(best) == 2:
@@ -188,4 +213,7 @@ def realtime_cycle(dependencies: Graph, realtime: Graph) -> RealtimeSearch:
             f"the real-time cycle search stopped at its bound of {limit:,} edge steps after {searched} of "
             f"{len(starts)} real-time edges"
         )
-    return RealtimeSearch(best, None if best is None else _name(best), bounded)
+    if best is None:
+        return RealtimeSearch(None, None, bounded)
+    steps = tuple((s, realtime_edge(attempts, s, t) if e is None else e, t) for s, e, t in best)
+    return RealtimeSearch(steps, _name(steps), bounded)

@@ -677,18 +677,21 @@ def test_an_oversized_appended_record_is_refused(driver: StorageDriver, partitio
 def test_changing_the_callers_values_after_append_changes_nothing(
     driver: StorageDriver, partition: str
 ) -> None:
-    values = observation_values("orig", 2)
-    command = {"stream": OBSERVATIONS.value, "partition": partition, "values": values}
     expected = batch(partition, "orig", 2)
+    handed: list[list[dict[str, Any]]] = []
 
     def callback(tx: StorageTransaction) -> None:
-        tx.append(command)  # type: ignore[arg-type]
+        # Fresh values for every attempt: a driver may replay the callback, and a replay must see the
+        # caller's input as it was, not as the previous attempt left it.
+        values = observation_values("orig", 2)
+        handed.append(values)
+        tx.append({"stream": OBSERVATIONS.value, "partition": partition, "values": values})  # type: ignore[arg-type]
         values[0]["source"]["id"] = "changed-inside"
         values[1]["data"]["i"] = 99
         values.append({"source": {"kind": "x", "id": "extra"}, "data": {}})
 
     driver.transaction(callback)
-    values[0]["data"]["i"] = -1
+    handed[-1][0]["data"]["i"] = -1
     view = read_stream(driver, partition)
     _expect_contiguous(view, 2)
     _expect_placed(view, expected, 1)

@@ -671,3 +671,111 @@ def test_a_key_whose_neighbour_alone_exists_reads_as_absent(driver: StorageDrive
             f"{found[0].key.id!r}; "
             f"only {written.key.id!r} exists ({KEY_SHAPES.id}: {KEY_SHAPES.summary})"
         )
+
+
+#: (one, other): two spellings of a key component that a collation (case, PAD SPACE), a normalising layer
+#: (NFC), a 3-byte 'utf8' column or a raw '/' join would take for one key, while the contract's encoding
+#: keeps them apart.
+TABLE_KEY_NEIGHBOURS: list[tuple[str, str]] = [
+    ("Name", "name"),
+    ("pad", "pad "),
+    ("\u00e9", "e\u0301"),
+    ("x", "x\U0001f600"),
+    ("a", "a/b"),
+]
+
+
+def _swapped(value: Any, swaps: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return swaps.get(value, value)
+    if isinstance(value, dict):
+        return {key: _swapped(child, swaps) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_swapped(child, swaps) for child in value]
+    return value
+
+
+def _identities_again(table: str, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` with the identities the contract derives from other fields computed again."""
+    from runlane_conformance.contract.table_definitions import schedule_occurrence_id, step_token
+
+    if table == StorageTableName.STEPS.value:
+        value["token"] = step_token(
+            value["environment"], value["runId"], value["stepName"], int(value["sequence"])
+        )
+    elif table == StorageTableName.SCHEDULES.value:
+        for at, identity in (("nextOccurrenceAt", "nextOccurrenceId"), ("lastOccurrenceAt", "lastOccurrenceId")):
+            if isinstance(value.get(at), str):
+                value[identity] = schedule_occurrence_id(value["environment"], value["scheduleId"], value[at])
+    return value
+
+
+def _own_name(record: NewStorageRecord) -> str | None:
+    """The most specific key component the record's document spells out (a name of its own, else its run)."""
+    value = record.document.value
+    fields = {child for child in value.values() if isinstance(child, str)}
+    for component in reversed(record.key.id[1:]):
+        if component in fields and component != value.get("environment"):
+            return component
+    return None
+
+
+def _respelled(record: NewStorageRecord, environment: str, name: str) -> NewStorageRecord | None:
+    """``record`` moved to ``environment`` with its own name spelled ``name``; None when that is no valid
+    record of its table (a derived identity the check cannot respell)."""
+    from runlane_conformance.contract.json_boundary import thaw_json
+
+    own = _own_name(record)
+    old_environment = record.document.value.get("environment")
+    if own is None or not isinstance(old_environment, str):
+        return None
+    value = _swapped(thaw_json(record.document.value), {old_environment: environment, own: name})
+    try:
+        return build_storage_record(record.key.table, _identities_again(record.key.table.value, value))
+    except (StorageError, ValueError, KeyError, TypeError):
+        return None
+
+
+@KEY_SHAPES
+def test_key_components_a_collation_would_merge_stay_apart_in_every_table(
+    driver: StorageDriver, leases: Leases
+) -> None:
+    """The lease checks above, crossed with every table of the catalogue: a driver keeps one column type or
+    collation per table, so a table other than leases may be the one whose keys fold together."""
+    from runlane_conformance.suites._cursors_support import catalog_records
+
+    bases: dict[str, NewStorageRecord] = {}
+    for record in catalog_records():
+        if _own_name(record) is not None:
+            bases.setdefault(record.key.table.value, record)
+    crossed = 0
+    for table, base in sorted(bases.items()):
+        for number, (one, other) in enumerate(TABLE_KEY_NEIGHBOURS):
+            environment = f"{leases.environment}-{table[:6]}{number}"
+            first, second = _respelled(base, environment, one), _respelled(base, environment, other)
+            if first is None or second is None or first.key == second.key:
+                continue
+            crossed += 1
+            _write(driver, first)
+            found = _read(driver, [second.key, first.key])
+            assert found[1] is not None, missing(f"{table} record {first.key.id!r}")
+            assert found[0] is None, (
+                f"reading {table} key {second.key.id!r}, which was never written, returned the record "
+                f"{found[0].key.id!r}; only {first.key.id!r} exists ({KEY_SHAPES.id}: {KEY_SHAPES.summary})"
+            )
+            try:
+                _write(driver, second)
+            except StorageError as error:
+                raise AssertionError(
+                    f"creating {table} record {second.key.id!r} failed with {error!r}, although only "
+                    f"{first.key.id!r} exists: {KEY_SHAPES.id}: {KEY_SHAPES.summary}"
+                ) from error
+            both = _read(driver, [first.key, second.key])
+            for written, stored in zip((first, second), both, strict=True):
+                assert stored is not None, missing(f"{table} record {written.key.id!r}")
+                assert stored.key == written.key and stored.document == written.document, (
+                    f"reading {table} key {written.key.id!r} returned the record {stored.key.id!r}; "
+                    f"{first.key.id!r} and {second.key.id!r} are two records ({KEY_SHAPES.id}). Encode "
+                    "keys with storage_record_key_codec in every table"
+                )
+    assert crossed >= len(TABLE_KEY_NEIGHBOURS), "the check respelled too few tables' keys (a fault in the check)"

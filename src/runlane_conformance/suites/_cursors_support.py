@@ -11,14 +11,20 @@ independent model instead of against itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from enum import StrEnum
 from importlib import resources
+from typing import Any
 
-from ..contract.catalog import StorageCandidateMode, StorageIndexName, StorageQueryDirection
+from ..contract.catalog import StorageCandidateMode, StorageIndexName, StorageQueryDirection, StorageTableName
 from ..contract.cursors import parse_query_records_result
+from ..contract.encodings import iso_date_codec
+from ..contract.errors import StorageError
+from ..contract.json_boundary import thaw_json
 from ..contract.protocols import StorageDriver, StorageTransaction
 from ..contract.records import build_storage_record
+from ..contract.table_definitions import schedule_occurrence_id, step_token
 from ..contract.values import (
     NewStorageRecord,
     QueryRecordsCommand,
@@ -31,6 +37,7 @@ __all__ = [
     "ScanItem",
     "Via",
     "catalog_records",
+    "crossed_catalog_records",
     "expected_scan",
     "in_transaction_scan",
     "index_entries",
@@ -205,3 +212,103 @@ def catalog_records() -> list[NewStorageRecord]:
         built = build_storage_record(table, value)
         records.setdefault(built.key.encoded, built)
     return list(records.values())
+
+
+#: How far ``crossed_catalog_records`` moves every date of a template: before 1970 (where an unsigned epoch
+#: column wraps), fractions of a second (which a DATETIME(0) column drops) and past 2038 (where a 32-bit
+#: timestamp wraps).
+CROSSED_SHIFTS = (
+    timedelta(days=-365 * 70),
+    timedelta(0),
+    timedelta(milliseconds=250),
+    timedelta(milliseconds=500, microseconds=7),
+    timedelta(days=365 * 12),
+)
+#: Spellings of a template's own name (or run id): case, a high BMP character next to an astral one (their
+#: UTF-16 order differs from code point order), and a prefix of the others.
+CROSSED_NAMES = ("R", "r", "r\uff5e", "r\U0001f600")
+#: Event and step sequences: small, and past the signed and unsigned 32-bit ranges.
+CROSSED_SEQUENCES = (1, 2**31, 2**32 + 1)
+
+
+def _swapped(value: Any, swaps: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return swaps.get(value, value)
+    if isinstance(value, dict):
+        return {key: _swapped(child, swaps) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_swapped(child, swaps) for child in value]
+    return value
+
+
+def _moved(value: Any, delta: timedelta) -> Any:
+    if isinstance(value, str):
+        if iso_date_codec.is_valid(value):
+            try:
+                return iso_date_codec.encode(iso_date_codec.decode(value) + delta)
+            except (StorageError, ValueError, OverflowError):
+                return value
+        return value
+    if isinstance(value, dict):
+        return {key: _moved(child, delta) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_moved(child, delta) for child in value]
+    return value
+
+
+def _derived_again(table: StorageTableName, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` with the identities the contract derives from other fields computed again."""
+    if table is StorageTableName.STEPS:
+        value["token"] = step_token(
+            value["environment"], value["runId"], value["stepName"], int(value["sequence"])
+        )
+    elif table is StorageTableName.SCHEDULES:
+        for at, identity in (("nextOccurrenceAt", "nextOccurrenceId"), ("lastOccurrenceAt", "lastOccurrenceId")):
+            if isinstance(value.get(at), str):
+                value[identity] = schedule_occurrence_id(value["environment"], value["scheduleId"], value[at])
+    return value
+
+
+def _template_name(record: NewStorageRecord) -> str | None:
+    """The most specific key component the template's document spells out, other than its environment."""
+    value = record.document.value
+    fields = {child for child in value.values() if isinstance(child, str)}
+    for component in reversed(record.key.id[1:]):
+        if component in fields and component != value.get("environment"):
+            return component
+    return None
+
+
+def crossed_catalog_records(environment: str) -> list[NewStorageRecord]:
+    """Every indexed template of the catalogue moved to ``environment``, crossed with ``CROSSED_NAMES``,
+    ``CROSSED_SHIFTS`` and (for events and steps) ``CROSSED_SEQUENCES``: sorts that fall on each side of
+    1970 and 2038, differ by fractions of a second, hold astral and high-BMP characters, and tie on
+    different keys, in every index of the catalogue at once. Returned in descending key order, so a
+    driver that breaks ties by insertion order shows it. Variants the table's rules refuse are left out.
+    """
+    made: dict[str, NewStorageRecord] = {}
+    for number, template in enumerate(catalog_records()):
+        if not template.indexes:
+            continue
+        old_environment = template.document.value.get("environment")
+        if not isinstance(old_environment, str):
+            continue
+        name = _template_name(template)
+        table = template.key.table
+        base = thaw_json(template.document.value)
+        sequences = CROSSED_SEQUENCES if "sequence" in base else (None,)
+        for spelling in CROSSED_NAMES:
+            for shift, delta in enumerate(CROSSED_SHIFTS):
+                swaps = {old_environment: environment}
+                if name is not None:
+                    swaps[name] = f"{spelling}{shift}-{number}"
+                for sequence in sequences:
+                    value = _moved(_swapped(base, swaps), delta)
+                    if sequence is not None:
+                        value["sequence"] = sequence if isinstance(base["sequence"], int) else str(sequence)
+                    try:
+                        record = build_storage_record(table, _derived_again(table, value))
+                    except (StorageError, ValueError, KeyError, TypeError):
+                        continue
+                    made.setdefault(record.key.encoded, record)
+    return [made[key] for key in sorted(made, reverse=True)]

@@ -61,6 +61,7 @@ from runlane_conformance.suites._cursors_support import (
     ScanItem,
     Via,
     catalog_records,
+    crossed_catalog_records,
     expected_scan,
     index_entries,
     read_page,
@@ -782,3 +783,92 @@ def test_exclusive_pages_follow_the_contract_order(
             f"{_names(expected, records)}. "
             f"{EXCLUSIVE_PAGES.id}: {EXCLUSIVE_PAGES.summary}"
         )
+
+
+# -- every index, crossed with the value shapes one column type gets wrong --------------------------------
+
+
+def _crossed_scopes(driver: StorageDriver) -> tuple[list[NewStorageRecord], list[tuple[StorageIndexName, str]]]:
+    environment = f"env-{uuid.uuid4().hex[:8]}"
+    records = crossed_catalog_records(environment)
+    write_records(driver, records, batch=_batch(driver))
+    scopes = sorted({(entry.index, entry.partition) for record in records for entry in record.indexes})
+    return records, scopes
+
+
+def _crossed_scan(
+    driver: StorageDriver,
+    via: Via,
+    records: list[NewStorageRecord],
+    index: StorageIndexName,
+    partition: str,
+    direction: StorageQueryDirection,
+    scope: StorageQueryRange | None = None,
+) -> tuple[list[ScanItem], list[ScanItem]]:
+    expected = expected_scan(index_entries(records, index, partition), query_range=scope, direction=direction)
+    limit = min(3, _max_page(driver))
+    command = QueryRecordsCommand(index, partition, limit, scope or StorageQueryRange(), direction)
+    return expected, _scan(driver, via, command, expected_len=len(expected))
+
+
+def _crossed_message(index: StorageIndexName, expected: list[ScanItem], got: list[ScanItem]) -> str:
+    def shown(items: list[ScanItem]) -> list[str]:
+        return [ascii(_decoded_sort(sort)) for sort, _key in items]
+
+    first = next(
+        (n for n, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), min(len(expected), len(got))
+    )
+    return (
+        f"{index.value}: sorts that cross 1970 and 2038, differ by fractions of a second, hold astral and "
+        f"high-BMP characters, sequences past 2^31 and ties written in descending key order; first "
+        f"difference at position {first}: expected {shown(expected)}, got {shown(got)}"
+    )
+
+
+def _decoded_sort(sort: str) -> object:
+    try:
+        return storage_tuple_codec.decode(sort)
+    except Exception:
+        return sort
+
+
+@ASCENDING
+@VIAS
+def test_every_index_orders_crossed_value_shapes_ascending(driver: StorageDriver, via: Via) -> None:
+    """Every index of the catalogue at once, with the sorts a column type per index gets wrong: an
+    unsigned epoch (before 1970), DATETIME(0) (sub-seconds), INT (sequences past 2^31), a UTF-16 collation
+    (astral beside high-BMP characters) and insertion-ordered ties."""
+    records, scopes = _crossed_scopes(driver)
+    for index, partition in scopes:
+        expected, got = _crossed_scan(driver, via, records, index, partition, ASC)
+        assert got == expected, _crossed_message(index, expected, got)
+
+
+@DESCENDING
+@VIAS
+def test_every_index_orders_crossed_value_shapes_descending(driver: StorageDriver, via: Via) -> None:
+    records, scopes = _crossed_scopes(driver)
+    for index, partition in scopes:
+        expected, got = _crossed_scan(driver, via, records, index, partition, DESC)
+        assert got == expected, _crossed_message(index, expected, got)
+
+
+@RANGE_BOUNDS
+@VIAS
+def test_every_index_bounds_crossed_value_shapes_exactly(driver: StorageDriver, via: Via) -> None:
+    """Ranges bounded at the sorts of the crossed records themselves (a bound a fraction of a second, or a
+    code unit, away from its neighbours), inclusive and exclusive, in both directions."""
+    records, scopes = _crossed_scopes(driver)
+    for number, (index, partition) in enumerate(scopes):
+        sorts = sorted({sort for sort, _key in index_entries(records, index, partition)})
+        if len(sorts) < 3:
+            continue
+        low, high = sorts[len(sorts) // 4], sorts[(3 * len(sorts)) // 4]
+        inclusive = number % 2 == 0
+        scope = StorageQueryRange(StorageRangeBound(low, inclusive), StorageRangeBound(high, not inclusive))
+        for direction in (ASC, DESC):
+            expected, got = _crossed_scan(driver, via, records, index, partition, direction, scope)
+            assert got == expected, f"range {'[' if inclusive else '('}{_decoded_sort(low)}, " + (
+                f"{_decoded_sort(high)}{')' if inclusive else ']'} {direction.value}: "
+                + _crossed_message(index, expected, got)
+            )

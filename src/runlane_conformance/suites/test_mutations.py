@@ -789,3 +789,54 @@ def test_a_create_that_loses_its_race_takes_the_whole_batch_with_it(
         "the committing attempt's creates, replace and delete all apply, and nothing of an earlier attempt "
         f"({NO_PARTIAL_BATCH.id})",
     )
+
+
+def _one_run_of_every_table(environment: str) -> list[NewStorageRecord]:
+    """A record of every table in ``environment``, every one that names a run naming the same run: a run
+    together with its events, steps, outbox messages, links, tombstone and completion-wait marker."""
+    from runlane_conformance.contract.errors import StorageError
+    from runlane_conformance.contract.json_boundary import thaw_json
+    from runlane_conformance.contract.table_definitions import step_token
+
+    made: dict[str, NewStorageRecord] = {}
+    for template in catalog_records():
+        value = thaw_json(template.document.value)
+        if not isinstance(value, dict) or not isinstance(value.get("environment"), str):
+            continue
+        value["environment"] = environment
+        for field in ("runId", "sourceRunId"):
+            if isinstance(value.get(field), str):
+                value[field] = "run"
+        if template.key.table is StorageTableName.STEPS:
+            value["token"] = step_token(environment, "run", value["stepName"], int(value["sequence"]))
+        try:
+            record = build_storage_record(template.key.table, value)
+        except (StorageError, ValueError, KeyError, TypeError):
+            continue
+        made.setdefault(record.key.encoded, record)
+    return list(made.values())
+
+
+@EXACT_DELETE
+def test_a_delete_removes_its_record_and_no_record_of_another_table(driver: StorageDriver, leases: Leases) -> None:
+    """A delete removes exactly the record it names. A schema with foreign keys (ON DELETE CASCADE from a
+    run to its events, steps or markers) or a cleanup trigger removes more: each record here is deleted in
+    turn, parents first, and every other one must still read back unchanged."""
+    written = _one_run_of_every_table(f"{leases.environment}-cascade")
+    assert len({record.key.table for record in written}) >= 8, "too few tables (a fault in the check's vectors)"
+    create_all(driver, written)
+    parents = (StorageTableName.RUNS, StorageTableName.WAIT_TOKENS, StorageTableName.SCHEDULES)
+    order = sorted(written, key=lambda record: (record.key.table not in parents, record.key.encoded))
+    remaining = list(order)
+    for doomed in order:
+        driver.transaction(lambda tx, doomed=doomed: tx.delete(tx.get([doomed.key])[0]))  # type: ignore[misc]
+        remaining.remove(doomed)
+        found = read(driver, [record.key for record in [doomed, *remaining]])
+        assert found[0] is None, f"deleting {doomed.key.table.value} {doomed.key.id!r} did not commit"
+        for record, stored in zip(remaining, found[1:], strict=True):
+            assert stored is not None and stored.document == record.document, (
+                f"deleting {doomed.key.table.value} record {doomed.key.id!r} also "
+                f"{'removed' if stored is None else 'changed'} {record.key.table.value} record "
+                f"{record.key.id!r}: a delete removes exactly the record it names, whatever other tables "
+                f"refer to it ({EXACT_DELETE.id})"
+            )

@@ -29,12 +29,17 @@ PROFILES = "tests.profiles.drivers:"
 #: A full quick run of a driver whose attempts wait for one another takes a few minutes of waiting.
 pytestmark = pytest.mark.timeout(1200)
 
+FULL = "core+append+exclusive+faults"
+
 #: (driver, options, level): the corpus drivers of this file, certified in both modes.
 BOTH_MODES = [
     pytest.param(CORPUS + "files_store:harness", {}, "core", id="files-durable"),
     pytest.param(CORPUS + "files_store:harness", {"durability": "process"}, "core", id="files-process"),
     pytest.param(CORPUS + "async_native:harness", {}, "core", id="async-native"),
     pytest.param(CORPUS + "small_limits:harness", {}, "core+exclusive+faults", id="small-limits"),
+    pytest.param(CORPUS + "more_freedoms:large_limits", {}, FULL, id="large-limits"),
+    pytest.param(CORPUS + "more_freedoms:fresh_copies", {}, FULL, id="fresh-copies"),
+    pytest.param(CORPUS + "more_freedoms:reconnaissance_attempt", {}, FULL, id="reconnaissance-attempt"),
 ]
 
 #: Drivers of ``tests.profiles.drivers`` certified next to the checks elsewhere: isolated here.

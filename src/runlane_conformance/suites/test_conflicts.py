@@ -18,6 +18,7 @@ the final state or in the values the transactions returned, never in timing.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -311,6 +312,58 @@ def test_a_decision_recorded_elsewhere_depends_on_every_record_read(
     assert (r1, r2, final[0]) in {("a0", "saw-copy", "copy-of-a0"), ("a1", "no-copy", "copy-of-a1")}, (
         f"T1 copied {r1!r}, T2 reported {r2!r}: T1 committed a copy of a value another instance had "
         "already replaced"
+    )
+
+
+@READ_ONLY_DEPENDENCY
+@with_plain_hypothesis_errors("a write skew raced on a late attempt")
+@given(race=st.integers(2, 5))
+def test_a_decision_on_a_late_attempt_still_depends_on_every_record_read(
+    driver: StorageDriver, other_driver: StorageDriver, leases: Leases, race: int
+) -> None:
+    """The write skew above, raced on the ``race``-th attempt: each earlier attempt loses to a competitor
+    that moves a fence it read, so the skew meets an attempt that has been replayed several times (a driver
+    may change strategy after a few replays, and must keep every read a dependency when it does)."""
+    tag = uuid.uuid4().hex[:6]
+    a, fence, copy = f"a-{tag}", f"fence-{tag}", f"copy-{tag}"
+    write_leases(driver, leases.record(a, holder="a0"), leases.record(fence, holder="0"))
+    attempts = Attempts()
+    bumps: list[Competitor[object]] = []
+    skew: list[Competitor[object]] = []
+
+    def bump(tx: StorageTransaction) -> None:
+        (current,) = tx.get([leases.key(fence)])
+        assert current is not None, missing("the fence", written="the check created it before T1 began")
+        tx.replace(current, leases.record(fence, holder=str(int(holder(current) or "0") + 1)))
+
+    def t2(tx: StorageTransaction) -> str:
+        seen, copied = tx.get([leases.key(a), leases.key(copy)])
+        assert seen is not None, missing(f"lease {a}", written="the check created it before T2 began")
+        tx.replace(seen, leases.record(a, holder="a1"))
+        return "saw-copy" if copied is not None else "no-copy"
+
+    def t1(tx: StorageTransaction) -> str | None:
+        number = attempts.begin(tx)
+        seen, _fence = tx.get([leases.key(a), leases.key(fence)])
+        if number < race:
+            bumps.append(_t2(lambda: other_driver.transaction(bump)))
+        elif number == race and not skew:
+            skew.append(_t2(lambda: other_driver.transaction(t2)))
+        tx.create(leases.record(copy, holder=f"copy-of-{holder(seen)}"))
+        return holder(seen)
+
+    r1 = driver.transaction(t1)
+    for competitor in bumps:
+        competitor.settle()
+    if not skew:
+        return  # the earlier attempts were not replayed (a competitor waited for T1): no late race to judge
+    r2 = skew[0].settle()
+    final = lease_views(driver, leases, [copy])[copy]
+    assert final is not None, missing(f"lease {copy}", written="T1 created it and nothing deletes it")
+    assert (r1, r2, final[0]) in {("a0", "saw-copy", "copy-of-a0"), ("a1", "no-copy", "copy-of-a1")}, (
+        f"on attempt {race} of T1 (after {race - 1} replays), T1 copied {r1!r} and T2 reported {r2!r}: T1 "
+        "committed a copy of a value another instance had already replaced. Every record an attempt read "
+        "stays a dependency, however many times the transaction was replayed"
     )
 
 

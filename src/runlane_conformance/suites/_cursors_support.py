@@ -10,6 +10,7 @@ independent model instead of against itself.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -279,12 +280,14 @@ def _template_name(record: NewStorageRecord) -> str | None:
     return None
 
 
-def crossed_catalog_records(environment: str) -> list[NewStorageRecord]:
+@functools.cache
+def crossed_catalog_records(environment: str) -> tuple[NewStorageRecord, ...]:
     """Every indexed template of the catalogue moved to ``environment``, crossed with ``CROSSED_NAMES``,
     ``CROSSED_SHIFTS`` and (for events and steps) ``CROSSED_SEQUENCES``: sorts that fall on each side of
     1970 and 2038, differ by fractions of a second, hold astral and high-BMP characters, and tie on
     different keys, in every index of the catalogue at once. Returned in descending key order, so a
     driver that breaks ties by insertion order shows it. Variants the table's rules refuse are left out.
+    Cached: every check runs on a fresh store, so checks may share an environment name.
     """
     made: dict[str, NewStorageRecord] = {}
     for number, template in enumerate(catalog_records()):
@@ -311,4 +314,4 @@ def crossed_catalog_records(environment: str) -> list[NewStorageRecord]:
                     except (StorageError, ValueError, KeyError, TypeError):
                         continue
                     made.setdefault(record.key.encoded, record)
-    return [made[key] for key in sorted(made, reverse=True)]
+    return tuple(made[key] for key in sorted(made, reverse=True))

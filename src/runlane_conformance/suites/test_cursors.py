@@ -789,8 +789,7 @@ def test_exclusive_pages_follow_the_contract_order(
 
 
 def _crossed_scopes(driver: StorageDriver) -> tuple[list[NewStorageRecord], list[tuple[StorageIndexName, str]]]:
-    environment = f"env-{uuid.uuid4().hex[:8]}"
-    records = crossed_catalog_records(environment)
+    records = list(crossed_catalog_records("crossed"))  # every check has a fresh store of its own
     write_records(driver, records, batch=_batch(driver))
     scopes = sorted({(entry.index, entry.partition) for record in records for entry in record.indexes})
     return records, scopes

@@ -85,7 +85,9 @@ T = TypeVar("T")
 _Entry = tuple[StorageIndexReference, str]
 
 
-def _arranged(entries: list[_Entry], command: QueryRecordsCommand, key: Callable[[_Entry], Any]) -> list[_Entry]:
+def _arranged(
+    entries: list[_Entry], command: QueryRecordsCommand, key: Callable[[_Entry], Any]
+) -> list[_Entry]:
     arranged = sorted(entries, key=key)
     return arranged[::-1] if command.direction is StorageQueryDirection.DESCENDING else arranged
 

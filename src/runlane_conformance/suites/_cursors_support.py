@@ -264,7 +264,10 @@ def _derived_again(table: StorageTableName, value: dict[str, Any]) -> dict[str, 
             value["environment"], value["runId"], value["stepName"], int(value["sequence"])
         )
     elif table is StorageTableName.SCHEDULES:
-        for at, identity in (("nextOccurrenceAt", "nextOccurrenceId"), ("lastOccurrenceAt", "lastOccurrenceId")):
+        for at, identity in (
+            ("nextOccurrenceAt", "nextOccurrenceId"),
+            ("lastOccurrenceAt", "lastOccurrenceId"),
+        ):
             if isinstance(value.get(at), str):
                 value[identity] = schedule_occurrence_id(value["environment"], value["scheduleId"], value[at])
     return value

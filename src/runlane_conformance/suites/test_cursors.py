@@ -788,7 +788,9 @@ def test_exclusive_pages_follow_the_contract_order(
 # -- every index, crossed with the value shapes one column type gets wrong --------------------------------
 
 
-def _crossed_scopes(driver: StorageDriver) -> tuple[list[NewStorageRecord], list[tuple[StorageIndexName, str]]]:
+def _crossed_scopes(
+    driver: StorageDriver,
+) -> tuple[list[NewStorageRecord], list[tuple[StorageIndexName, str]]]:
     records = list(crossed_catalog_records("crossed"))  # every check has a fresh store of its own
     write_records(driver, records, batch=_batch(driver))
     scopes = sorted({(entry.index, entry.partition) for record in records for entry in record.indexes})
@@ -815,7 +817,8 @@ def _crossed_message(index: StorageIndexName, expected: list[ScanItem], got: lis
         return [ascii(_decoded_sort(sort)) for sort, _key in items]
 
     first = next(
-        (n for n, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), min(len(expected), len(got))
+        (n for n, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b),
+        min(len(expected), len(got)),
     )
     return (
         f"{index.value}: sorts that cross 1970 and 2038, differ by fractions of a second, hold astral and "

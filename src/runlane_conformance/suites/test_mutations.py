@@ -818,12 +818,16 @@ def _one_run_of_every_table(environment: str) -> list[NewStorageRecord]:
 
 
 @EXACT_DELETE
-def test_a_delete_removes_its_record_and_no_record_of_another_table(driver: StorageDriver, leases: Leases) -> None:
+def test_a_delete_removes_its_record_and_no_record_of_another_table(
+    driver: StorageDriver, leases: Leases
+) -> None:
     """A delete removes exactly the record it names. A schema with foreign keys (ON DELETE CASCADE from a
     run to its events, steps or markers) or a cleanup trigger removes more: each record here is deleted in
     turn, parents first, and every other one must still read back unchanged."""
     written = _one_run_of_every_table(f"{leases.environment}-cascade")
-    assert len({record.key.table for record in written}) >= 8, "too few tables (a fault in the check's vectors)"
+    assert len({record.key.table for record in written}) >= 8, (
+        "too few tables (a fault in the check's vectors)"
+    )
     create_all(driver, written)
     parents = (StorageTableName.RUNS, StorageTableName.WAIT_TOKENS, StorageTableName.SCHEDULES)
     order = sorted(written, key=lambda record: (record.key.table not in parents, record.key.encoded))

@@ -704,7 +704,10 @@ def _identities_again(table: str, value: dict[str, Any]) -> dict[str, Any]:
             value["environment"], value["runId"], value["stepName"], int(value["sequence"])
         )
     elif table == StorageTableName.SCHEDULES.value:
-        for at, identity in (("nextOccurrenceAt", "nextOccurrenceId"), ("lastOccurrenceAt", "lastOccurrenceId")):
+        for at, identity in (
+            ("nextOccurrenceAt", "nextOccurrenceId"),
+            ("lastOccurrenceAt", "lastOccurrenceId"),
+        ):
             if isinstance(value.get(at), str):
                 value[identity] = schedule_occurrence_id(value["environment"], value["scheduleId"], value[at])
     return value
@@ -778,4 +781,6 @@ def test_key_components_a_collation_would_merge_stay_apart_in_every_table(
                     f"{first.key.id!r} and {second.key.id!r} are two records ({KEY_SHAPES.id}). Encode "
                     "keys with storage_record_key_codec in every table"
                 )
-    assert crossed >= len(TABLE_KEY_NEIGHBOURS), "the check respelled too few tables' keys (a fault in the check)"
+    assert crossed >= len(TABLE_KEY_NEIGHBOURS), (
+        "the check respelled too few tables' keys (a fault in the check)"
+    )

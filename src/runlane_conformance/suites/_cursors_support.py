@@ -301,7 +301,7 @@ def crossed_catalog_records(environment: str) -> tuple[NewStorageRecord, ...]:
             continue
         name = _template_name(template)
         table = template.key.table
-        base = thaw_json(template.document.value)
+        base: Any = thaw_json(template.document.value)
         sequences = CROSSED_SEQUENCES if "sequence" in base else (None,)
         for spelling in CROSSED_NAMES:
             for shift, delta in enumerate(CROSSED_SHIFTS):

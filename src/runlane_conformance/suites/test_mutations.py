@@ -9,6 +9,8 @@ callback raises leaves no trace at all.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -800,7 +802,7 @@ def _one_run_of_every_table(environment: str) -> list[NewStorageRecord]:
 
     made: dict[str, NewStorageRecord] = {}
     for template in catalog_records():
-        value = thaw_json(template.document.value)
+        value: Any = thaw_json(template.document.value)
         if not isinstance(value, dict) or not isinstance(value.get("environment"), str):
             continue
         value["environment"] = environment

@@ -5,6 +5,7 @@ Usage (from the repository root, so ``tests.mutants`` imports)::
     python benchmarks/blind_batch.py                     # controls, then the whole batch
     python benchmarks/blind_batch.py --only NAME ...     # some of them
     python benchmarks/blind_batch.py --results out.jsonl # keep one JSON line per driver (resumable)
+    python benchmarks/blind_batch.py --batch 5           # the fifth batch (tests/mutants/blind_batch5.py)
 
 Each driver gets a full certification (every area) at the ``quick`` profile with
 seed 0, through ``certify_driver``: the same supervised path ``runlane-certify
@@ -88,9 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--no-controls", action="store_true", help="skip the bug-free controls")
+    parser.add_argument("--batch", type=int, choices=(1, 5), default=1, help="which blind batch (1 or 5)")
     args = parser.parse_args(argv)
 
-    chosen = ([] if args.no_controls else CONTROLS) + BLIND_MUTANTS
+    drivers = BLIND_MUTANTS
+    if args.batch == 5:
+        from tests.mutants.blind_batch5 import BLIND5_MUTANTS
+
+        drivers = BLIND5_MUTANTS
+    chosen = ([] if args.no_controls else CONTROLS) + drivers
     if args.only:
         unknown = set(args.only) - {m.name for m in chosen}
         if unknown:

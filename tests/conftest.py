@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import tempfile
 from types import ModuleType
 from typing import Any
 
@@ -17,8 +19,12 @@ import pytest
 
 #: The user-property name under which a kill-table test reports its row.
 KILL_TABLE_ROW = "kill_table_row"
+#: Names the session's directory of shared runs (kept in step with ``tests/shared_runs.py``, which this
+#: module does not import: it would load the runner before pytest configured the plugins).
+SHARED_RUNS_ENV = "RUNLANE_TESTS_SHARED_RUNS"
 
 _rows: list[tuple[str, str, str]] = []
+_owned: list[str] = []
 
 
 def example_package(module: str, example: str) -> ModuleType:
@@ -74,3 +80,21 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"{name.ljust(width)}  {requirement.ljust(req_width)}  {verdict}")
     killed = sum(1 for _, _, verdict in _rows if verdict == "yes")
     terminalreporter.write_line(f"{killed}/{len(_rows)} mutants killed by their intended requirement")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make the session's directory of shared runs (``tests/shared_runs.py``) before xdist starts its
+    workers, which inherit the variable naming it. An inner pytest session (pytester) finds it set and
+    leaves it alone."""
+    if os.environ.get(SHARED_RUNS_ENV):
+        return
+    directory = tempfile.mkdtemp(prefix="runlane-shared-runs-")
+    os.environ[SHARED_RUNS_ENV] = directory
+    _owned.append(directory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _owned:
+        directory = _owned.pop()
+        os.environ.pop(SHARED_RUNS_ENV, None)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -22,6 +22,7 @@ from runlane_conformance.run.isolation import Isolation
 from runlane_conformance.run.model import RequirementOutcome
 from runlane_conformance.runner import run_suites
 from tests.profiles.certified import assert_certified
+from tests.shared_runs import certified
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = "tests.correct."
@@ -64,7 +65,8 @@ def test_a_correct_driver_certifies_served_from_its_own_process(
     driver: str, options: dict[str, str], level: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(ROOT)  # the backend imports the driver from this checkout's tests package
-    result = certify_driver(driver, options, seed=0, isolation=Isolation.PROCESS)
+    # Shared (tests.shared_runs): the durable store's test below judges this run's cross-process checks.
+    result = certified(driver, options, seed=0, isolation=Isolation.PROCESS)
     assert_certified(result, driver)
     assert str(result.level) == level
 
@@ -87,12 +89,20 @@ def test_a_durable_store_on_files_keeps_what_a_killed_process_committed_in_both_
     Under ``--isolation process`` each worker process loads the ``process`` driver with the options
     that start the backend, and attaches to the store by the address the backend gave; before, the
     workers were given the user's options for the ``process`` driver and failed to start.
+
+    The isolated outcomes come from the full isolated run of this driver that the test above judges
+    (``tests.shared_runs``; the same seed, so the same checks and examples as a run of the two
+    requirements alone); in process the two requirements run supervised here, since the test above
+    runs this driver next to the checks with ``run_suites``, which has no supervised children.
     """
     monkeypatch.chdir(ROOT)
     driver = CORPUS + "files_store:harness"
     requirements = ["profile.durable-survives-killed-process", "conflicts.across-processes"]
     for isolation in (Isolation.NONE, Isolation.PROCESS):
-        result = certify_driver(driver, {}, requirements=requirements, seed=0, isolation=isolation)
+        if isolation is Isolation.PROCESS:
+            result = certified(driver, {}, seed=0, isolation=isolation)
+        else:
+            result = certify_driver(driver, {}, requirements=requirements, seed=0, isolation=isolation)
         outcomes = {req.id: req.outcome for req in result.requirements if req.id in requirements}
         assert outcomes == dict.fromkeys(requirements, RequirementOutcome.PASSED), (
             isolation,

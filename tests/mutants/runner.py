@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from runlane_conformance.runner import run_suites
+from tests.shared_runs import suites_run
 
 
 def requirement_outcomes(
@@ -17,9 +18,15 @@ def requirement_outcomes(
     *,
     requirements: Sequence[str] = (),
     areas: Sequence[str] = (),
+    shared: bool = False,
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """Run the suites for ``driver``; return ({requirement: outcome}, {requirement: failure text})."""
-    result = run_suites(driver, options, areas=areas, requirements=requirements, seed=0)
+    """Run the suites for ``driver``; return ({requirement: outcome}, {requirement: failure text}).
+
+    ``shared`` takes the run from ``tests.shared_runs`` (once per session for these arguments), for a
+    run another test judges too; a mutant's run is its own and is not kept.
+    """
+    run = suites_run if shared else run_suites
+    result = run(driver, options, areas=areas, requirements=requirements, seed=0)
     outcomes = {req.id: req.outcome.value for req in result.requirements}
     messages = {
         req.id: "\n".join(f"{test.nodeid}: {test.message}" for test in req.failures)

@@ -14,10 +14,10 @@ import pytest
 from runlane_conformance import StorageIndexConsistency
 from runlane_conformance.catalogue import all_requirements
 from runlane_conformance.fixtures import hypothesis_profiles
-from runlane_conformance.runner import run_suites
 from tests.conftest import KILL_TABLE_ROW
 from tests.mutants.catalog import Mutant, all_mutants
 from tests.mutants.runner import requirement_outcomes
+from tests.shared_runs import suites_run
 
 MUTANTS = all_mutants()
 
@@ -60,7 +60,8 @@ def test_every_mutant_names_a_catalogued_requirement() -> None:
 
 
 def test_reference_driver_passes_every_requirement() -> None:
-    outcomes, messages = requirement_outcomes("local")
+    # The same run as tests/profiles/test_every_profile_certifies.py's client clock: run once, shared.
+    outcomes, messages = requirement_outcomes("local", shared=True)
     failed = {req: messages.get(req, "") for req, outcome in outcomes.items() if outcome == "failed"}
     assert not failed, f"the reference driver fails: {failed}"
     assert outcomes, "no conformance check ran against the reference driver"
@@ -68,7 +69,8 @@ def test_reference_driver_passes_every_requirement() -> None:
 
 def test_reference_driver_with_lagging_indexes_passes_every_requirement() -> None:
     """The suites' eventual branches run for real: the reference driver with ``index_lag=3`` certifies too."""
-    result = run_suites("local", {"index_lag": "3"}, seed=0)
+    # The same run as tests/profiles/test_every_profile_certifies.py's eventual indexes: shared.
+    result = suites_run("local", {"index_lag": "3"}, seed=0)
     assert result.profile.index_consistency is StorageIndexConsistency.EVENTUAL
     failed = {
         req.id: "\n".join(f"{test.nodeid}: {test.message}" for test in req.failures)

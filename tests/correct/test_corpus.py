@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.run.isolation import Isolation
+from runlane_conformance.protocol.isolation import Isolation
 from runlane_conformance.run.model import RequirementOutcome, RunResult
 from tests.mutants.runner import requirement_outcomes
 from tests.profiles.certified import assert_certified

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from runlane_conformance.protocol.isolation import Isolation
 from runlane_conformance.run.certify import certify_driver
-from runlane_conformance.run.isolation import Isolation
 from tests.correct.fragile import FRAGILE_DRIVERS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from runlane_conformance.protocol.isolation import Isolation
 from runlane_conformance.run.certify import certify_driver
-from runlane_conformance.run.isolation import Isolation
 from runlane_conformance.run.model import RunResult
 from tests.profiles.certified import assert_certified
 

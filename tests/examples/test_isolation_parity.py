@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from runlane_conformance.protocol.isolation import Isolation
 from runlane_conformance.run.certify import certify_driver
-from runlane_conformance.run.isolation import Isolation
 from runlane_conformance.run.model import RunResult
 from runlane_conformance.run.sandbox import SandboxNetwork
 from tests.examples.servers import DRIVERS, server_problem

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runlane_conformance.run.isolation import Isolation, served_driver
+from runlane_conformance.protocol.isolation import Isolation, served_driver
 from tests.mutants.catalog import Mutant, all_mutants
 from tests.mutants.runner import requirement_outcomes
 

@@ -59,6 +59,7 @@ def test_every_mutant_names_a_catalogued_requirement() -> None:
     assert not unknown, f"mutants name requirements that do not exist: {unknown}"
 
 
+@pytest.mark.timeout(900)
 def test_reference_driver_passes_every_requirement() -> None:
     # The same run as tests/profiles/test_every_profile_certifies.py's client clock: run once, shared.
     outcomes, messages = requirement_outcomes("local", shared=True)
@@ -67,6 +68,7 @@ def test_reference_driver_passes_every_requirement() -> None:
     assert outcomes, "no conformance check ran against the reference driver"
 
 
+@pytest.mark.timeout(900)
 def test_reference_driver_with_lagging_indexes_passes_every_requirement() -> None:
     """The suites' eventual branches run for real: the reference driver with ``index_lag=3`` certifies too."""
     # The same run as tests/profiles/test_every_profile_certifies.py's eventual indexes: shared.

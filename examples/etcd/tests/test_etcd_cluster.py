@@ -48,10 +48,13 @@ def test_the_driver_certifies_on_the_cluster_with_the_printed_arguments(
 ) -> None:
     certify = shutil.which("runlane-certify", path=str(Path(sys.executable).parent)) or "runlane-certify"
     report = tmp_path / "report.json"
+    # The isolated driver's sandbox has a private loopback unless told to share the machine's network,
+    # which a driver on a server needs (docs/trust.md).
+    sandbox = ["--sandbox-network", "host"] if isolation == "process" else []
     started = time.monotonic()
     done = subprocess.run(
-        [certify, "run", *cluster.arguments, "--isolation", isolation, "--profile", "quick", "--seed", "1",
-         "--workers", "2", "--examples", "none", "--report", str(report)],
+        [certify, "run", *cluster.arguments, "--isolation", isolation, *sandbox, "--profile", "quick",
+         "--seed", "1", "--workers", "2", "--examples", "none", "--report", str(report)],
         capture_output=True, text=True, timeout=1500, check=False, cwd=tmp_path,
     )  # fmt: skip
     record_property("certify_seconds", round(time.monotonic() - started, 1))

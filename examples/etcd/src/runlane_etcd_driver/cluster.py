@@ -239,15 +239,25 @@ def _command(state_dir: Path, token: str, ports: Sequence[tuple[str, int, int]],
 
 
 def _spawn(directory: Path, command: list[str], name: str) -> int:
-    """Start one member in its own session (it outlives ``scripts/cluster up``); its pid."""
-    log = (directory / f"{name}.log").open("ab")
-    try:
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
-        )
-    finally:
-        log.close()
-    return process.pid
+    """Start one member in a session of its own, detached from the caller; its pid.
+
+    A short-lived ``sh`` starts the member in the background and exits, so the
+    member is never a child of the caller (a test that restarts a member would
+    otherwise keep its exited process as a zombie until the test run ends).
+    """
+    launched = subprocess.run(
+        ["sh", "-c", 'exec "$@" </dev/null >>"$RUNLANE_ETCD_LOG" 2>&1 &\necho $!', "sh", *command],
+        env={**os.environ, "RUNLANE_ETCD_LOG": str(directory / f"{name}.log")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        start_new_session=True,
+    )
+    pid = launched.stdout.strip()
+    if launched.returncode != 0 or not pid.isdigit():
+        raise ClusterError(f"could not start etcd member {name}: {launched.stderr.strip() or pid!r}")
+    return int(pid)
 
 
 def up(

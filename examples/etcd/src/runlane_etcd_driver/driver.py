@@ -82,7 +82,7 @@ from runlane_conformance import (
 from .client import EndpointError, EtcdEndpoints, b64, unb64
 from .layout import KeyLayout, encode_record, key_from_encoded, split_entry, stored_record, window
 
-__all__ = ["COMMIT_MARKER_TTL_S", "EtcdStorageDriver", "EtcdTransaction", "etcd_profile", "resolve_commit"]
+__all__ = ["MARKERS_PER_COMMIT", "EtcdStorageDriver", "EtcdTransaction", "etcd_profile", "resolve_commit"]
 
 T = TypeVar("T")
 Json = dict[str, Any]
@@ -90,8 +90,8 @@ Json = dict[str, Any]
 #: How long the driver keeps trying to settle a commit whose reply was lost (seconds): long enough for a
 #: new leader to be elected, short enough that a dead cluster is reported promptly as unknown.
 RESOLVE_S = 4.0
-#: How long a commit marker outlives its commit: far longer than any wait for a lost reply (seconds).
-COMMIT_MARKER_TTL_S = 600
+#: How many settled commit markers of earlier attempts one commit deletes along with its own writes.
+MARKERS_PER_COMMIT = 64
 
 
 def etcd_profile(limits: StorageLimits | None = None) -> StorageProfile:
@@ -207,8 +207,20 @@ class EtcdTransaction:
         if self._revision is not None:
             for op in ranges:
                 op["request_range"]["revision"] = str(self._revision)
+                # Revision R is immutable on every member that has applied it, so a member may answer
+                # from its own state (no round of the leader's heartbeats, as a linearizable read needs).
+                op["request_range"]["serializable"] = True
         try:
-            reply = self._endpoints.read("/kv/txn", {"success": ranges})
+            try:
+                reply = self._endpoints.read("/kv/txn", {"success": ranges})
+            except EndpointError as error:
+                if not (error.answered and "future revision" in str(error)):
+                    raise
+                # This member has not applied R yet (the instance moved to it after the first read):
+                # a linearizable read waits until it has.
+                for op in ranges:
+                    op["request_range"].pop("serializable", None)
+                reply = self._endpoints.read("/kv/txn", {"success": ranges})
         except EndpointError as error:
             if error.answered and "compacted" in str(error):
                 raise self._lose(f"revision {self._revision} was compacted") from error
@@ -430,16 +442,22 @@ class EtcdTransaction:
             success.append(_put(marker, b""))
         marker = layout.commit_marker(self._token)
         compare.append(_absent(marker))
-        success.append(_put(marker, b"1", self._driver.marker_lease()))
+        success.append(_put(marker, b"1"))
+        settled = self._driver.settled_markers()
+        success += [_delete(key) for key in settled]
         try:
             reply = self._endpoints.write("/kv/txn", {"compare": compare, "success": success})
         except EndpointError as error:
+            self._driver.settled(*settled)  # they may still exist: a later commit deletes them
             if error.answered:
                 raise StorageUnavailableError(
                     f"etcd refused the commit; nothing was committed: {error}"
                 ) from error
             committed = resolve_commit(self._endpoints, marker)
+            # A fenced marker (0) stays with the store: deleting it would let the lost commit, if it
+            # were still on its way to the leader, find no marker and apply after all.
             if committed is True:
+                self._driver.settled(marker)
                 return
             if committed is False:
                 raise self._lose(
@@ -449,7 +467,9 @@ class EtcdTransaction:
                 f"the commit was sent, its reply was lost, and no etcd member answered to settle it: {error}"
             ) from error
         if not reply.get("succeeded"):
+            self._driver.settled(*settled)
             raise self._lose("a record, scanned window or stream head it depends on changed")
+        self._driver.settled(marker)
 
     def _write(
         self,
@@ -558,27 +578,24 @@ class EtcdStorageDriver:
         self._max_attempts = max_transaction_attempts
         self.layout = KeyLayout(prefix)
         self.endpoints = EtcdEndpoints(endpoints)
-        self._marker_lease: tuple[int, float] | None = None
-        self._lease_lock = threading.Lock()
+        self._settled: list[bytes] = []  # commit markers whose outcome is known: to delete
+        self._settled_lock = threading.Lock()
         self._closed = False
 
     @property
     def profile(self) -> StorageProfile:
         return self._profile
 
-    def marker_lease(self) -> int:
-        """The lease commit markers hang on: granted per instance, replaced when half its TTL has passed."""
-        with self._lease_lock:
-            now = time.monotonic()
-            if self._marker_lease is None or now - self._marker_lease[1] > COMMIT_MARKER_TTL_S / 2:
-                try:
-                    reply = self.endpoints.read("/lease/grant", {"TTL": str(COMMIT_MARKER_TTL_S)})
-                except EndpointError as error:
-                    raise StorageUnavailableError(
-                        f"etcd did not grant a lease for commit markers; nothing was committed: {error}"
-                    ) from error
-                self._marker_lease = (_int(reply.get("ID")), now)
-            return self._marker_lease[0]
+    def settled_markers(self) -> list[bytes]:
+        """Take up to ``MARKERS_PER_COMMIT`` markers whose commits are settled, for a commit to delete."""
+        with self._settled_lock:
+            taken, self._settled = self._settled[:MARKERS_PER_COMMIT], self._settled[MARKERS_PER_COMMIT:]
+        return taken
+
+    def settled(self, *markers: bytes) -> None:
+        """Markers no longer needed (their outcome is known), or given back by a commit that failed."""
+        with self._settled_lock:
+            self._settled.extend(markers)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -644,4 +661,11 @@ class EtcdStorageDriver:
     def close(self) -> None:
         """Close this instance's sessions; the store and other instances are unaffected."""
         self._closed = True
+        with self._settled_lock:
+            markers, self._settled = self._settled, []
+        if markers:  # best effort: a marker left behind is deleted with its store
+            with contextlib.suppress(EndpointError):
+                for start in range(0, len(markers), MARKERS_PER_COMMIT):
+                    chunk = markers[start : start + MARKERS_PER_COMMIT]
+                    self.endpoints.read("/kv/txn", {"success": [_delete(key) for key in chunk]})
         self.endpoints.close()

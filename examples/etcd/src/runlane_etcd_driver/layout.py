@@ -17,8 +17,9 @@ Every key of one store starts with ``runlane/<32 hex digits>/``. Per store:
   attempt's token and attached to that attempt's lease (revoked at the end of
   the attempt; it expires on its own if the owner crashed).
 * ``<prefix>c/<attempt token>``: a writing attempt's commit marker, put
-  (``1``) in the commit's own transaction and attached to a ten-minute lease;
-  after a lost reply it is fenced and read back to learn the outcome.
+  (``1``) in the commit's own transaction; after a lost reply it is fenced and
+  read back to learn the outcome. Once the outcome is known the marker is
+  deleted by the instance's next commit (or when the instance closes).
 """
 
 from __future__ import annotations

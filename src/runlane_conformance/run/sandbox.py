@@ -260,6 +260,7 @@ class RunSandbox:
             raise
         finally:
             os.close(info_read)
+        # In the order _open_namespaces opens them: the PID namespace, its owner, the holder's own.
         flags = ["--pidns", "--userns", "--userns2"]
         held = [
             (flag, f"/proc/{os.getpid()}/fd/{fd}") for flag, fd in zip(flags, self._namespaces, strict=False)
@@ -295,8 +296,21 @@ class RunSandbox:
             raise SandboxError("bubblewrap did not say which process holds the namespaces")
         # The holder's init, by a descriptor that no reused process id can redirect: ending it ends
         # the namespace, and it reads as ended only once every process in the namespace is gone.
+        # Kept (and ever signalled) only once its namespace is known to be the one bubblewrap made.
+        init: int | None = None
         with contextlib.suppress(OSError, AttributeError):
-            self._init = os.pidfd_open(child)
+            init = os.pidfd_open(child)
+        try:
+            self._open_namespaces(info, child, deadline)
+        except BaseException:
+            if init is not None:
+                os.close(init)
+            raise
+        self._init = init
+
+    def _open_namespaces(self, info: dict[str, object], child: int, deadline: float) -> None:
+        """Wait until the holder runs, then open its namespaces (``self._namespaces``)."""
+        assert self._holder.stdin is not None and self._holder.stdout is not None
         # Up once the holder's command runs: then the user namespace has its ids and /proc is mounted.
         try:
             self._holder.stdin.write(b"\n")
@@ -314,7 +328,7 @@ class RunSandbox:
         try:
             pid = os.open(f"/proc/{child}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
             self._namespaces.append(pid)
-            if os.fstat(pid).st_ino != info.get("pid-namespace"):
+            if os.fstat(pid).st_ino != info.get("pid-namespace", os.fstat(pid).st_ino):
                 raise SandboxError("the namespace holder is not the process bubblewrap started")
             # Joining a PID namespace takes the powers of the user namespace that owns it. Without
             # privileges bubblewrap makes two: the owner (where the real user is root, to mount

@@ -352,13 +352,11 @@ class LmdbDriver:
 
 
 class LmdbStoreHandle:
-    """A store in a directory of its own, offered to one process only (``address()`` is ``None``).
+    """A store in a directory of its own; ``address()`` is that path, so other processes can attach.
 
-    LMDB marks each live reader by locking the byte at its process id in the environment's lock file.
-    ``--isolation process`` serves every backend in a sandbox with its own PID namespace, where two
-    backends can have the same process id and then refuse each other (``mdb_txn_begin: Resource
-    temporarily unavailable``). So this driver does not claim cross-process access, and the
-    cross-process checks are gated the same way in both modes.
+    LMDB tells its live readers apart by process id: each locks the byte at its id in the
+    environment's lock file. Processes that attach one store must therefore see one another's ids,
+    which ``--isolation process`` gives: every backend of a run is in the run's one PID namespace.
     """
 
     def __init__(self, path: str, *, owner: bool) -> None:
@@ -372,8 +370,8 @@ class LmdbStoreHandle:
     def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> LmdbDriver:
         return LmdbDriver(self._store, clock, hook)
 
-    def address(self) -> None:
-        return None
+    def address(self) -> str:
+        return self._path
 
     def close(self) -> None:
         release_environment(self._store)

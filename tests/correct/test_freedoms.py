@@ -13,6 +13,8 @@ to the checks, so here they are certified isolated only.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -81,25 +83,57 @@ def test_a_reused_correct_driver_certifies_served_from_its_own_process(
     assert str(result.level) == level
 
 
-def test_a_durable_store_on_files_keeps_what_a_killed_process_committed_in_both_modes(
-    monkeypatch: pytest.MonkeyPatch,
+#: Drivers whose store other processes attach by address, the cross-process checks run on them, and
+#: whether this file already certifies the driver in full, isolated (``tests.shared_runs``).
+ACROSS_PROCESSES = [
+    pytest.param(
+        CORPUS + "files_store:harness",
+        ["profile.durable-survives-killed-process", "conflicts.across-processes"],
+        True,
+        id="files",
+    ),
+    # LMDB names its live readers by process id in the store's lock file: isolated, it works only
+    # because every backend of the run shares the run's one PID namespace (run/sandbox.py). Its full
+    # runs are tests/correct/test_lmdb_driver.py's; here its cross-process checks run alone.
+    pytest.param(
+        CORPUS + "lmdb_driver:harness",
+        [
+            "profile.durable-survives-killed-process",
+            "conflicts.across-processes",
+            "completion_waits.marker-across-processes",
+            "exclusive_selection.disjoint-across-processes",
+            "exclusive_selection.released-across-processes",
+        ],
+        False,
+        id="lmdb",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("lmdb") is None and os.environ.get("CI") != "true",
+            reason="lmdb is not installed (a dev dependency: pip install -e '.[dev]')",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("driver", "requirements", "shared"), ACROSS_PROCESSES)
+def test_a_store_attached_by_address_passes_the_cross_process_checks_in_both_modes(
+    driver: str, requirements: list[str], shared: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cross-process checks of a served driver start their workers on the served driver too.
 
     Under ``--isolation process`` each worker process loads the ``process`` driver with the options
     that start the backend, and attaches to the store by the address the backend gave; before, the
-    workers were given the user's options for the ``process`` driver and failed to start.
+    workers were given the user's options for the ``process`` driver and failed to start. Every
+    one of those backends is in the run's sandbox, in one PID namespace: a store that names its
+    processes by id (LMDB) tells them apart as it would on the machine.
 
-    The isolated outcomes come from the full isolated run of this driver that the test above judges
-    (``tests.shared_runs``; the same seed, so the same checks and examples as a run of the two
-    requirements alone); in process the two requirements run supervised here, since the test above
-    runs this driver next to the checks with ``run_suites``, which has no supervised children.
+    With ``shared``, the isolated outcomes come from the full isolated run of the driver that a test
+    above judges (``tests.shared_runs``; the same seed, so the same checks and examples as a run of
+    the requirements alone); in process the requirements run supervised here, since the tests above
+    run drivers next to the checks with ``run_suites``, which has no supervised children.
     """
     monkeypatch.chdir(ROOT)
-    driver = CORPUS + "files_store:harness"
-    requirements = ["profile.durable-survives-killed-process", "conflicts.across-processes"]
     for isolation in (Isolation.NONE, Isolation.PROCESS):
-        if isolation is Isolation.PROCESS:
+        if shared and isolation is Isolation.PROCESS:
             result = certified(driver, {}, seed=0, isolation=isolation)
         else:
             result = certify_driver(driver, {}, requirements=requirements, seed=0, isolation=isolation)
@@ -107,4 +141,5 @@ def test_a_durable_store_on_files_keeps_what_a_killed_process_committed_in_both_
         assert outcomes == dict.fromkeys(requirements, RequirementOutcome.PASSED), (
             isolation,
             result.problems,
+            {req.id: req.reason for req in result.requirements if req.id in requirements},
         )

@@ -2,11 +2,11 @@
 and gets the same verdict, requirement by requirement, in process and with ``--isolation process``.
 
 LMDB runs one write transaction at a time, so ``tests/correct/lmdb_driver.py`` is a lock-style driver:
-competitors wait for the first attempt to end. It is durable; it offers no store address, because
-LMDB's lock file tells live readers apart by process id, which the sandbox's PID namespaces make
-ambiguous (see the driver's ``LmdbStoreHandle``). ``lmdb`` is a dev dependency; without it this
-module is skipped, except under ``CI=true``, where a missing test dependency fails the run instead of
-hiding it.
+competitors wait for the first attempt to end. It is durable and offers a store address, so the
+cross-process checks run too, in both modes: LMDB's lock file tells live readers apart by process id,
+and an isolated run's backends share one PID namespace (``run/sandbox.py``), so no two of them have
+the same id. ``lmdb`` is a dev dependency; without it this module is skipped, except under
+``CI=true``, where a missing test dependency fails the run instead of hiding it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_the_lmdb_driver_certifies_with_exclusive_and_the_same_outcomes_in_both_
     assert_certified(in_process, DRIVER)
     assert str(in_process.level) == "core+exclusive+faults"
     offered = set(in_process.facts.offered())
-    assert {"exclusive_candidates", "durable", "faults"} <= offered, offered
+    assert {"exclusive_candidates", "durable", "cross_process", "faults"} <= offered, offered
 
     isolated = certify_driver(DRIVER, {}, seed=0, isolation=Isolation.PROCESS)
     assert_certified(isolated, DRIVER)

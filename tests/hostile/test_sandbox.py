@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +20,13 @@ from typing import Any
 
 import pytest
 
-from runlane_conformance.run.sandbox import SandboxNetwork, sandbox_unavailable
+from runlane_conformance.protocol.client import PRIVATE_OPTIONS_FD_VARIABLE
+from runlane_conformance.run.sandbox import (
+    RunSandbox,
+    SandboxNetwork,
+    bwrap_program,
+    sandbox_unavailable,
+)
 from tests.hostile.conftest import ROOT, certify_command, hostile_env
 from tests.hostile.drivers import TARGET
 
@@ -189,3 +196,116 @@ def test_backend_python_without_isolation_is_refused_with_one_line(tmp_path: Pat
     assert code == 2
     assert "--backend-python needs --isolation process" in output
     assert report["run"]["status"] == "broken"
+
+
+_SHOW = (
+    "import json, os; print(json.dumps([os.getpid(), os.readlink('/proc/self/ns/pid'), "
+    "sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.environ['TMPDIR'], "
+    "os.read(int(os.environ.get('RUNLANE_BACKEND_OPTIONS_FD', '0') or 0), 100).decode() "
+    "if os.environ.get('RUNLANE_BACKEND_OPTIONS_FD') else '']))"
+)
+
+
+#: Puts the read end of a pipe (argv[1]) on descriptor argv[2], then runs the rest of argv: a check
+#: process starting a backend with its options pipe on that descriptor.
+_ON_DESCRIPTOR = (
+    "import os, sys; r, t = int(sys.argv[1]), int(sys.argv[2])\n"
+    "if r != t: os.dup2(r, t); os.close(r)\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])"
+)
+
+
+def _in_sandbox(sandbox: RunSandbox, options_fd: int | None = None) -> list[Any]:
+    """Start one process the way a backend starts (the run's prefix), optionally with an options pipe
+    on descriptor ``options_fd``; return what it saw."""
+    env = dict(os.environ)
+    env.pop(PRIVATE_OPTIONS_FD_VARIABLE, None)
+    command = [*sandbox.prefix, sys.executable, "-c", _SHOW]
+    read = None
+    if options_fd is not None:
+        read, write = os.pipe()
+        os.write(write, b"options")
+        os.close(write)
+        env[PRIVATE_OPTIONS_FD_VARIABLE] = str(options_fd)
+        command = [sys.executable, "-c", _ON_DESCRIPTOR, str(read), str(options_fd), *command]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=env,
+            pass_fds=() if read is None else (read,),
+            timeout=60,
+        )
+    finally:
+        if read is not None:
+            os.close(read)
+    assert done.returncode == 0, done.stderr
+    seen: list[Any] = json.loads(done.stdout)
+    return seen
+
+
+@needs_sandbox
+def test_every_backend_of_a_run_shares_the_runs_one_pid_namespace_and_no_other_run_does(
+    tmp_path: Path,
+) -> None:
+    # LMDB and engines like it name processes by id in a shared file: two backends of one run must
+    # never have the same id, so they live in one PID namespace; another run has its own.
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    with (
+        RunSandbox(bwrap_program(), SandboxNetwork.NONE, str(tmp_path / "one"), own_tmp=False) as one,
+        RunSandbox(bwrap_program(), SandboxNetwork.NONE, str(tmp_path / "two"), own_tmp=False) as two,
+    ):
+        first, second = _in_sandbox(one), _in_sandbox(one)
+        other = _in_sandbox(two)
+    assert first[1] == second[1] != other[1]
+    assert first[1] != os.readlink("/proc/self/ns/pid")
+    assert first[0] != second[0]
+    # Its /proc shows the run's holder and the sandboxed processes only: no judge, no other run.
+    assert max(second[2]) < 100, second[2]
+    assert os.getpid() not in second[2] or os.getpid() < 100
+    assert first[3] == str(tmp_path / "one") and other[3] == str(tmp_path / "two")
+
+
+@needs_sandbox
+@pytest.mark.parametrize("options_fd", [3, 4, 5, 9])
+def test_a_backend_keeps_its_options_pipe_whatever_descriptor_it_is_on(
+    tmp_path: Path, options_fd: int
+) -> None:
+    # The prefix opens the run's namespaces on low descriptors of its own: never on the options pipe.
+    with RunSandbox(bwrap_program(), SandboxNetwork.NONE, str(tmp_path), own_tmp=False) as sandbox:
+        assert _in_sandbox(sandbox, options_fd)[4] == "options"
+
+
+@needs_sandbox
+def test_ending_a_run_ends_every_process_left_in_its_namespace(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    lock = run / "daemon.lock"
+    daemon = (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    for s in (0, 1, 2): os.dup2(os.open(os.devnull, os.O_RDWR), s)\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
+        "print('started', flush=True)\n"
+    )
+    sandbox = RunSandbox(bwrap_program(), SandboxNetwork.NONE, str(run))
+    try:
+        done = subprocess.run(
+            [*sandbox.prefix, sys.executable, "-c", daemon], capture_output=True, text=True, timeout=60
+        )
+        assert done.stdout == "started\n", done.stderr
+        held = os.open(lock, os.O_RDONLY)
+    finally:
+        sandbox.close()
+    # The daemon outlived its backend and held the lock until the run's namespace ended.
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(held)
+    assert not run.exists()  # the run's private directory went with it

@@ -68,7 +68,14 @@ from .plan import Plan, PlannedCheck, build_plan, longest_first, scope_catalog
 from .probe import probe_driver, probe_facts
 from .raw import RawCheck
 from .request import RunRequest
-from .sandbox import SandboxNetwork, bwrap_program, sandbox_argv, sandbox_description, sandbox_unavailable
+from .sandbox import (
+    RunSandbox,
+    SandboxError,
+    SandboxNetwork,
+    bwrap_program,
+    sandbox_description,
+    sandbox_unavailable,
+)
 from .scaling import WorkerCount, parse_workers
 from .supervise import ChildSpec, Supervisor
 from .verdict import fold_requirements, judge_check, limit_problems, unfinished_check
@@ -490,13 +497,15 @@ def certify_driver(
     if examples is not None:
         request = replace(request, examples=Path(examples).absolute())
     source = _suite_source()
-    sandbox, prefix, private_tmp = _sandbox_for(request.driver, isolation, sandbox_network)
     if backend_python is not None:
         if isolation is Isolation.NONE:
             raise RunUsageError("--backend-python needs --isolation process (the backend is what it runs)")
         if not (os.path.isfile(backend_python) and os.access(backend_python, os.X_OK)):
             raise RunUsageError(f"--backend-python {backend_python!r} is not an executable file")
         backend_python = os.path.abspath(backend_python)
+    # The run's namespaces (held by a process of their own until the run ends), last: nothing
+    # between here and the supervisor's ``finally`` can fail.
+    sandbox, prefix, run_sandbox = _sandbox_for(request.driver, isolation, sandbox_network)
     served, served_options = served_driver(request.driver, request.options, isolation, prefix, backend_python)
     cwd_on_path = os.getcwd() if ":" in served else None
     spec = ChildSpec(
@@ -558,8 +567,8 @@ def certify_driver(
     try:
         outcome = supervisor.run()
     finally:
-        if private_tmp is not None:
-            shutil.rmtree(private_tmp, ignore_errors=True)
+        if run_sandbox is not None:
+            run_sandbox.close()  # ends every process left in the run's namespace, daemons included
     return _result(
         request,
         holder["plan"],
@@ -593,12 +602,14 @@ def _backend_args(isolated: bool, prefix: Sequence[str], python: str | None) -> 
 
 def _sandbox_for(
     driver: str, isolation: Isolation, network: SandboxNetwork
-) -> tuple[str | None, list[str], str | None]:
-    """The sandbox an isolated backend runs in: (what the report records, the command prefix, its /tmp).
+) -> tuple[str | None, list[str], RunSandbox | None]:
+    """The sandbox an isolated backend runs in: (what the report records, the command prefix, the
+    run's sandbox, which the caller closes).
 
-    Not isolated: nothing. Isolated where bubblewrap can make the namespaces: its prefix and a
-    private directory every backend of the run shares as ``/tmp``. Isolated without them: the
-    reason, recorded as ``unavailable: ...`` (the run is then not marked isolated).
+    Not isolated: nothing. Isolated where bubblewrap can make the namespaces: the run's namespaces,
+    the prefix that starts a backend in them, and a private directory every backend of the run
+    shares as ``/tmp``. Isolated without them: the reason, recorded as ``unavailable: ...`` (the
+    run is then not marked isolated).
     """
     if isolation is Isolation.NONE:
         return None, [], None
@@ -608,7 +619,12 @@ def _sandbox_for(
     if reason is not None:
         return f"unavailable: {reason}", [], None
     private_tmp = tempfile.mkdtemp(prefix="runlane-sandbox-")
-    return sandbox_description(network), sandbox_argv(bwrap_program(), network, private_tmp), private_tmp
+    try:
+        run_sandbox = RunSandbox(bwrap_program(), network, private_tmp)
+    except SandboxError as error:
+        shutil.rmtree(private_tmp, ignore_errors=True)
+        return f"unavailable: bubblewrap could not create the namespaces: {error}", [], None
+    return sandbox_description(network), run_sandbox.prefix, run_sandbox
 
 
 # --- in-process (the toolkit's own tests) ---------------------------------------------------------

@@ -23,9 +23,12 @@ from importlib.metadata import entry_points
 from .contract.errors import RunlaneError, StorageProfileError
 from .contract.values import StorageLimits
 from .harness_protocols import (
+    ClusterStore,
+    DeclaredCluster,
     DriverHarness,
     FaultHookStore,
     HarnessFactory,
+    PartitionableCluster,
     ProxiedStore,
     SettlingStore,
     StoreHandle,
@@ -41,7 +44,10 @@ __all__ = [
     "DriverLoadError",
     "DriverNotFoundError",
     "DriverOptionError",
+    "ClusterStore",
+    "DeclaredCluster",
     "FaultHookStore",
+    "PartitionableCluster",
     "HarnessError",
     "HarnessFactory",
     "ProxiedStore",

@@ -8,16 +8,19 @@ re-exports every name; import them from there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from .contract.protocols import Clock, StorageDriver
 from .faults.plan import FaultHook
 
 __all__ = [
+    "ClusterStore",
+    "DeclaredCluster",
     "DriverHarness",
     "FaultHookStore",
     "HarnessFactory",
+    "PartitionableCluster",
     "ProxiedStore",
     "SettlingStore",
     "StoreHandle",
@@ -81,6 +84,66 @@ class FaultHookStore(Protocol):
 
     def connect_with_faults(self, hook: FaultHook, *, clock: Clock | None = None) -> StorageDriver:
         """A new instance on this store whose store exchanges go through ``hook``."""
+        ...
+
+
+@runtime_checkable
+class DeclaredCluster(Protocol):
+    """The members of a replicated store and what the suite may do to each (the ``cluster_faults`` area).
+
+    Members are named by short strings (``"127.0.0.1:7000"``, ``"etcd-2"``). Every method returns only
+    once its effect is in place, and raises (any exception, one line) when it cannot do it. The suite
+    calls them from one thread at a time, a bounded number of times, and always leaves every member
+    running and connected when it is done.
+    """
+
+    def members(self) -> Sequence[str]:
+        """Every member's name (at least two)."""
+        ...
+
+    def primary(self) -> str:
+        """The member that serves the store's writes now: the primary of its slot, or the leader."""
+        ...
+
+    def kill(self, member: str) -> None:
+        """Stop ``member`` at once, with no chance to clean up (``SIGKILL``)."""
+        ...
+
+    def restart(self, member: str) -> None:
+        """Start a killed ``member`` again; it rejoins the cluster in whatever role the cluster gives it."""
+        ...
+
+    def settle(self, *, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds until the store is served again and every running member has
+        caught up with it (a failover finished, a restarted member synced). ``False`` when time ran out."""
+        ...
+
+
+@runtime_checkable
+class PartitionableCluster(DeclaredCluster, Protocol):
+    """Optional: a cluster that can also cut one member off from its peers (not from its clients)."""
+
+    def isolate_from_peers(self, member: str) -> None:
+        """Cut ``member`` off from every other member; clients connected to it still reach it."""
+        ...
+
+    def heal(self, member: str) -> None:
+        """Undo ``isolate_from_peers``: ``member`` sees its peers again."""
+        ...
+
+
+@runtime_checkable
+class ClusterStore(Protocol):
+    """Optional: a store served by several members that the suite may kill, restart and partition.
+
+    Offered only when the harness really controls the members (it started them, or was told where their
+    process control is). The store must also offer a fault mechanism (``ProxiedStore`` or
+    ``FaultHookStore``) whose faulty instances reach the store through ``cluster().primary()``: the
+    suite lands each kill on a counted write of that traffic.
+    """
+
+    def cluster(self) -> DeclaredCluster:
+        """The cluster this store lives on."""
         ...
 
 

@@ -24,6 +24,7 @@ from types import ModuleType
 
 from . import (
     append,
+    cluster_faults,
     completion_waits,
     conflicts,
     cursors,
@@ -86,6 +87,7 @@ AREA_MODULES: dict[str, ModuleType] = {
         append,
         exclusive_selection,
         faults,
+        cluster_faults,
     )
 }
 

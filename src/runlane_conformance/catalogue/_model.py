@@ -49,6 +49,7 @@ AREAS: tuple[str, ...] = (
     "append",
     "exclusive_selection",
     "faults",
+    "cluster_faults",
 )
 
 #: For each area, the areas whose rules its checks lean on to set up and observe what they judge: a
@@ -75,6 +76,7 @@ AREA_FOUNDATIONS: dict[str, tuple[str, ...]] = {
     "append": ("conflicts", "cursors"),
     "exclusive_selection": ("conflicts", "cursors"),
     "faults": ("conflicts", "replay"),
+    "cluster_faults": ("faults",),
 }
 
 _ID = re.compile(r"[a-z_]+\.[a-z0-9]+(?:-[a-z0-9]+)*")

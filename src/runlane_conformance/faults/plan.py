@@ -122,6 +122,25 @@ class ArmedSwitch:
         self._fault: Fault | None = None
         self._writes = 0
         self._fired = False
+        self._on_fire: Callable[[Fault], None] | None = None
+
+    def when_fired(self, callback: Callable[[Fault], None] | None) -> None:
+        """Call ``callback`` once, from the thread that delivers the armed fault, at the moment it lands.
+
+        For ``CUT`` that is before the write reaches the store; for ``LOSE_REPLY`` and ``REFUSE``, once
+        the store has answered it (the answer is then dropped). The ``cluster_faults`` suite kills a
+        cluster member there, so the kill lands on a counted write. Cleared by ``arm`` and ``disarm``
+        only when a new callback is given; ``None`` clears it.
+        """
+        with self._lock:
+            self._on_fire = callback
+
+    def _fire_callback(self, fault: Fault) -> None:
+        """Run the ``when_fired`` callback, at most once per callback given (called without the lock)."""
+        with self._lock:
+            callback, self._on_fire = self._on_fire, None
+        if callback is not None:
+            callback(fault)
 
     def _on_arm(self) -> None:
         """Clear mechanism-specific state; called with ``_lock`` held."""
@@ -186,5 +205,10 @@ class FaultInjector(ArmedSwitch):
             threading.Event().wait(fault.delay)
             return action()
         if fault.kind is FaultKind.LOSE_REPLY or (fault.kind is FaultKind.REFUSE and number == fault.at):
-            action()
+            try:
+                action()
+            finally:
+                self._fire_callback(fault)
+        elif number == fault.at:
+            self._fire_callback(fault)
         raise InjectedFault(f"injected fault: {fault.describe()}")

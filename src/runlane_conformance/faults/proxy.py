@@ -66,6 +66,7 @@ class _Link:
         self.new_write = True  # the next client bytes start a new write
         self.broken = False
         self.lose_reply = False
+        self.fault: Fault | None = None
 
 
 class FaultProxy(ArmedSwitch):
@@ -228,7 +229,9 @@ class FaultProxy(ArmedSwitch):
                 link.new_write = False
                 fault = self._decide()
                 if fault is not None:
+                    link.fault = fault
                     if fault.kind is FaultKind.CUT:
+                        self._fire_callback(fault)  # before the write reaches the server
                         link.broken = True  # the server-side pump drains and resets
                         with contextlib.suppress(Exception):
                             upstream.write_eof()
@@ -245,6 +248,9 @@ class FaultProxy(ArmedSwitch):
     ) -> None:
         while True:
             data = await up_reader.read(_CHUNK)
+            if link.lose_reply and link.fault is not None and data:
+                fault, link.fault = link.fault, None
+                self._fire_callback(fault)  # the server answered the write: it was processed
             if link.broken or link.lose_reply:
                 # A cut (the client pump stopped forwarding) or the first bytes of a reply to drop:
                 # let the server finish and hang up, then break the client's connection.

@@ -37,6 +37,8 @@ def _facts_from_report(document: Mapping[str, Any]) -> ProfileFacts:
         operator_reads="operator_reads" in offered,
         cross_process="cross_process" in offered,
         faults="faults" in offered,
+        cluster="cluster" in offered,
+        cluster_partition="cluster_partition" in offered,
     )
 
 

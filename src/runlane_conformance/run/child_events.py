@@ -196,6 +196,8 @@ def decode(event: Mapping[str, Any]) -> ChildEvent | None:
                 operator_reads=bool(event["operator_reads"]),
                 cross_process=bool(event["cross_process"]),
                 faults=bool(event.get("faults", False)),
+                cluster=bool(event.get("cluster", False)),
+                cluster_partition=bool(event.get("cluster_partition", False)),
             )
         )
     if kind == "probe_error":
@@ -250,6 +252,8 @@ def encode(event: ChildEvent) -> dict[str, Any]:
             "operator_reads": facts.operator_reads,
             "cross_process": facts.cross_process,
             "faults": facts.faults,
+            "cluster": facts.cluster,
+            "cluster_partition": facts.cluster_partition,
         }
     if isinstance(event, ProbeError):
         return {"event": "probe_error", "message": event.message}

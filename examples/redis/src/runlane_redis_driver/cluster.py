@@ -109,7 +109,10 @@ def missing_executables() -> list[str]:
 def certify_arguments(state: RedisClusterState) -> str:
     """The ``runlane-certify run`` arguments that certify the driver on this cluster, as one line."""
     others = ",".join(f"{HOST}:{port}" for port in state.ports[1:])
-    return f"--driver redis --option url={state.url} --option cluster=single-slot --option nodes={others}"
+    return (
+        f"--driver redis --option url={state.url} --option cluster=single-slot --option nodes={others} "
+        f"--option replicas=1 --option control={state.directory}"
+    )
 
 
 def _port_in_use(port: int) -> bool:
@@ -267,8 +270,14 @@ def up(
         # Each replica must have finished its first sync, or a failover could promote an empty node.
         for port in ports:
             _wait(lambda p=port: _synced(p), f"node {port} finishing its replication handshake", timeout)
+        from .control import start_control  # the process that kills and restarts nodes on request
+
+        start_control(directory)
         return state
     except BaseException:
+        from .control import stop_control
+
+        stop_control(directory)
         _stop(directory, pids)
         raise
 
@@ -318,6 +327,9 @@ def down(directory: Path | None = None) -> RedisClusterState:
     """Stop every node recorded in ``directory`` (those pids only) and delete its files."""
     directory = default_directory() if directory is None else directory
     state = RedisClusterState.load(directory)
+    from .control import stop_control
+
+    stop_control(directory)
     # Only stop processes that are still the redis-server we started (a recycled pid is left alone).
     ours = [pid for pid in state.pids if _is_redis_server(pid)]
     _stop(directory, ours)

@@ -322,6 +322,8 @@ class RedisTransaction:
         self._deps: dict[str, bytes | None] = {}  # redis key -> the value this attempt saw
         self.lost: str | None = None
         self.broken: str | None = None  # why this attempt's connection failed, if it did
+        #: (replicas, timeout in ms): a commit is acknowledged only once that many replicas hold it.
+        self.wait_replicas: tuple[int, int] = (0, 0)
 
     def _unavailable(self, error: BaseException) -> StorageUnavailableError:
         self.broken = _one_line(error)
@@ -587,6 +589,39 @@ class RedisTransaction:
                 if not exec_sent:
                     raise self._unavailable(error) from error
                 self._exec_failed(marker, error)
+        self._confirm_replicated(marker)
+
+    def _confirm_replicated(self, marker: str) -> None:
+        """With ``replicas=N``: return only once N replicas hold the commit, else StorageCommitUnknownError.
+
+        ``WAIT`` counts the writes of the connection it is sent on, and the commit's EXEC went out on a
+        pipeline connection that is gone by now; so the marker is written again (``SET XX``, a no-op
+        for the data) on one connection to the slot's primary, followed by ``WAIT`` on that connection.
+        The replication stream is ordered, so a replica that has the second write has the commit.
+        """
+        needed, timeout_ms = self.wait_replicas
+        if not needed:
+            return
+        try:
+            client = self._client
+            if isinstance(client, redis.cluster.RedisCluster):
+                target = client.get_redis_connection(client.get_node_from_key(marker))
+            else:
+                target = client
+            with target.pipeline(transaction=False) as pipe:
+                pipe.set(marker, b"1", xx=True, px=COMMIT_MARKER_MS)
+                pipe.execute_command("WAIT", needed, timeout_ms)
+                _rewritten, acknowledged = pipe.execute()
+        except (redis.RedisError, RedisClusterException) as error:
+            raise StorageCommitUnknownError(
+                "the commit was applied on the primary, but whether a replica holds it could not be "
+                f"confirmed: {_one_line(error)}"
+            ) from error
+        if int(acknowledged) < needed:
+            raise StorageCommitUnknownError(
+                f"the commit was applied on the primary, but only {int(acknowledged)} of {needed} replicas "
+                f"confirmed it within {timeout_ms} ms, so a failover could still lose it"
+            )
 
     def _exec_failed(self, marker: str, error: BaseException) -> None:
         """EXEC was sent and failed (a real conflict, or a lost reply): return only if it committed.
@@ -697,6 +732,7 @@ class RedisStorageDriver:
         cluster: bool = False,
         address_remap: Any = None,
         startup_nodes: Sequence[tuple[str, int]] = (),
+        wait_replicas: tuple[int, int] = (0, 0),
     ) -> None:
         if type(max_transaction_attempts) is not int or max_transaction_attempts < 1:
             raise StorageValidationError("max_transaction_attempts must be a positive integer")
@@ -708,6 +744,7 @@ class RedisStorageDriver:
                 "only in a single-slot topology (every key of a store under one hash tag)"
             )
         self._hold_ms = hold_ms
+        self._wait_replicas = wait_replicas
         self._clock: Clock = _utc_now if clock is None else clock
         self._profile = redis_profile(limits)
         self._max_attempts = max_transaction_attempts
@@ -766,6 +803,7 @@ class RedisStorageDriver:
             attempt = self.attempt_class(
                 self._client, self._layout, self._profile.limits, self._clock, hold_ms=self._hold_ms
             )
+            attempt.wait_replicas = self._wait_replicas
             try:
                 try:
                     result = callback(attempt)

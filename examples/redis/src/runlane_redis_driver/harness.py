@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import threading
 import uuid
+from pathlib import Path
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -52,6 +53,9 @@ from runlane_conformance import (
 )
 
 from .driver import Client, RedisStorageDriver, cluster_nodes
+
+if TYPE_CHECKING:
+    from .control import RedisDeclaredCluster
 
 __all__ = [
     "CLUSTER_TOPOLOGIES",
@@ -75,6 +79,8 @@ _OPTIONS = (
     "nodes",
     "max_transaction_attempts",
     "exclusive_hold_ms",
+    "replicas",
+    "control",
     *STORAGE_LIMIT_OPTIONS,
 )
 #: The values of the ``cluster`` option this driver accepts: a standalone server, or one slot per store.
@@ -88,6 +94,8 @@ MULTI_SLOT_REFUSAL = (
     "different slots)"
 )
 _SCAN_BATCH = 1000
+#: With ``replicas=N``: how long a commit waits for its replicas before it is reported as unknown (ms).
+REPLICA_WAIT_MS = 2000
 
 
 class RedisOptionError(ValueError):
@@ -166,10 +174,7 @@ class RedisStoreHandle:
         this store's slot now (every command of the store goes there).
         """
         if self._harness.cluster:
-            admin = self._harness._admin_client()
-            admin.nodes_manager.initialize()  # ask the cluster now: a failover may have moved the slot
-            node = admin.get_node_from_key(self.prefix)
-            return str(node.host), int(node.port)
+            return self.slot_primary()  # asked now: a failover may have moved the slot
         parts = urlsplit(self._harness.url)
         if parts.scheme not in ("redis", "rediss") or not parts.hostname:
             raise RedisOptionError(
@@ -204,13 +209,25 @@ class RedisStoreHandle:
             max_transaction_attempts=harness.max_transaction_attempts,
             hold_ms=harness.exclusive_hold_ms,
             **(
-                {"cluster": True, "address_remap": address_remap, "startup_nodes": harness.nodes}
+                {
+                    "cluster": True,
+                    "address_remap": address_remap,
+                    "startup_nodes": harness.nodes,
+                    "wait_replicas": (harness.replicas, REPLICA_WAIT_MS),
+                }
                 if harness.cluster
                 else {}
             ),
         )
         self._drivers.append(driver)
         return driver
+
+    def slot_primary(self) -> tuple[str, int]:
+        """The ``(host, port)`` of the node serving this store's slot, as the cluster says now."""
+        admin = self._harness._admin_client()
+        admin.nodes_manager.initialize()
+        node = admin.get_node_from_key(self.prefix)
+        return str(node.host), int(node.port)
 
     def address(self) -> tuple[str, str]:
         """``(url, prefix)``: enough for another process to reach the same store."""
@@ -225,6 +242,18 @@ class RedisStoreHandle:
         self._drivers.clear()
         if self._owned:
             self._harness._drop(self)
+
+
+class ControlledRedisStoreHandle(RedisStoreHandle):
+    """A store on a cluster whose nodes this harness may kill and restart (``--option control=DIR``)."""
+
+    def cluster(self) -> RedisDeclaredCluster:
+        """The cluster this store lives on, for the suite's ``cluster_faults`` area."""
+        from .control import RedisDeclaredCluster  # imported late: `python -m ...cluster` runs that module
+
+        control = self._harness.control
+        assert control is not None
+        return RedisDeclaredCluster(control, self.slot_primary)
 
 
 class RedisHarness:
@@ -242,8 +271,14 @@ class RedisHarness:
         exclusive_hold_ms: int = 60_000,
         cluster: bool = False,
         nodes: Sequence[tuple[str, int]] = (),
+        replicas: int = 0,
+        control: Path | None = None,
     ) -> None:
         self.url = url
+        #: On a cluster: how many replicas must hold a commit before it is acknowledged (``WAIT``).
+        self.replicas = replicas
+        #: On a cluster: the directory of ``scripts/cluster up``, whose nodes the stores may declare.
+        self.control = control
         #: On a cluster: more nodes (besides the URL's) a client may learn the topology from.
         self.nodes = tuple(nodes)
         #: True on a Redis Cluster (single-slot topology): instances use ``RedisCluster``.
@@ -270,7 +305,8 @@ class RedisHarness:
         return self._admin
 
     def open_store(self) -> RedisStoreHandle:
-        handle = RedisStoreHandle(self, new_prefix(), owned=True)
+        kind = RedisStoreHandle if self.control is None else ControlledRedisStoreHandle
+        handle = kind(self, new_prefix(), owned=True)
         with self._lock:
             self._open.append(handle)
         return handle
@@ -334,6 +370,15 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
     nodes = nodes_option(options["nodes"]) if "nodes" in options else ()
     if nodes and not cluster:
         raise RedisOptionError("redis driver option nodes=... is for a cluster (cluster=single-slot) only")
+    replicas = 0
+    if "replicas" in options:
+        text = options["replicas"].strip()
+        if not text.isdigit():
+            raise RedisOptionError(f"redis driver option replicas={text!r} is not a non-negative integer")
+        replicas = int(text)
+    control = _control_option(options["control"]) if "control" in options else None
+    if (replicas or control is not None) and not cluster:
+        raise RedisOptionError("redis driver options replicas and control are for a cluster (cluster=single-slot) only")
     return RedisHarness(
         url=url,
         limits=limits,
@@ -341,7 +386,21 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
         exclusive_hold_ms=hold_ms,
         cluster=cluster,
         nodes=nodes,
+        replicas=replicas,
+        control=control,
     )
+
+
+def _control_option(text: str) -> Path:
+    """The directory ``scripts/cluster up`` wrote; refused unless it records a running cluster."""
+    from .cluster import ClusterError, RedisClusterState  # imported late, as in cluster()
+
+    directory = Path(text.strip())
+    try:
+        RedisClusterState.load(directory)
+    except ClusterError as error:
+        raise RedisOptionError(f"redis driver option control={text!r}: {error}") from error
+    return directory
 
 
 def nodes_option(text: str) -> tuple[tuple[str, int], ...]:

@@ -16,12 +16,14 @@ The cluster declares itself to the suite (``FakeStoreHandle.cluster()``) and can
 Instances go through the faults suite's in-process hook (``connect_with_faults``), so a kill lands on a
 counted exchange. Options (``--option key=value``) break it in one realistic way each, for the mutants:
 
-| option | default | broken value | what it breaks |
-|---|---|---|---|
-| ``replication`` | ``sync`` | ``lagging`` | a commit is acknowledged before replicas have it (they get it with the next one) |
-| ``reads`` | ``primary`` | ``replica`` | plain instances serve read-only attempts from a replica (with ``replication=lagging``: stale) |
-| ``minority`` | ``refuse`` | ``acknowledge`` | a primary cut off from its peers keeps acknowledging commits; healing drops them |
-| ``lost_reply`` | ``resolve`` | ``replay`` / ``unavailable`` | a commit whose answer was lost is replayed on the new primary / reported as not committed |
+* ``replication=lagging`` (default ``sync``): a commit is acknowledged before the replicas have it
+  (they get it with the next one);
+* ``reads=replica`` (default ``primary``): plain instances serve read-only attempts from a replica
+  (stale with ``replication=lagging``);
+* ``minority=acknowledge`` (default ``refuse``): a primary cut off from its peers keeps acknowledging
+  commits, which healing drops;
+* ``lost_reply=replay`` or ``unavailable`` (default ``resolve``): a commit whose answer was lost is
+  replayed on the new primary, or reported as not committed.
 
 ``runlane-certify run --driver tests.correct.fake_cluster:harness --area faults --area cluster_faults``
 certifies the correct one.
@@ -212,9 +214,11 @@ class FakeCluster:
 
 
 class _Gate:
-    """The cluster's side of every exchange: refuses one the member can no longer serve, then the suite's hook."""
+    """The cluster's side of every exchange: refuses what the member can no longer serve, then the hook."""
 
-    def __init__(self, cluster: FakeCluster, member: Member, store: MemberStore, hook: FaultHook | None) -> None:
+    def __init__(
+        self, cluster: FakeCluster, member: Member, store: MemberStore, hook: FaultHook | None
+    ) -> None:
         self.cluster, self.member, self.store, self.hook = cluster, member, store, hook
         self.reading = False
 
@@ -299,10 +303,12 @@ class FakeClusterDriver:
                 reason = str(conflict)
                 continue
             return result
-        raise StorageConflictError(f"transaction gave up after {self.max_transaction_attempts} attempts; last: {reason}")
+        raise StorageConflictError(
+            f"transaction gave up after {self.max_transaction_attempts} attempts; last: {reason}"
+        )
 
     def query(self, command: QueryRecordsCommand) -> QueryRecordsResult:
-        member, store = self.cluster.route(self, reading=True)
+        _member, store = self.cluster.route(self, reading=True)
         return LocalStorageDriver(store).query(command)
 
     def close(self) -> None:
@@ -350,7 +356,9 @@ def harness(options: Mapping[str, str]) -> FakeClusterHarness:
         if name not in _CHOICES:
             raise DriverOptionError(f"fake cluster does not know option {name}; valid: {', '.join(_CHOICES)}")
         if value not in _CHOICES[name]:
-            raise DriverOptionError(f"fake cluster option {name}={value!r} is not one of {', '.join(_CHOICES[name])}")
+            raise DriverOptionError(
+                f"fake cluster option {name}={value!r} is not one of {', '.join(_CHOICES[name])}"
+            )
         chosen[name] = value
     return FakeClusterHarness(chosen)
 

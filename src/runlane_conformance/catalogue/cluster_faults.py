@@ -1,4 +1,4 @@
-"""cluster_faults: A member of a replicated store dying, failing over or being cut off loses no acknowledged work.
+"""cluster_faults: A member of a replicated store dying, failing over or cut off loses no acknowledged work.
 
 The requirements of the ``cluster_faults`` area, one ``Requirement`` value each. They apply only to a
 harness whose store declares its cluster (``StoreHandle.cluster()``, capability ``cluster``) and offers

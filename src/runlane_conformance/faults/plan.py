@@ -107,6 +107,10 @@ class FaultSwitch(Protocol):
         """Whether the armed fault has taken effect."""
         ...
 
+    def when_fired(self, callback: Callable[[Fault], None] | None) -> None:
+        """Call ``callback`` once, at the moment the armed fault lands (``None``: no callback)."""
+        ...
+
 
 class ArmedSwitch:
     """What both fault mechanisms keep as a ``FaultSwitch``: the armed fault, the writes, whether it fired.
@@ -129,8 +133,8 @@ class ArmedSwitch:
 
         For ``CUT`` that is before the write reaches the store; for ``LOSE_REPLY`` and ``REFUSE``, once
         the store has answered it (the answer is then dropped). The ``cluster_faults`` suite kills a
-        cluster member there, so the kill lands on a counted write. Cleared by ``arm`` and ``disarm``
-        only when a new callback is given; ``None`` clears it.
+        cluster member there, so the kill lands on a counted write. ``arm`` and ``disarm`` leave it in
+        place; it is dropped once called, or by ``when_fired(None)``.
         """
         with self._lock:
             self._on_fire = callback

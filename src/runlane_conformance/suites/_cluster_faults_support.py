@@ -28,6 +28,7 @@ never a failure.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import uuid
@@ -40,7 +41,7 @@ from ..contract.errors import StorageCommitUnknownError, StorageUnavailableError
 from ..contract.protocols import StorageDriver, StorageTransaction
 from ..faults.plan import Fault, FaultKind
 from ..fixtures.evidence import CheckInconclusive
-from ..fixtures.gating import CLUSTER_NOT_OFFERED
+from ..fixtures.gating import CLUSTER_NOT_OFFERED, CLUSTER_PARTITION_NOT_OFFERED
 from ..fixtures.records import Leases
 from ..harness import ClusterStore, DeclaredCluster, DriverHarness, PartitionableCluster
 from ._faults_support import FaultRig, Trial, bounded, describe_error
@@ -117,7 +118,9 @@ def _recover(cluster: DeclaredCluster, killed: Sequence[object], victim: str) ->
     if killed:
         cluster.restart(victim)
         if not cluster.settle(timeout=FAILOVER_TIMEOUT):
-            raise ClusterRunError(f"member {victim} did not rejoin within {FAILOVER_TIMEOUT:g}s of its restart")
+            raise ClusterRunError(
+                f"member {victim} did not rejoin within {FAILOVER_TIMEOUT:g}s of its restart"
+            )
 
 
 # -- kill trials: one read-modify-write of two records, the serving member killed at one write --------
@@ -172,7 +175,9 @@ def _increment_both(leases: Leases, reads: list[int]) -> Callable[[StorageTransa
         value = int(str(first.document.value["holder"]))
         reads.append(value)
         tx.replace(first, leases.record("counter-a", holder=str(value + 1)))
-        tx.replace(second, leases.record("counter-b", holder=str(int(str(second.document.value["holder"])) + 1)))
+        tx.replace(
+            second, leases.record("counter-b", holder=str(int(str(second.document.value["holder"])) + 1))
+        )
         return value
 
     return increment
@@ -193,18 +198,20 @@ def _kill_trial(harness: DriverHarness, fault: Fault | None, planned: int) -> Ki
         leases = Leases(environment=f"cluster-{uuid.uuid4().hex[:8]}")
         with rig.trial() as trial:
             faulty = trial.connect_faulty()
-            faulty.transaction(
-                lambda tx: (
-                    tx.create(leases.record("counter-a", holder="0")),
-                    tx.create(leases.record("counter-b", holder="0")),
-                )
-            )
+
+            def create(tx: StorageTransaction) -> None:
+                tx.create(leases.record("counter-a", holder="0"))
+                tx.create(leases.record("counter-b", holder="0"))
+
+            faulty.transaction(create)
             reads: list[int] = []
             killed: list[object] = []
             if fault is not None:
                 trial.switch.when_fired(_kill_now(cluster, victim, killed))
             trial.switch.arm(fault)
-            value, error = bounded(lambda: faulty.transaction(_increment_both(leases, reads)), TRANSACTION_TIMEOUT)
+            value, error = bounded(
+                lambda: faulty.transaction(_increment_both(leases, reads)), TRANSACTION_TIMEOUT
+            )
             writes, fired = trial.switch.writes, trial.switch.fired
             trial.switch.disarm()
             trial.switch.when_fired(None)
@@ -282,12 +289,15 @@ def pair_problems(
             continue
         where = f"pair {outcome.tag}{' (' + outcome.side + ')' if outcome.side else ''}"
         if present[0] != present[1]:
-            lost.append(f"{where}: only one of its two records is in the store ({what}); the commit was partial")
+            lost.append(
+                f"{where}: only one of its two records is in the store ({what}); the commit was partial"
+            )
         elif outcome.kind == "acknowledged" and not present[0]:
             lost.append(f"{where}: acknowledged, but not in the store {what}")
         elif outcome.kind == "unavailable" and present[0]:
             other.append(
-                f"{where}: reported {describe_error(outcome.error)} (nothing committed), yet it is in the store"
+                f"{where}: reported {describe_error(outcome.error)} (nothing committed), "
+                "yet it is in the store"
             )
         elif outcome.kind == "other":
             other.append(f"{where}: transaction() raised {describe_error(outcome.error)}")
@@ -300,7 +310,7 @@ def _read_pairs(trial: Trial, leases: Leases, tags: Sequence[str]) -> dict[str, 
         raise ClusterRunError(f"no instance could be opened to read the store back: {describe_error(error)}")
     stored: dict[str, tuple[bool, bool]] = {}
     for tag in tags:
-        present, error = bounded(lambda tag=tag: _pair_present(reader, leases, tag), TRANSACTION_TIMEOUT)
+        present, error = bounded(functools.partial(_pair_present, reader, leases, tag), TRANSACTION_TIMEOUT)
         if error is not None:
             raise ClusterRunError(f"the store could not be read back: {describe_error(error)}")
         stored[tag] = present
@@ -309,7 +319,7 @@ def _read_pairs(trial: Trial, leases: Leases, tags: Sequence[str]) -> dict[str, 
 
 @dataclass
 class FailoverRun:
-    """What the failover run saw: every pair's outcome, stale reads, the stored pairs, where the kill landed."""
+    """What the failover run saw: each pair's outcome, stale reads, the stored pairs, the kill's write."""
 
     victim: str
     kill_at: int
@@ -360,7 +370,9 @@ def failover_run(harness: DriverHarness, seed: int) -> FailoverRun:
                     outcome = PairOutcome(tag, outcome_kind(error), error, after_kill=after)
                     stale = None
                     if error is None:
-                        present, read_error = bounded(lambda: _pair_present(reader, leases, tag), TRANSACTION_TIMEOUT)
+                        present, read_error = bounded(
+                            lambda: _pair_present(reader, leases, tag), TRANSACTION_TIMEOUT
+                        )
                         if read_error is None and present != (True, True):
                             stale = f"pair {tag}: acknowledged, then read by another instance as {present}"
                     with lock:
@@ -425,7 +437,7 @@ def partition_run(harness: DriverHarness) -> PartitionRun:
     with FaultRig(harness) as rig:
         cluster = declared_cluster(rig)
         if not isinstance(cluster, PartitionableCluster):
-            pytest.skip("profile: cluster_partition not offered")
+            pytest.skip(CLUSTER_PARTITION_NOT_OFFERED)
         if not cluster.settle(timeout=FAILOVER_TIMEOUT):
             raise ClusterRunError(f"the cluster did not serve the store within {FAILOVER_TIMEOUT:g}s")
         run = PartitionRun(cluster.primary())
@@ -450,7 +462,12 @@ def partition_run(harness: DriverHarness) -> PartitionRun:
                             tag = f"majority-{number}"
                             error = _commit_pair(majority, leases, tag)
                             run.outcomes.append(
-                                PairOutcome(tag, outcome_kind(error), error, side="sent after the cut by a new instance")
+                                PairOutcome(
+                                    tag,
+                                    outcome_kind(error),
+                                    error,
+                                    side="sent after the cut by a new instance",
+                                )
                             )
             finally:
                 cluster.heal(run.victim)

@@ -1,4 +1,4 @@
-"""Cluster faults: a member of a replicated store dying, failing over or being cut off loses no acknowledged work.
+"""Cluster faults: a member of a replicated store dying, failing over or cut off loses no acknowledged work.
 
 The same rules as the ``faults`` area, with a whole member of the store taken away instead of one
 connection: the store shows all of an attempt or none of it; what ``transaction()`` reported agrees with
@@ -49,7 +49,9 @@ def _seed(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture(scope="module")
-def under_kills(request: pytest.FixtureRequest, runlane_harness: DriverHarness) -> list[KillTrial] | ClusterRunError:
+def under_kills(
+    request: pytest.FixtureRequest, runlane_harness: DriverHarness
+) -> list[KillTrial] | ClusterRunError:
     """The two-counter increment with the serving member killed at each scheduled write (computed once)."""
     try:
         return kill_trials(runlane_harness, _seed(request))
@@ -58,7 +60,9 @@ def under_kills(request: pytest.FixtureRequest, runlane_harness: DriverHarness) 
 
 
 @pytest.fixture(scope="module")
-def under_failover(request: pytest.FixtureRequest, runlane_harness: DriverHarness) -> FailoverRun | ClusterRunError:
+def under_failover(
+    request: pytest.FixtureRequest, runlane_harness: DriverHarness
+) -> FailoverRun | ClusterRunError:
     """Workers committing pairs while the serving member is killed and another takes over (computed once)."""
     try:
         return failover_run(runlane_harness, _seed(request))
@@ -104,11 +108,13 @@ def test_what_transaction_reports_after_the_primary_dies_agrees_with_the_store(
             problems.append(f"{trial.where()}: partial commit (transaction() gave {said}); {trial.applied()}")
         elif kind == "acknowledged":
             if first != 1:
-                problems.append(f"{trial.where()}: transaction() succeeded but {trial.applied()} (expected 1)")
+                problems.append(
+                    f"{trial.where()}: transaction() succeeded but {trial.applied()} (expected 1)"
+                )
             elif trial.value != 0:
                 problems.append(
-                    f"{trial.where()}: transaction() returned {trial.value!r}, not what its committed attempt "
-                    "read (0)"
+                    f"{trial.where()}: transaction() returned {trial.value!r}, not what its committed "
+                    "attempt read (0)"
                 )
         elif kind == "unavailable":
             if first != 0:
@@ -135,7 +141,8 @@ def test_a_callback_never_runs_again_after_a_commit_the_failover_may_have_kept(
         if replays:
             problems.append(
                 f"{trial.where()}: the callback ran again after an attempt that had committed (its runs read "
-                f"{list(trial.reads)}); transaction() gave {describe_error(trial.error)} and {trial.applied()}"
+                f"{list(trial.reads)}); transaction() gave {describe_error(trial.error)} and "
+                f"{trial.applied()}"
             )
         elif trial.stored is not None and max(trial.stored) > 1:
             problems.append(f"{trial.where()}: the work was applied more than once ({trial.applied()})")
@@ -143,9 +150,13 @@ def test_a_callback_never_runs_again_after_a_commit_the_failover_may_have_kept(
 
 
 @ACKNOWLEDGED_SURVIVE_FAILOVER
-def test_every_acknowledged_commit_is_on_the_new_primary(under_failover: FailoverRun | ClusterRunError) -> None:
+def test_every_acknowledged_commit_is_on_the_new_primary(
+    under_failover: FailoverRun | ClusterRunError,
+) -> None:
     run = _failover(under_failover)
-    lost, other = pair_problems(run.outcomes, run.stored, "read back from the member serving it after the failover")
+    lost, other = pair_problems(
+        run.outcomes, run.stored, "read back from the member serving it after the failover"
+    )
     problems = lost + other
     acknowledged = sum(outcome.kind == "acknowledged" for outcome in run.outcomes)
     assert not problems, report([f"{run.where()}: {problem}" for problem in problems], len(run.outcomes))
@@ -162,7 +173,9 @@ def test_a_read_after_an_acknowledged_commit_sees_it(under_failover: FailoverRun
 
 
 @pytest.fixture
-def under_partition(runlane_requirement: Requirement, runlane_harness: DriverHarness) -> PartitionRun | ClusterRunError:
+def under_partition(
+    runlane_requirement: Requirement, runlane_harness: DriverHarness
+) -> PartitionRun | ClusterRunError:
     """The serving member cut off from its peers and healed (after the requirement's gate)."""
     try:
         return partition_run(runlane_harness)

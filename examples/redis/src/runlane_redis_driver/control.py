@@ -79,7 +79,9 @@ def _restart_node(directory: Path, port: int) -> None:
     pid_file = node_dir / "redis.pid"
     with contextlib.suppress(FileNotFoundError):
         pid_file.unlink()  # SIGKILL left the old one behind
-    subprocess.run(["redis-server", str(node_dir / "redis.conf")], check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        ["redis-server", str(node_dir / "redis.conf")], check=True, capture_output=True, timeout=30
+    )
     deadline = time.monotonic() + 15
     while not (pid_file.exists() and pid_file.read_text().strip().isdigit()):
         if time.monotonic() > deadline:
@@ -127,7 +129,9 @@ def request(directory: Path, verb: str, port: int, *, timeout: float = 60.0) -> 
             client.sendall(f"{verb} {port}\n".encode())
             answer = client.makefile("r", encoding="utf-8").readline().strip()
         except OSError as error:
-            raise ClusterError(f"the cluster's control process did not answer {verb} {port}: {error}") from error
+            raise ClusterError(
+                f"the cluster's control process did not answer {verb} {port}: {error}"
+            ) from error
     if answer != "ok":
         raise ClusterError(f"{verb} {port}: {answer or 'no answer'}")
 
@@ -145,7 +149,9 @@ def start_control(directory: Path) -> None:
     deadline = time.monotonic() + 15
     while not (directory / PID_NAME).exists():
         if time.monotonic() > deadline:
-            raise ClusterError(f"the control process did not start within 15 s (see {directory / 'control.log'})")
+            raise ClusterError(
+                f"the control process did not start within 15 s (see {directory / 'control.log'})"
+            )
         time.sleep(_POLL)
 
 

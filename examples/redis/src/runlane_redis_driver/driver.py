@@ -605,12 +605,12 @@ class RedisTransaction:
         try:
             client = self._client
             if isinstance(client, redis.cluster.RedisCluster):
-                target = client.get_redis_connection(client.get_node_from_key(marker))
+                target = client.get_redis_connection(client.get_node_from_key(marker))  # type: ignore[no-untyped-call]
             else:
                 target = client
             with target.pipeline(transaction=False) as pipe:
                 pipe.set(marker, b"1", xx=True, px=COMMIT_MARKER_MS)
-                pipe.execute_command("WAIT", needed, timeout_ms)
+                pipe.execute_command("WAIT", needed, timeout_ms)  # type: ignore[no-untyped-call]
                 _rewritten, acknowledged = pipe.execute()
         except (redis.RedisError, RedisClusterException) as error:
             raise StorageCommitUnknownError(

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -378,7 +378,9 @@ def harness(options: Mapping[str, str]) -> RedisHarness:
         replicas = int(text)
     control = _control_option(options["control"]) if "control" in options else None
     if (replicas or control is not None) and not cluster:
-        raise RedisOptionError("redis driver options replicas and control are for a cluster (cluster=single-slot) only")
+        raise RedisOptionError(
+            "redis driver options replicas and control are for a cluster (cluster=single-slot) only"
+        )
     return RedisHarness(
         url=url,
         limits=limits,

@@ -202,3 +202,34 @@ def test_with_maxfail_the_first_failure_stops_every_child(make: Any) -> None:
     supervisor.receive(child, line(CheckEnd(RawCheck("s.py::a", "area.a", status="failed"))))
     assert sent(child)[-1] == {"op": "stop"}
     assert not supervisor._queue and supervisor._stopping
+
+
+EXCLUSIVE = (
+    PlannedCheck("suites/test_model.py::a", "model.a"),
+    PlannedCheck("suites/test_cluster_faults.py::k1", "cluster_faults.k1"),
+    PlannedCheck("suites/test_cluster_faults.py::k2", "cluster_faults.k2"),
+)
+
+
+def test_a_cluster_faults_check_runs_only_while_no_other_check_runs_anywhere(make: Any) -> None:
+    from runlane_conformance.run.scheduling import OneAhead
+
+    supervisor = make(workers=2)
+    supervisor._hand_out = OneAhead()
+    first, second = fake_child(probe=True), fake_child(index=1)
+    supervisor._workers = [first, second]
+    for child in (first, second):
+        supervisor.receive(child, line(Ready()))
+    supervisor._planned = {check.nodeid: check for check in EXCLUSIVE}
+    supervisor._queue.extend(check.nodeid for check in EXCLUSIVE)
+    supervisor._feed(first)
+    supervisor._feed(second)
+    # The first child holds the ordinary check; the cluster checks wait for it, the second gets nothing.
+    assert list(first.assigned) == ["suites/test_model.py::a"]
+    assert list(second.assigned) == []
+    supervisor.receive(first, line(CheckStart("suites/test_model.py::a")))
+    supervisor.receive(first, line(CheckEnd(RawCheck("suites/test_model.py::a", "model.a"))))
+    supervisor._feed(second)
+    # Now the first child is alone: it takes the cluster checks; the second gets none, only the stop.
+    assert list(first.assigned) == ["suites/test_cluster_faults.py::k1", "suites/test_cluster_faults.py::k2"]
+    assert list(second.assigned) == [] and sent(second) == [{"op": "stop"}]

@@ -56,6 +56,8 @@ def test_cluster_up_prints_one_line_of_certify_arguments_for_a_single_slot_topol
         "url": f"redis://127.0.0.1:{BASE_PORT}/0",
         "cluster": "single-slot",
         "nodes": others,
+        "replicas": "1",
+        "control": str(cluster.state.directory),
     }
     roles = sorted(role(port) for port in cluster.state.ports)
     assert roles == ["master"] * 3 + ["slave"] * 3, roles

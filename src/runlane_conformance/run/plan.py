@@ -20,6 +20,7 @@ from ..suggest import REQUIREMENTS_HINT, did_you_mean
 from .outcomes import RunUsageError
 
 __all__ = [
+    "EXCLUSIVE_AREAS",
     "Plan",
     "PlannedCheck",
     "area_of",
@@ -171,11 +172,21 @@ def build_plan(
     return Plan(dict(requirements), gated, checks, restricted, gated_checks)
 
 
+#: Areas whose checks disturb the whole store (``cluster_faults`` kills members of the cluster every
+#: store lives on): a parallel run hands them out last, and only while no other check is running
+#: anywhere (``run.supervise``), so a kill never lands on another area's check.
+EXCLUSIVE_AREAS: frozenset[str] = frozenset({"cluster_faults"})
+
+
 def longest_first(checks: Sequence[PlannedCheck]) -> list[PlannedCheck]:
     """The order to hand checks out in: those that say they run long, then Hypothesis searches, then
-    the rest, each group in collection order. Starting the long ones first is what lets parallel
-    workers finish together instead of waiting on one long check handed out last."""
-    return sorted(checks, key=lambda check: (check.declared_timeout is None, not check.searches))
+    the rest, each group in collection order, and the checks of ``EXCLUSIVE_AREAS`` after all of
+    them. Starting the long ones first is what lets parallel workers finish together instead of
+    waiting on one long check handed out last."""
+    return sorted(
+        checks,
+        key=lambda check: (check.area in EXCLUSIVE_AREAS, check.declared_timeout is None, not check.searches),
+    )
 
 
 def deadline_for(check: PlannedCheck, budget: float, *, explicit: bool) -> float:

@@ -77,7 +77,7 @@ from .children import (
     spawn_child,
 )
 from .model import INCONCLUSIVE_HINT, CheckResult, Outcome, RunBrokenError
-from .plan import PlannedCheck, deadline_for
+from .plan import EXCLUSIVE_AREAS, PlannedCheck, deadline_for
 from .raw import RawCheck
 from .reaper import is_subreaper, reap_adopted
 from .scheduling import MAX_HANDED_OUT, GrowWhenIdle, HandOut, policy_for
@@ -252,12 +252,24 @@ class Supervisor:
             return
         depth = self._hand_out.depth()
         while len(worker.assigned) < depth and self._queue:
+            if self._exclusive(self._queue[0]) and not self._alone(worker):
+                break  # an exclusive check waits until it would run with nothing else anywhere
             nodeid = self._queue.popleft()
             worker.assigned.append(nodeid)
             worker.send({"op": "run", "nodeid": nodeid})
         if not self._queue and self._hand_out.may_announce_end(len(worker.assigned)):
             worker.stopped = True
             worker.send({"op": "stop"})
+
+    def _exclusive(self, nodeid: str) -> bool:
+        planned = self._planned.get(nodeid)
+        return planned is not None and planned.area in EXCLUSIVE_AREAS
+
+    def _alone(self, worker: Child) -> bool:
+        """Whether ``worker`` holds only exclusive checks and no other child holds any check."""
+        if any(not self._exclusive(nodeid) for nodeid in worker.assigned):
+            return False
+        return not any(other.assigned for other in self._workers if other is not worker and not other.dead)
 
     def _reject(self, worker: Child, what: str) -> None:
         """An event the child that sent it had no business sending: a run problem, never evidence.

@@ -10,6 +10,10 @@ Options (``--runlane-option key=value``):
   with the reason: see ``CLUSTER_TOPOLOGIES``;
 * ``nodes``: on a cluster, more nodes to learn the topology from when the
   URL's node is down (``host:port,host:port``);
+* ``replicas``: on a cluster, how many replicas must hold a commit before it is acknowledged (``WAIT``;
+  default 0); fewer in time is ``StorageCommitUnknownError``;
+* ``control``: on a cluster, the directory ``scripts/cluster up`` wrote; the stores then declare the
+  cluster (``cluster()``) so the ``cluster_faults`` area may kill and restart its nodes;
 * ``max_transaction_attempts``: how many lost attempts before ``StorageConflictError`` (default 32);
 * ``exclusive_hold_ms``: how long an exclusive hold survives an owner that never releases it (a
   crashed process), in milliseconds (default 60000);

@@ -50,7 +50,9 @@ def _options(running: RunningCluster, replicas: str) -> dict[str, str]:
     return options
 
 
-def _commit_with_the_replica_cut_off(running: RunningCluster, replicas: str) -> tuple[BaseException | None, bool]:
+def _commit_with_the_replica_cut_off(
+    running: RunningCluster, replicas: str
+) -> tuple[BaseException | None, bool]:
     """One commit while the slot's replica can receive nothing; then the primary dies and the replica
     takes over. Returns what ``transaction()`` said and whether the new primary holds the commit."""
     made = harness(_options(running, replicas))
@@ -110,6 +112,7 @@ def test_cluster_down_also_stops_the_control_process(tmp_path: Path) -> None:
     with running_cluster(directory, BASE_PORT + 10):
         pid = int((directory / "control.pid").read_text().strip())
         assert b"runlane_redis_driver.control" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    assert not Path(f"/proc/{pid}").exists() or b"runlane_redis_driver.control" not in Path(
-        f"/proc/{pid}/cmdline"
-    ).read_bytes(), f"control process {pid} still runs"
+    assert (
+        not Path(f"/proc/{pid}").exists()
+        or b"runlane_redis_driver.control" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ), f"control process {pid} still runs"

@@ -224,12 +224,54 @@ def test_a_cluster_faults_check_runs_only_while_no_other_check_runs_anywhere(mak
     supervisor._queue.extend(check.nodeid for check in EXCLUSIVE)
     supervisor._feed(first)
     supervisor._feed(second)
-    # The first child holds the ordinary check; the cluster checks wait for it, the second gets nothing.
-    assert list(first.assigned) == ["suites/test_model.py::a"]
-    assert list(second.assigned) == []
+    # No other child holds anything, so the first takes the ordinary check and, to run after it, the
+    # first cluster check; the second child gets nothing (and no stop: holding nothing, it blocks no one).
+    assert list(first.assigned) == ["suites/test_model.py::a", "suites/test_cluster_faults.py::k1"]
+    assert list(second.assigned) == [] and sent(second) == []
     supervisor.receive(first, line(CheckStart("suites/test_model.py::a")))
     supervisor.receive(first, line(CheckEnd(RawCheck("suites/test_model.py::a", "model.a"))))
-    supervisor._feed(second)
-    # Now the first child is alone: it takes the cluster checks; the second gets none, only the stop.
+    supervisor._feed(second)  # the end fed the first child the last cluster check; nothing is left
     assert list(first.assigned) == ["suites/test_cluster_faults.py::k1", "suites/test_cluster_faults.py::k2"]
     assert list(second.assigned) == [] and sent(second) == [{"op": "stop"}]
+
+
+def test_a_child_holding_an_ordinary_check_is_stopped_rather_than_left_waiting_for_its_next(
+    make: Any,
+) -> None:
+    from runlane_conformance.run.scheduling import OneAhead
+
+    supervisor = make(workers=2)
+    supervisor._hand_out = OneAhead()
+    first, second = fake_child(probe=True), fake_child(index=1)
+    supervisor._workers = [first, second]
+    for child in (first, second):
+        supervisor.receive(child, line(Ready()))
+    checks = (PlannedCheck("suites/test_model.py::b", "model.b"), *EXCLUSIVE)
+    supervisor._planned = {check.nodeid: check for check in checks}
+    supervisor._queue.extend(check.nodeid for check in checks)
+    supervisor._feed(first)  # takes model.b and model.a
+    supervisor.receive(first, line(CheckStart("suites/test_model.py::b")))
+    supervisor.receive(first, line(CheckEnd(RawCheck("suites/test_model.py::b", "model.b"))))
+    # first now holds only model.a, which it cannot start before it learns what follows; second holds
+    # nothing. first is alone, so it gets the next (exclusive) check as its upcoming one.
+    assert next(iter(first.assigned)) == "suites/test_model.py::a"
+    assert "suites/test_cluster_faults.py::k1" in first.assigned
+    # Had second held a check, first would have been told to stop instead of waiting forever:
+    supervisor2 = make(workers=2)
+    supervisor2._hand_out = OneAhead()
+    a, b = fake_child(probe=True), fake_child(index=1)
+    supervisor2._workers = [a, b]
+    for child in (a, b):
+        supervisor2.receive(child, line(Ready()))
+    both = (
+        PlannedCheck("suites/test_model.py::x", "model.x"),
+        PlannedCheck("suites/test_model.py::y", "model.y"),
+    )
+    supervisor2._planned = {check.nodeid: check for check in (*both, *EXCLUSIVE[1:])}
+    supervisor2._queue.extend(check.nodeid for check in (*both, *EXCLUSIVE[1:]))
+    a.assigned.append("suites/test_model.py::x")
+    b.assigned.append("suites/test_model.py::y")
+    supervisor2._queue.remove("suites/test_model.py::x")
+    supervisor2._queue.remove("suites/test_model.py::y")
+    supervisor2._feed(a)
+    assert a.stopped and sent(a) == [{"op": "stop"}]

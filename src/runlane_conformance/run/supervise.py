@@ -253,7 +253,14 @@ class Supervisor:
         depth = self._hand_out.depth()
         while len(worker.assigned) < depth and self._queue:
             if self._exclusive(self._queue[0]) and not self._alone(worker):
-                break  # an exclusive check waits until it would run with nothing else anywhere
+                # An exclusive check waits until it would run with nothing else anywhere. A child
+                # holding an ordinary check cannot start it before it learns what comes next, so it
+                # is told to stop: it runs what it holds and ends, and the exclusive checks go to a
+                # child that is alone (a replacement is started while the queue is not empty).
+                if worker.assigned and not any(self._exclusive(nodeid) for nodeid in worker.assigned):
+                    worker.stopped = True
+                    worker.send({"op": "stop"})
+                return
             nodeid = self._queue.popleft()
             worker.assigned.append(nodeid)
             worker.send({"op": "run", "nodeid": nodeid})
@@ -266,9 +273,7 @@ class Supervisor:
         return planned is not None and planned.area in EXCLUSIVE_AREAS
 
     def _alone(self, worker: Child) -> bool:
-        """Whether ``worker`` holds only exclusive checks and no other child holds any check."""
-        if any(not self._exclusive(nodeid) for nodeid in worker.assigned):
-            return False
+        """Whether no other child holds a check (one told to stop may still be running its last)."""
         return not any(other.assigned for other in self._workers if other is not worker and not other.dead)
 
     def _reject(self, worker: Child, what: str) -> None:

@@ -12,9 +12,10 @@ Scenarios, each bounded in faults and in time:
 
 * **kill trials**: a fault-free calibration counts the writes W of one read-modify-write of two
   records; then the serving member is killed before write W is sent (the commit not sent), after
-  write W was answered (the commit sent and applied, its answer lost), and at one earlier write the
-  seed picks. After each kill the cluster is given time to fail over (``settle``), the killed member is
-  restarted and the store read back from whichever member serves it now.
+  write W was answered (the commit sent and applied, its answer lost), before write W-1 is sent (for a
+  driver that confirms its commit in a last write of its own, that is the commit not sent), and at one
+  earlier write the seed picks. After each kill the cluster is given time to fail over (``settle``),
+  the killed member is restarted and the store read back from whichever member serves it now.
 * **failover run**: three workers commit pairs of records through the switch; a plain instance reads
   each acknowledged pair right away; the serving member is killed at a write the seed picks; after the
   failover and the restart every worker commits a few more pairs; then every pair is read back.
@@ -150,7 +151,7 @@ class KillTrial:
             moment = f"after write {self.fault.at} was answered (the answer lost)"
         return (
             f"member {self.victim} (serving the store) killed {moment}; a fault-free run makes "
-            f"{self.planned} writes, the last being the commit"
+            f"{self.planned} writes"
         )
 
     def applied(self) -> str:
@@ -160,11 +161,17 @@ class KillTrial:
 
 
 def kill_schedule(writes: int, seed: int) -> list[Fault]:
-    """Where the kills land: before and after the commit (write ``writes``), and one earlier write."""
+    """Where the kills land: before write ``writes`` (the last) is sent and after it was answered,
+    before the write ahead of it is sent (a driver that confirms its commit in a write of its own, such
+    as a replication wait, sends the commit there), and at one earlier write the seed picks; no kill
+    twice on one spot, at most four."""
     faults = [Fault(FaultKind.CUT, writes), Fault(FaultKind.LOSE_REPLY, writes)]
     if writes > 1:
+        faults.append(Fault(FaultKind.CUT, writes - 1))
         rng = random.Random(f"cluster_faults/kill/{seed}")
-        faults.append(Fault(rng.choice((FaultKind.CUT, FaultKind.LOSE_REPLY)), rng.randint(1, writes - 1)))
+        seeded = Fault(rng.choice((FaultKind.CUT, FaultKind.LOSE_REPLY)), rng.randint(1, writes - 1))
+        if seeded not in faults:
+            faults.append(seeded)
     return faults
 
 
@@ -231,7 +238,7 @@ def _read_back(trial: Trial, leases: Leases) -> tuple[tuple[int, int] | None, Ba
 
 
 def kill_trials(harness: DriverHarness, seed: int) -> list[KillTrial]:
-    """A calibration, then one trial per kill of ``kill_schedule`` (at most three kills)."""
+    """A calibration, then one trial per kill of ``kill_schedule`` (at most four kills)."""
     calibration = _kill_trial(harness, None, 0)
     if calibration.error is not None or calibration.stored != (1, 1):
         raise AssertionError(

@@ -4,7 +4,7 @@
   (``FaultHookStore``, the public harness API): its commit reply is lost, or its connection breaks at
   the commit or at its second read, while another instance commits in between. The reference computes
   the serial outcomes from the state before (the faulted step not applied; applied, then the other;
-  the other, then the faulted step, allowed only when nothing reached the store) and the driver must
+  the other, then the faulted step applied once) and the driver must
   match one: never success for a step not applied, never applied twice, never in part.
 * ``Hold``: an exclusive selection kept open while the clock jumps and another instance selects the
   same page exclusively: the two selections made while both were open share no record, whatever the
@@ -204,9 +204,12 @@ def do_faulted(
             [_content(r) for r in after_both],
         ),
     }
-    if step.point != FAULT_POINTS[0] and replayed.error is None:
-        possible["the other, then replayed once"] = (
-            {_outcome(replayed)},
+    if replayed.error is None:
+        # The faulted attempt applied once after the other: replayed when nothing reached the store (or
+        # its read set went stale), or, where the hook only decides and the exchange runs afterwards (a
+        # driver in an isolated backend), its commit applied after the other, its reply then lost.
+        possible["the other, then applied once"] = (
+            {_outcome(replayed), (UNKNOWN, None)},
             _outcome(alone),
             [_content(r) for r in after_replay],
         )
@@ -248,7 +251,7 @@ def do_faulted(
                 for name, (answers, theirs, after) in possible.items()
             ),
         )
-    target = {"not applied": after_other, "the other, then replayed once": after_replay}.get(matched[0])
+    target = {"not applied": after_other, "the other, then applied once": after_replay}.get(matched[0])
     if target is not None:
         _restore(reference, keys, target)
     _forget_versions(sides, mine)

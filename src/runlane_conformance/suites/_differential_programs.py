@@ -418,9 +418,9 @@ class Faulted:
     reply is lost, or while the attempt whose connection broke is still open.
 
     The outcomes allowed are exactly the serializable ones: ``step`` not applied (a connection error
-    says so, never success), applied once before ``other`` (success, or an unknown commit when the
-    reply was lost), or, when nothing reached the store, replayed once after ``other``. Never applied
-    twice, never in part.
+    says so, never success), applied once before ``other`` (success, or an unknown commit), or applied
+    once after it (replayed when nothing reached the store, or its commit run after the other's).
+    Never applied twice, never in part.
     """
 
     step: Transact

@@ -239,7 +239,7 @@ def dimensions() -> dict[str, tuple[str, ...]]:
             "second, then first",
             "not applied",
             "applied once, then the other",
-            "the other, then replayed once",
+            "the other, then applied once",
         ),
         "repeated": ("no", "yes"),
         "readback index": tuple(index.value for index in StorageIndexName),

@@ -204,15 +204,14 @@ def do_faulted(
             [_content(r) for r in after_both],
         ),
     }
-    if replayed.error is None:
-        # The faulted attempt applied once after the other: replayed when nothing reached the store (or
-        # its read set went stale), or, where the hook only decides and the exchange runs afterwards (a
-        # driver in an isolated backend), its commit applied after the other, its reply then lost.
-        possible["the other, then applied once"] = (
-            {_outcome(replayed), (UNKNOWN, None)},
-            _outcome(alone),
-            [_content(r) for r in after_replay],
-        )
+    # The faulted step run once after the other (its outcome there, an error included): replayed when
+    # nothing reached the store (or its read set went stale), or, where the hook only decides and the
+    # exchange runs afterwards (a driver in an isolated backend), its commit run after the other's.
+    possible["the other, then applied once"] = (
+        {_outcome(replayed)} | ({(UNKNOWN, None)} if replayed.error is None else set()),
+        _outcome(alone),
+        [_content(r) for r in after_replay],
+    )
     tested_other = sides.tested[other.instance]
     competitor: list[Competitor[Answer]] = []
 

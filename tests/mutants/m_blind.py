@@ -65,6 +65,15 @@ KILLED_BY: dict[str, str] = {
     "owners_content_hash_versions": model.DIFFERENTIAL_READS,
     "absent_reads_untracked_completion_markers": model.DIFFERENTIAL_READS,
     "sort_order_of_joined_components": model.DIFFERENTIAL_SCANS,
+    # Refused once the differential crossed faults (a lost commit reply, a connection broken at the
+    # commit or at a read, another instance committing in between), exclusive holds kept open across
+    # clock jumps, and steps run in another OS process (issue 34).
+    "lost_reply_resolved_by_reading_the_key": model.DIFFERENTIAL_READS,
+    "lost_reply_replayed_when_key_moved_on": model.DIFFERENTIAL_READS,
+    "read_fault_reconnects_with_fresh_snapshot": model.DIFFERENTIAL_READS,
+    "exclusive_hold_is_a_thirty_second_lease": model.DIFFERENTIAL_SCANS,
+    "process_marker_negative_cache": model.DIFFERENTIAL_READS,
+    "process_query_cache": model.DIFFERENTIAL_SCANS,
 }
 
 _BY_NAME = {mutant.name: mutant for mutant in BLIND_MUTANTS}

@@ -25,9 +25,11 @@ DIFFERENTIAL_READS = requirement(
     RequirementLevel.MUST,
     "Keep logical records in core; Treat each transaction callback as a new attempt",
     "Random programs over every table (creates, replaces, deletes, blind creates, raising callbacks, "
-    "several instances, clock jumps of seconds to decades) read and leave exactly what the one serial "
-    "outcome does: every point read position by position, every error by kind, every key's content "
-    "afterwards, and versions that follow the contract's rules.",
+    "several instances, clock jumps of seconds to decades, steps run in another OS process where the "
+    "store has an address) read and leave exactly what the one serial outcome does: every point read "
+    "position by position, every error by kind, every key's content afterwards, and versions that follow "
+    "the contract's rules; a commit reply lost or a connection broken while another instance commits ends "
+    "in one of the serializable outcomes (never success unapplied, never applied twice, never in part).",
 )
 DIFFERENTIAL_SCANS = requirement(
     "model.differential-scans",
@@ -35,7 +37,8 @@ DIFFERENTIAL_SCANS = requirement(
     "Use the closed index catalog",
     "Scans drawn at random inside random programs (any index of the catalogue, any partition, random "
     "range bounds, both directions, random page sizes, query, advisory and exclusive candidates, any "
-    "instance) join their pages to exactly the entries the one serial outcome holds.",
+    "instance) join their pages to exactly the entries the one serial outcome holds; two exclusive "
+    "selections open together share no record, however far the clock jumps meanwhile.",
 )
 SCAN_RELATIONS = requirement(
     "model.scan-relations",

@@ -34,11 +34,13 @@ from runlane_conformance.contract.catalog import (
 )
 from runlane_conformance.contract.cursors import parse_query_records_result
 from runlane_conformance.contract.errors import (
+    StorageCommitUnknownError,
     StorageConflictError,
     StorageCorruptionError,
     StorageCursorError,
     StorageError,
     StorageLimitError,
+    StorageUnavailableError,
     StorageUnsupportedError,
     StorageUsageError,
     StorageValidationError,
@@ -69,6 +71,9 @@ from runlane_conformance.suites._differential_programs import (
     Compete,
     Divergence,
     Draw,
+    Elsewhere,
+    Faulted,
+    Hold,
     Jump,
     Program,
     Scan,
@@ -118,6 +123,8 @@ _ERROR_KINDS: tuple[type[BaseException], ...] = (
     StorageUnsupportedError,
     StorageCorruptionError,
     StorageUsageError,
+    StorageCommitUnknownError,
+    StorageUnavailableError,
     Boom,
     CallbackAbort,
 )
@@ -304,15 +311,28 @@ def _judge_versions(sides: Sides, reads: Sequence[tuple[str, str, str | None]]) 
         sides.dirty.discard(key)
 
 
-def do_transact(sides: Sides, step: Transact, pace: CompetitorPace | None = None) -> None:
+def do_transact(
+    sides: Sides,
+    step: Transact,
+    pace: CompetitorPace | None = None,
+    *,
+    elsewhere: Callable[[Transact], Answer] | None = None,
+) -> None:
+    """``step`` on the reference and on the driver under test (on one of its instances here, or through
+    ``elsewhere``: an instance in another OS process); one serial outcome, compared whole."""
     expected = run_transact(sides.reference, step)
     tested = sides.tested[step.instance]
     # An uncontended transaction's time paces how long a competitor may run before it counts as
     # made to wait (a locking driver then costs a few of these per competing step, not a second).
-    got = run_transact(tested, step) if pace is None else pace.timed(lambda: run_transact(tested, step))
+    if elsewhere is not None:
+        got = elsewhere(step)
+    elif pace is None:
+        got = run_transact(tested, step)
+    else:
+        got = pace.timed(lambda: run_transact(tested, step))
     _cover(
         READS,
-        process="this process",
+        process="this process" if elsewhere is None else "another OS process",
         fault="none",
         instance=step.instance,
         outcome=expected.error or "committed",
@@ -578,10 +598,19 @@ def _describe_scan(items: Sequence[ScanItem]) -> str:
 
 
 def compare_everything(
-    sides: Sides, *, eventual: bool, limits: StorageLimits, scans: bool = True, pages: Sequence[int] = (1,)
+    sides: Sides,
+    *,
+    eventual: bool,
+    limits: StorageLimits,
+    scans: bool = True,
+    points: bool = True,
+    pages: Sequence[int] = (1,),
 ) -> None:
-    """Every key and every index scope the program touched, read back on each instance of the driver."""
-    keys = list(sides.keys.values())
+    """Every key and every index scope the program touched, read back on each instance of the driver.
+
+    ``points=False`` (the scans family) leaves out the point reads and operator reads: a divergence
+    there is the reads family's to report, so reading them twice would only cost time."""
+    keys = list(sides.keys.values()) if points else []
     for driver in (*sides.tested, sides.reference):
         driver.transaction(lambda tx: tx.now())  # every instance has now lived through the last jump
     chunk = max(1, min(limits.max_point_reads, limits.max_transaction_records))
@@ -617,8 +646,10 @@ def compare_everything(
                         _describe_content(mine),
                         _describe_content(theirs),
                     )
-        _cover(READS, readback=f"instance {instance}")
-    _compare_operator_reads(sides, eventual=eventual)
+        if points:
+            _cover(READS, readback=f"instance {instance}")
+    if points:
+        _compare_operator_reads(sides, eventual=eventual)
     if not scans:
         return
     # One entry per page: every scope holding two entries then continues a cursor in both directions;
@@ -709,6 +740,8 @@ def run_program(
     steps: int,
     instances: int,
     family_filter: str | None = None,
+    worker_for: Callable[[object], Any] | None = None,
+    crossing: Any = None,
 ) -> Iterator[str]:
     """Run one random program of ``steps`` steps; yields each step's description as it runs.
 
@@ -720,16 +753,40 @@ def run_program(
     reference_store, reference = open_reference(clock, limits)
     sides = Sides(tested, reference, store, reference_store, clock)
     eventual = indexes_are_eventual(tested[0])
+    # A worker in another OS process, attached to the store by its address, where it has one.
+    worker = None if worker_for is None else worker_for(store)
+    from runlane_conformance.harness import FaultHookStore
+
+    # The faulted steps need an instance whose exchanges pass a hook the workload owns; only the reads
+    # family judges them (the scans family would run the same steps again for nothing).
+    # ``crossing`` (the ``_differential_faults`` module, passed in to keep the imports acyclic) runs
+    # the faulted, held and elsewhere steps; without it none is drawn.
+    hook = None if crossing is None else crossing.FaultPoint()
+    faulty = (
+        store.connect_with_faults(hook, clock=clock)
+        if hook is not None and isinstance(store, FaultHookStore) and family_filter != SCANS
+        else None
+    )
     program = Program(
         instances,
         limits,
         bool(tested[0].profile.exclusive_candidates),
         append=bool(tested[0].profile.append) and bool(reference.profile.append),
+        faults=faulty is not None,
+        elsewhere=worker is not None,
     )
     pace = CompetitorPace()
 
     def run(step: Step) -> None:
-        if isinstance(step, Jump):
+        if isinstance(step, Faulted):
+            assert faulty is not None, "a faulted step is drawn only where the store offers a fault hook"
+            crossing.do_faulted(sides, step, faulty, hook, pace)
+        elif isinstance(step, Hold):
+            if family_filter != READS and crossing is not None:
+                crossing.do_hold(sides, step, pace)
+        elif isinstance(step, Elsewhere):
+            crossing.do_elsewhere(sides, step, worker)
+        elif isinstance(step, Jump):
             clock.at += JUMPS[step.name]
             _cover(READS, jump=step.name)
             _cover(SCANS, jump=step.name)
@@ -764,7 +821,14 @@ def run_program(
     sides.history.append(
         "(after the program, the clock decades later) every touched key and index scope read back"
     )
-    compare_everything(sides, eventual=eventual, limits=limits, scans=family_filter != READS, pages=pages)
+    compare_everything(
+        sides,
+        eventual=eventual,
+        limits=limits,
+        scans=family_filter != READS,
+        points=family_filter != SCANS,
+        pages=pages,
+    )
 
 
 def coverage_json() -> str:

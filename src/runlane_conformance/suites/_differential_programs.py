@@ -407,7 +407,62 @@ class Append:
         )
 
 
-Step = Transact | Scan | Jump | Compete | Append
+#: Where a fault breaks the faulted instance's attempt, and how.
+FAULT_POINTS = ("lost commit reply", "broken connection at commit", "broken connection at a read")
+
+
+@dataclass(frozen=True)
+class Faulted:
+    """``step`` on the instance whose store exchanges pass the fault hook, broken at ``point``, while
+    ``other`` (on a plain instance) commits in between: right after the store applied the commit whose
+    reply is lost, or while the attempt whose connection broke is still open.
+
+    The outcomes allowed are exactly the serializable ones: ``step`` not applied (a connection error
+    says so, never success), applied once before ``other`` (success, or an unknown commit), or applied
+    once after it (replayed when nothing reached the store, or its commit run after the other's).
+    Never applied twice, never in part.
+    """
+
+    step: Transact
+    point: str
+    other: Transact
+
+    def __str__(self) -> str:
+        return (
+            f"the instance behind the fault hook: {self.step}\n  broken: {self.point}; meanwhile {self.other}"
+        )
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Instance ``holder`` selects ``scan``'s first page exclusively and keeps its attempt open while the
+    clock jumps by ``jump`` and instance ``rival`` selects the same page exclusively: the two
+    selections, both while the holder is open, share no record."""
+
+    holder: int
+    rival: int
+    scan: Scan
+    jump: str
+
+    def __str__(self) -> str:
+        return (
+            f"instance {self.holder} holds an exclusive selection ({self.scan}) open while the clock jumps "
+            f"by {self.jump} and instance {self.rival} selects the same page exclusively"
+        )
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """``step`` run by an instance in another OS process (a worker attached to the store by address)."""
+
+    step: Transact
+
+    def __str__(self) -> str:
+        named = f"instance {self.step.instance}"
+        return f"in another OS process, {str(self.step).replace(named, 'an instance', 1)}"
+
+
+Step = Transact | Scan | Jump | Compete | Append | Faulted | Hold | Elsewhere
 
 
 def _decode_sort(encoded: str) -> str:
@@ -430,6 +485,7 @@ RAISES: dict[str, type[BaseException]] = {"Exception": Boom, "BaseException": Ca
 
 #: A slot's date shift (an index into ``SHIFTS``): most keep the template's dates.
 _SHIFT = st.sampled_from((0, 0, 1, 2))
+_HOLD_JUMPS = st.sampled_from(("hours", "days", "years"))
 _CHOICE = st.sampled_from(("fresh", "fresh", "again", "other run", "other run", "other template"))
 
 
@@ -455,6 +511,10 @@ class Program:
     limits: StorageLimits
     exclusive: bool
     append: bool = False
+    #: Whether the store routes an instance's exchanges through a fault hook (faulted steps drawn).
+    faults: bool = False
+    #: Whether a worker in another OS process is attached to the store (steps run elsewhere drawn).
+    elsewhere: bool = False
     slots: list[Slot] = field(default_factory=list)
     written: dict[str, NewStorageRecord] = field(default_factory=dict)
     scans: list[Scan] = field(default_factory=list)
@@ -500,8 +560,23 @@ class Program:
         return slot
 
     def draw(self, draw: Draw) -> Step:
-        kinds = ("write", "write", "write", "scan", "scan", "jump") + (("append",) if self.append else ())
+        kinds = (
+            ("write", "write", "write", "scan", "scan", "jump")
+            + (("append",) if self.append else ())
+            + (("fault",) if self.faults else ())
+            + (("hold",) if self.exclusive and self.instances > 1 else ())
+            + (("elsewhere",) if self.elsewhere else ())
+        )
         kind = draw(st.sampled_from(kinds))
+        if kind == "fault":
+            return self._faulted(draw)
+        if kind == "hold" and self.written:
+            scan = self._fresh_scan(draw)
+            holder = draw(st.integers(0, self.instances - 1))
+            rival = (holder + draw(st.integers(1, self.instances - 1))) % self.instances
+            return Hold(holder, rival, replace(scan, via="exclusive", instance=holder), draw(_HOLD_JUMPS))
+        if kind == "elsewhere":
+            return Elsewhere(replace(self._transact(draw), raises=None))
         if kind == "jump":
             return Jump(draw(st.sampled_from(tuple(JUMPS))))
         if kind == "append":
@@ -530,6 +605,32 @@ class Program:
         reads = tuple(self._slot(draw) for _ in range(draw(st.integers(0, 2))))
         raises = draw(st.sampled_from((None, None, None, None, None, None, "Exception", "BaseException")))
         return self._fit(Transact(instance, reads, tuple(writes), raises))
+
+    def _faulted(self, draw: Draw) -> Faulted:
+        """A transaction for the faulted instance and the commit another instance makes in between.
+
+        The other reads what it writes (its answer then shows which order it saw). At a lost reply or a
+        broken commit it writes the faulted step's written keys, either the very records the faulted
+        step stages (a driver that "resolves" a failed commit by looking for its own content is fooled
+        by them) or other content; at a broken read it rewrites what the faulted step read.
+        """
+        step = replace(self._transact(draw), raises=None)
+        point = draw(st.sampled_from(FAULT_POINTS))
+        read = list(dict.fromkeys(step.read_slots))
+        if point == FAULT_POINTS[2] and len(read) < 2:
+            point = FAULT_POINTS[draw(st.integers(0, 1))]
+        targets = read[:2] if point == FAULT_POINTS[2] else [w.slot for w in step.writes] or read[:1]
+        same = draw(st.booleans())
+        staged = {w.record.key.encoded: w for w in step.writes if w.kind != "delete"}
+        writes = []
+        for slot in dict.fromkeys(targets):
+            if same and _key(slot) in staged:
+                writes.append(replace(staged[_key(slot)], kind="put"))
+            else:
+                writes.append(self._write(draw, slot, draw(st.sampled_from(("put", "put", "delete")))))
+        instance = draw(st.integers(0, self.instances - 1))
+        other = self._fit(Transact(instance, (), tuple(writes), None))
+        return Faulted(step, point, other)
 
     def _fit(self, step: Transact) -> Transact:
         """``step`` cut to what one attempt may do under the driver's limits (reads first, then writes)."""
@@ -602,7 +703,13 @@ class Program:
         return direction, limit, draw(st.sampled_from(vias))
 
     def note(self, step: Step) -> None:
-        transacts = (step.first, step.second) if isinstance(step, Compete) else (step,)
+        transacts: tuple[Step, ...] = (step,)
+        if isinstance(step, Compete):
+            transacts = (step.first, step.second)
+        elif isinstance(step, Faulted):
+            transacts = (step.step, step.other)
+        elif isinstance(step, Elsewhere):
+            transacts = (step.step,)
         for transact in transacts:
             if isinstance(transact, Transact):
                 for write in transact.writes:
@@ -700,7 +807,38 @@ class Program:
             # neighbour whose dates lie across 2038-01-19 from near's (past it when near's are not).
             steps.append(self._fit(Transact(b, (), (to_near, self._write(draw, late, "put")), None)))
             steps.append(self._fit(Transact(a, (near, tie), (), None)))
+            if self.exclusive and self.instances > 1 and not any(isinstance(s, Hold) for s in steps):
+                # Once per sweep: an exclusive hold on near's scope (near, tie and late in it) kept open
+                # while the clock jumps far past any lease a driver might take its hold for.
+                steps.extend(
+                    Hold(a, b if b != a else c, replace(scan, instance=a, via="exclusive"), draw(_HOLD_JUMPS))
+                    for scan in scopes
+                )
+            if self.elsewhere:
+                steps.extend(
+                    self._elsewhere(draw, c, Slot(base, elsewhere, 1 + draw(st.integers(0, 2)), shift))
+                )
         return steps
+
+    def _elsewhere(self, draw: Draw, c: int, away: Slot) -> list[Step]:
+        """Instance c reads ``away`` and scans its first index scope (with no transaction between the two
+        scans); an instance in another OS process then writes it; c scans and reads again: what the
+        other process committed is what c must see (a cache one process keeps would not)."""
+        look = self._fit(Transact(c, (away,), (), None))
+        scopes = [
+            Scan(
+                c,
+                entry.index,
+                entry.partition,
+                StorageQueryRange(),
+                StorageQueryDirection.ASCENDING,
+                1,
+                "query",
+            )
+            for entry in away.template.indexes[:1]
+        ]
+        write = Elsewhere(self._fit(Transact(c, (), (self._write(draw, away, "put"),), None)))
+        return [look, *scopes, write, *(replace(scan, repeated=True) for scan in scopes), look]
 
 
 def _key(slot: Slot) -> str:

@@ -45,6 +45,7 @@ from runlane_conformance.contract.values import (
 from runlane_conformance.fixtures.convergence import indexes_are_eventual, until_store_indexed
 from runlane_conformance.fixtures.hypothesis_profiles import stateful_step_count
 from runlane_conformance.harness import DriverHarness
+from runlane_conformance.suites import _differential_faults as crossing
 from runlane_conformance.suites._cursors_support import ScanItem
 from runlane_conformance.suites._differential_oracle import (
     _ERROR_KINDS,
@@ -227,12 +228,19 @@ def dimensions() -> dict[str, tuple[str, ...]]:
         "page": ("first-last", "first", "later", "later-last"),
         "range": tuple(f"{low}..{high}" for low in _ENDS for high in _ENDS),
         "fault": ("none", "lost commit reply", "broken connection"),
+        "hold": ("open together", "rival waited"),
         "shift": tuple(name for name, _ in SHIFTS),
         "sweep": tuple(table.value for table in _tables()),
         "compete": ("write skew", "blind create"),
         "append": ("committed", *(kind.__name__ for kind in _ERROR_KINDS)),
         "operator": tuple(f"instance {n}" for n in range(INSTANCES)),
-        "order": ("first, then second", "second, then first"),
+        "order": (
+            "first, then second",
+            "second, then first",
+            "not applied",
+            "applied once, then the other",
+            "the other, then applied once",
+        ),
         "repeated": ("no", "yes"),
         "readback index": tuple(index.value for index in StorageIndexName),
         "relation": (
@@ -258,12 +266,25 @@ def _reference_store(limits: StorageLimits) -> Any:
 
 
 def differential_search(
-    harness: DriverHarness, family: str, budget: SearchBudget, *, seed: int | None = None
+    harness: DriverHarness,
+    family: str,
+    budget: SearchBudget,
+    *,
+    seed: int | None = None,
+    workers: Any | None = None,
 ) -> None:
     """The profile's programs on ``harness`` against the reference; fails with the first divergence of
     ``family`` after Hypothesis shrank it. A divergence of another family ends that program quietly: its
-    own check reports it, under its own requirement."""
+    own check reports it, under its own requirement. ``workers`` (a ``WorkerPool``), where the store
+    has an address, runs some steps in another OS process."""
     opened: list[Any] = []
+    leases = contextlib.ExitStack()
+
+    def worker_for(store: Any) -> Any:
+        address = store.address()
+        if workers is None or address is None:
+            return None
+        return leases.enter_context(workers.workers(address, 1))[0]
 
     def open_tested(clock: InjectedClock) -> tuple[object, list[StorageDriver]]:
         store = harness.open_store()
@@ -288,6 +309,8 @@ def differential_search(
                 steps=stateful_step_count(),
                 instances=INSTANCES,
                 family_filter=family,
+                worker_for=worker_for,
+                crossing=crossing,
             ):
                 budget.step()
                 if budget.expired():
@@ -301,6 +324,7 @@ def differential_search(
                 "the contract allows exactly one outcome for each step"
             ) from None
         finally:
+            leases.close()
             while opened:
                 opened.pop().close()
 

@@ -655,6 +655,14 @@ def _require_settle_hook(harness: DriverHarness) -> None:
         store.close()
 
 
+def _has_address(harness: DriverHarness) -> bool:
+    store = harness.open_store()
+    try:
+        return store.address() is not None
+    finally:
+        store.close()
+
+
 def _differential(runlane_harness: DriverHarness, request: pytest.FixtureRequest, family: str) -> None:
     """Run the profile's programs, failing with the first divergence of ``family`` (shrunk)."""
     from runlane_conformance.suites._differential_support import differential_search
@@ -662,9 +670,11 @@ def _differential(runlane_harness: DriverHarness, request: pytest.FixtureRequest
     if family == "scans":
         _require_settle_hook(runlane_harness)
     budget = SearchBudget(check_seconds(request) * SEARCH_SHARE)
+    # Where the store has an address, some steps run in a worker process (the session's pool).
+    workers = request.getfixturevalue("runlane_worker_pool") if _has_address(runlane_harness) else None
     try:
         with plain_hypothesis_errors(f"random programs against the reference ({family})", budget):
-            differential_search(runlane_harness, family, budget)
+            differential_search(runlane_harness, family, budget, workers=workers)
     finally:
         record_search(budget.examples, budget.steps)
 

@@ -65,6 +65,7 @@ from runlane_conformance.suites._append_support import (
 )
 from runlane_conformance.suites._messages import missing, propagated, refused
 from runlane_conformance.suites._processes_support import w_append_batches
+from runlane_conformance.suites._retries_support import RACING, transact_with_retries
 
 #: Append batches, sized from the driver's record limit (each value is a record, the head one more):
 #: a batch long enough to show order inside it, and a shorter one after it.
@@ -205,7 +206,7 @@ def _bump_fence(other_driver: StorageDriver, leases: Leases) -> None:
         )
         tx.replace(current, leases.unique("fence"))
 
-    other_driver.transaction(replace)
+    transact_with_retries(other_driver, replace, RACING)
 
 
 #: A batch beside the fence record the attempt reads and replaces.
@@ -233,7 +234,7 @@ def test_a_replayed_append_is_applied_once(
         tx.replace(fence, leases.unique("fence"))
         tx.append(batch(partition, f"attempt{len(attempts)}", count))
 
-    driver.transaction(callback)
+    transact_with_retries(driver, callback, competitor)
     competitor[0].settle()
     view = read_stream(driver, partition)
     _expect_contiguous(view, count)
@@ -403,7 +404,7 @@ def test_racing_native_and_point_appends_stay_contiguous(
         if open_side == "point-writer":
             _append(other_driver, rival)
         else:
-            other_driver.transaction(lambda tx: point_append(tx, rival))
+            transact_with_retries(other_driver, lambda tx: point_append(tx, rival), RACING)
 
     def callback(tx: StorageTransaction) -> None:
         if open_side == "point-writer":
@@ -424,7 +425,7 @@ def test_racing_native_and_point_appends_stay_contiguous(
             if not competitor:
                 competitor.append(compete(rival_commit))
 
-    driver.transaction(callback)
+    transact_with_retries(driver, callback, competitor)
     competitor[0].settle()
     view = read_stream(driver, partition)
     _expect_contiguous(view, seeded + len(rival.values) + len(mine.values))
@@ -763,7 +764,7 @@ def test_append_on_a_replayed_attempt_is_refused(
             competitor.append(compete(lambda: _bump_fence(other_driver, leases)))
         tx.replace(fence, leases.unique("fence"))
 
-    driver.transaction(callback)
+    transact_with_retries(driver, callback, competitor)
     competitor[0].settle()
     assert not late or late[0] is not None, (
         "append() on the transaction object of an attempt that had been replayed was accepted while the "

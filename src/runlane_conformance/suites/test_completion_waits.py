@@ -46,6 +46,7 @@ from runlane_conformance.suites._processes_support import (
     w_finish_source,
     w_register_wait,
 )
+from runlane_conformance.suites._retries_support import transact_with_retries
 
 
 def _strong(driver: StorageDriver) -> bool:
@@ -177,7 +178,7 @@ def test_two_first_waiters_on_two_instances_leave_one_marker_and_both_waits(
         tx.create(run_record(env, "mine", status=RunStatus.WAITING, waiting_for="source"))
         return plan
 
-    mine = driver.transaction(callback)
+    mine = transact_with_retries(driver, callback, started)
     theirs = started[0].settle()
 
     assert sorted([mine, theirs]) == sorted(

@@ -73,6 +73,7 @@ from runlane_conformance.suites._conflicts_support import (
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._processes_support import GRACE, committed, w_create_if_absent, w_increment
+from runlane_conformance.suites._retries_support import RACING, transact_with_retries
 
 
 def _t2(fn: Callable[[], object]) -> Competitor[object]:
@@ -93,7 +94,7 @@ def _read_modify_write(
         tx.replace(current, leases.record(name, holder=change(holder(current))))
         return holder(current)
 
-    return driver.transaction(swap)
+    return transact_with_retries(driver, swap, RACING)
 
 
 # -- absent reads ------------------------------------------------------------------------------
@@ -119,13 +120,13 @@ def test_decisions_based_on_absence_cannot_both_commit(
         number = attempts.begin(tx)
         (a,) = tx.get([leases.key("a")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         if a is None:
             tx.create(leases.record("b", holder="t1"))
             return "created-b"
         return "saw-a"
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["a", "b"])
     t1_first = (r1, r2, final["a"] is None, final["b"] is None) == ("created-b", "saw-b", True, False)
@@ -147,7 +148,7 @@ def test_create_after_reading_absent_commits_only_while_the_key_stays_absent(
         def run(tx: StorageTransaction) -> str:
             (k,) = tx.get([leases.key("k")])
             if label == "t1" and attempts.begin(tx) == 1:
-                competitor.append(_t2(lambda: other_driver.transaction(claim("t2"))))
+                competitor.append(_t2(lambda: transact_with_retries(other_driver, claim("t2"), RACING)))
             if k is None:
                 tx.create(leases.record("k", holder=label))
                 return "created"
@@ -155,7 +156,7 @@ def test_create_after_reading_absent_commits_only_while_the_key_stays_absent(
 
         return run
 
-    r1 = driver.transaction(claim("t1"))
+    r1 = transact_with_retries(driver, claim("t1"), competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
     assert final is not None, missing("lease k")
@@ -188,7 +189,7 @@ def test_replace_from_a_stale_read_never_commits(
         tx.replace(k, leases.record("k", holder=f"t1<-{holder(k)}"))
         return holder(k)
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
     assert final is not None, missing("lease k")
@@ -218,14 +219,14 @@ def test_delete_from_a_stale_read_never_commits(
         number = attempts.begin(tx)
         (k,) = tx.get([leases.key("k")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         assert k is not None, missing(
             "lease k", written="the check created it before T1 began and no transaction of it deletes k"
         )
         tx.delete(k)
         return holder(k)
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
     # T1 first: T1 deleted h0 and T2 found nothing. T2 first: T2 replaced h0, T1 deleted t2.
@@ -259,13 +260,13 @@ def test_write_skew_between_two_instances_is_prevented(
         number = attempts.begin(tx)
         a, b = tx.get([leases.key("a"), leases.key("b")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         assert a is not None and b is not None, missing(
             "lease a or b", written="the check created both before T1 began and nothing deletes them"
         )
         tx.replace(b, leases.record("b", holder=f"t1:{holder(a)}"))
 
-    driver.transaction(t1)
+    transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     final = lease_views(driver, leases, ["a", "b"])
     assert final["a"] is not None and final["b"] is not None, missing("lease a or b")
@@ -299,11 +300,11 @@ def test_a_decision_recorded_elsewhere_depends_on_every_record_read(
         number = attempts.begin(tx)
         (a,) = tx.get([leases.key("a")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         tx.create(leases.record("copy", holder=f"copy-of-{holder(a)}"))
         return holder(a)
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["copy"])["copy"]
     assert final is not None, missing(
@@ -346,13 +347,13 @@ def test_a_decision_on_a_late_attempt_still_depends_on_every_record_read(
         number = attempts.begin(tx)
         seen, _fence = tx.get([leases.key(a), leases.key(fence)])
         if number < race:
-            bumps.append(_t2(lambda: other_driver.transaction(bump)))
+            bumps.append(_t2(lambda: transact_with_retries(other_driver, bump, RACING)))
         elif number == race and not skew:
-            skew.append(_t2(lambda: other_driver.transaction(t2)))
+            skew.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         tx.create(leases.record(copy, holder=f"copy-of-{holder(seen)}"))
         return holder(seen)
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, bumps)
     for competitor in bumps:
         competitor.settle()
     if not skew:
@@ -390,7 +391,7 @@ def test_two_increments_of_one_record_both_survive(
     def t1(tx: StorageTransaction) -> int:
         if attempts.begin(tx) == 1:
             (counter,) = tx.get([leases.key("counter")])
-            competitor.append(_t2(lambda: other_driver.transaction(increment)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, increment, RACING)))
             value = int(holder(counter) or "0") + 1
             assert counter is not None, missing(
                 "the counter", written="the check created it before T1 began and nothing deletes it"
@@ -399,7 +400,7 @@ def test_two_increments_of_one_record_both_survive(
             return value
         return increment(tx)
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["counter"])["counter"]
     assert final is not None, missing("the counter")
@@ -524,7 +525,7 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
             )
             tx.delete(record)
 
-        other_driver.transaction(delete)
+        transact_with_retries(other_driver, delete, RACING)
         write_leases(other_driver, original)
         (again,) = other_driver.transaction(lambda tx: tx.get([leases.key("k")]))
         if again is not None and again.document == original.document:
@@ -553,7 +554,7 @@ def test_replace_from_a_version_read_before_delete_and_recreate_conflicts(
 
     first_version = driver.transaction(lambda tx: tx.get([leases.key("k")]))[0]
     assert first_version is not None, missing("lease k", written="the check created it just before")
-    read_version = driver.transaction(t1)
+    read_version = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
     assert final is not None, missing(
@@ -668,11 +669,11 @@ def test_a_read_only_attempt_sees_both_records_before_or_both_after(
         number = attempts.begin(tx)
         (a,) = tx.get([leases.key("a")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         (b,) = tx.get([leases.key("b")])
         return (holder(a), holder(b))
 
-    seen = driver.transaction(t1)
+    seen = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     assert seen in {("a0", "b0"), ("a1", "b1")}, (
         f"a read-only attempt returned a={seen[0]!r}, b={seen[1]!r}: half of another instance's commit"
@@ -705,11 +706,11 @@ def test_a_read_only_attempt_never_sees_a_deleted_record_beside_its_replacement(
         number = attempts.begin(tx)
         (old,) = tx.get([leases.key("old")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(_mover(leases))))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, _mover(leases), RACING)))
         (new,) = tx.get([leases.key("new")])
         return (old is not None, new is not None)
 
-    seen = driver.transaction(t1)
+    seen = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     assert seen in {(True, False), (False, True)}, (
         f"a read-only attempt found old={seen[0]}, new={seen[1]}: it saw a mix of before and after a move"
@@ -737,14 +738,14 @@ def test_an_error_raised_on_a_torn_view_never_reaches_the_caller(
         number = attempts.begin(tx)
         (old,) = tx.get([leases.key("old")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(_mover(leases))))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, _mover(leases), RACING)))
         (new,) = tx.get([leases.key("new")])
         if (old is None) == (new is None):
             raise _TornView(f"attempt {number} found old={old is not None} and new={new is not None}")
         return new is not None
 
     try:
-        driver.transaction(t1)
+        transact_with_retries(driver, t1, competitor)
     except _TornView as torn:
         raise AssertionError(
             f"the callback raised because it saw half of another instance's commit ({torn}), and that error "
@@ -777,7 +778,7 @@ def test_an_empty_candidate_page_is_a_dependency(
         def run(tx: StorageTransaction) -> str:
             page = tx.query_candidates(leases.query(range=_window(leases)))
             if label == "t1" and attempts.begin(tx) == 1:
-                competitor.append(_t2(lambda: other_driver.transaction(take("t2", 60))))
+                competitor.append(_t2(lambda: transact_with_retries(other_driver, take("t2", 60), RACING)))
             if page.items:
                 return f"saw-{page.items[0].key.id[1]}"
             tx.create(leases.record(label, at=at, holder=label))
@@ -785,7 +786,7 @@ def test_an_empty_candidate_page_is_a_dependency(
 
         return run
 
-    r1 = driver.transaction(take("t1", 50))
+    r1 = transact_with_retries(driver, take("t1", 50), competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["t1", "t2"])
     taken = tuple(sorted(name for name, lease in final.items() if lease is not None))
@@ -809,7 +810,7 @@ def test_a_partial_candidate_page_protects_the_rest_of_the_range(
         def run(tx: StorageTransaction) -> str:
             page = tx.query_candidates(leases.query(range=_window(leases)))
             if label == "t1" and attempts.begin(tx) == 1:
-                competitor.append(_t2(lambda: other_driver.transaction(take("t2", 70))))
+                competitor.append(_t2(lambda: transact_with_retries(other_driver, take("t2", 70), RACING)))
             if len(page.items) >= 2:
                 return "full"
             tx.create(leases.record(label, at=at, holder=label))
@@ -817,7 +818,7 @@ def test_a_partial_candidate_page_protects_the_rest_of_the_range(
 
         return run
 
-    r1 = driver.transaction(take("t1", 40))
+    r1 = transact_with_retries(driver, take("t1", 40), competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["t1", "t2"])
     taken = tuple(sorted(name for name, lease in final.items() if lease is not None))
@@ -852,13 +853,15 @@ def test_a_candidate_and_its_point_read_agree(
         number = attempts.begin(tx)
         page = tx.query_candidates(leases.query())
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(lambda t: _release(t, leases))))
+            competitor.append(
+                _t2(lambda: transact_with_retries(other_driver, lambda t: _release(t, leases), RACING))
+            )
         if not page.items:
             return ("no-candidate",)
         (k,) = tx.get([page.items[0].key])
         return ("candidate", str(holder(k)))
 
-    seen = driver.transaction(t1)
+    seen = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     allowed = {("candidate", "h0"), ("no-candidate",)}
     if driver.profile.index_consistency is StorageIndexConsistency.EVENTUAL:
@@ -881,11 +884,13 @@ def test_a_record_read_before_the_query_is_still_a_candidate(
         number = attempts.begin(tx)
         (k,) = tx.get([leases.key("k")])
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(lambda t: _release(t, leases))))
+            competitor.append(
+                _t2(lambda: transact_with_retries(other_driver, lambda t: _release(t, leases), RACING))
+            )
         page = tx.query_candidates(leases.query())
         return (holder(k), any(ref.key == leases.key("k") for ref in page.items))
 
-    seen = driver.transaction(t1)
+    seen = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     assert seen in {("h0", True), (None, False)}, (
         f"T1 point-read k as held by {seen[0]!r} but its index scan {'did' if seen[1] else 'did not'} "
@@ -905,7 +910,9 @@ def test_taking_over_a_candidate_that_left_the_index_never_commits(
         number = attempts.begin(tx)
         page = tx.query_candidates(leases.query())
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(lambda t: _release(t, leases))))
+            competitor.append(
+                _t2(lambda: transact_with_retries(other_driver, lambda t: _release(t, leases), RACING))
+            )
         if not page.items:
             return "nothing"
         (k,) = tx.get([page.items[0].key])
@@ -918,7 +925,7 @@ def test_taking_over_a_candidate_that_left_the_index_never_commits(
         tx.replace(k, leases.record("k", at=20, holder="t1"))
         return "took"
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     final = lease_views(driver, leases, ["k"])["k"]
     assert final is not None, missing("lease k", written="releasing keeps the record")
@@ -1193,11 +1200,11 @@ def _earlier_call_protected(
                 page = tx.query_candidates(leases.query(range=_scan_window(leases, arg)))
                 saw_change = saw_change or any(ref.key == leases.key("phantom") for ref in page.items)
         if number == 1:
-            competitor.append(_t2(lambda: other_driver.transaction(t2)))
+            competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
         tx.create(leases.record("d", at=300, holder=f"t1-saw-change={saw_change}"))
         return saw_change
 
-    r1 = driver.transaction(t1)
+    r1 = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     assert (r1, r2) in {(False, "saw-d"), (True, "acted")}, (
         f"reads made in calls {list(calls)}; the other instance {r2} on what the first call read "
@@ -1240,20 +1247,20 @@ def test_a_key_read_twice_in_one_attempt_reads_the_same_version(
         if reread == "duplicate-in-one-call":
             (first,) = tx.get([leases.key("k")])
             if number == 1:
-                competitor.append(_t2(lambda: other_driver.transaction(t2)))
+                competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
             records = tx.get([leases.key(name) for name in duplicate])
             seen = [first, records[-2], records[-1]]
         else:
             (first,) = tx.get([leases.key("k")])
             if number == 1:
-                competitor.append(_t2(lambda: other_driver.transaction(t2)))
+                competitor.append(_t2(lambda: transact_with_retries(other_driver, t2, RACING)))
             keys = [leases.key("k")] if reread == "same-key" else [leases.key("other"), leases.key("k")]
             seen = [first, tx.get(keys)[-1]]
         if writes:
             tx.create(leases.record("marker", holder=f"t1-{number}"))
         return [("", None) if record is None else (record.version.value, holder(record)) for record in seen]
 
-    observed = driver.transaction(t1)
+    observed = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     assert len(set(observed)) == 1, (
         f"one attempt read k {len(observed)} times and got {observed} (version, holder): another instance "
@@ -1420,11 +1427,13 @@ def test_a_phantom_where_a_scan_looked_is_detected_in_both_directions(
             page = tx.query_candidates(replace(command, limit=leases.page_limit, cursor=page.cursor))
             seen += [str(ref.key.id[1]) for ref in page.items]
         if number == 1:
-            competitor.append(compete(lambda: other_driver.transaction(t2), grace=PLAN_GRACE))
+            competitor.append(
+                compete(lambda: transact_with_retries(other_driver, t2, RACING), grace=PLAN_GRACE)
+            )
         tx.create(leases.record("d", at=300, holder="t1"))
         return tuple(seen)
 
-    seen = driver.transaction(t1)
+    seen = transact_with_retries(driver, t1, competitor)
     r2 = competitor[0].settle()
     saw_phantom = name in seen
     bounds = "inclusive" if case.inclusive else "exclusive"

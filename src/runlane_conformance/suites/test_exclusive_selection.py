@@ -59,6 +59,7 @@ from runlane_conformance.suites._processes_support import (
     w_hold_exclusive,
     w_select_once,
 )
+from runlane_conformance.suites._retries_support import transact_with_retries
 
 EXCLUSIVE = StorageCandidateMode.EXCLUSIVE
 #: Rows one exclusive page holds, as many as the driver's pages allow: two (or three) show order and
@@ -270,7 +271,7 @@ def test_a_replayed_attempt_gets_back_the_rows_its_aborted_attempt_held(
             competitor.append(compete(bump))
         tx.replace(fence, leases.unique("fence", at=999))
 
-    driver.transaction(callback)
+    transact_with_retries(driver, callback, competitor)
     competitor[0].settle()
     assert attempts[-1] == rows[:held], (
         f"the committed attempt selected {attempts[-1]}: rows held by an earlier, aborted attempt of the "

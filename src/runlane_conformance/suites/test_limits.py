@@ -51,6 +51,7 @@ from runlane_conformance.suites._conflicts_support import Attempts
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import missing
 from runlane_conformance.suites._mutations_support import create_all, query_candidates_pairs, read, read_one
+from runlane_conformance.suites._retries_support import RACING, transact_with_retries
 
 
 def _limits(driver: StorageDriver) -> StorageLimits:
@@ -851,12 +852,12 @@ def test_a_replayed_attempt_gets_the_whole_point_read_budget_again(
         (current, *_rest) = tx.get(positions)
         assert current is not None, missing("lease p0")
         if number == 1:
-            competitor.append(compete(lambda: other_driver.transaction(bump)))
+            competitor.append(compete(lambda: transact_with_retries(other_driver, bump, RACING)))
         tx.replace(current, leases.unique("p0"))
         return number
 
     try:
-        driver.transaction(t1)
+        transact_with_retries(driver, t1, competitor)
     except StorageLimitError as error:
         raise AssertionError(
             f"every attempt read exactly max_point_reads = {limits.max_point_reads} positions, yet attempt "

@@ -56,6 +56,7 @@ from runlane_conformance.suites._operator_support import (
     tombstoned,
     write,
 )
+from runlane_conformance.suites._retries_support import transact_with_retries
 
 LIMITS = pytest.mark.parametrize("limit", [1, 2, 50], ids=lambda limit: f"limit-{limit}")
 
@@ -227,7 +228,7 @@ def test_work_that_never_committed_never_shows(
     ghost_committed = False
     seen = ""
     if path == "replayed-attempt":
-        driver.transaction(callback)
+        transact_with_retries(driver, callback, started)
         ran_inside = started[0].finished_while_open
         started[0].settle()  # a competitor the driver made wait commits now that the attempt has ended
         ghost_committed = len(attempts) == 1

@@ -35,6 +35,7 @@ from runlane_conformance.fixtures.records import Leases
 from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._conflicts_support import Attempts, holder, lease_views, write_leases
 from runlane_conformance.suites._messages import differs, missing, refused
+from runlane_conformance.suites._retries_support import RACING, transact_with_retries
 
 #: More attempts than this is treated as "replays without bound" (the reference driver stops at 16).
 ATTEMPT_CEILING = 1000
@@ -53,7 +54,7 @@ def _replace_holder(driver: StorageDriver, leases: Leases, name: str, new_holder
         tx.replace(current, leases.record(name, holder=new_holder))
         return holder(current)
 
-    return driver.transaction(swap)
+    return transact_with_retries(driver, swap, RACING)
 
 
 def _expect_replay_or_wait(competitor: Competitor[Any], attempts: Attempts, rule: str) -> None:
@@ -95,7 +96,7 @@ def test_a_replayed_attempt_gets_a_new_transaction_and_reads_current_data(
         tx.replace(current, leases.record("k", holder=f"t1-from-{holder(current)}"))
         return holder(current)
 
-    result = driver.transaction(t1)
+    result = transact_with_retries(driver, t1, competitor)
     t2_saw = competitor[0].settle()
     _expect_replay_or_wait(
         competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
@@ -158,14 +159,14 @@ def test_read_set_and_staged_keys_of_an_abandoned_attempt_do_not_carry_over(
         number = attempts.begin(tx)
         (current,) = tx.get([leases.key("k")])
         if number == 1:
-            competitor.append(compete(lambda: other_driver.transaction(delete_k)))
+            competitor.append(compete(lambda: transact_with_retries(other_driver, delete_k, RACING)))
         tx.create(leases.record("note", holder=f"note-{number}"))
         if current is None:
             tx.create(leases.record("k", holder="t1"))
             return "absent"
         return "present"
 
-    result = driver.transaction(t1)
+    result = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     _expect_replay_or_wait(competitor[0], attempts, "conflicts.read-only-dependency")
     final = lease_views(driver, leases, ["k", "note"])
@@ -215,7 +216,7 @@ def test_transaction_returns_the_value_of_the_attempt_that_committed(
         returned.append((number, written))
         return (number, written)
 
-    result = driver.transaction(t1)
+    result = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     _expect_replay_or_wait(
         competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
@@ -251,7 +252,7 @@ def test_returned_value_matches_a_decision_written_elsewhere(
         returned.append(holder(current))
         return holder(current)
 
-    result = driver.transaction(t1)
+    result = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     _expect_replay_or_wait(competitor[0], attempts, "conflicts.read-only-dependency")
     assert result == returned[-1], (
@@ -295,10 +296,10 @@ def test_writes_staged_by_an_abandoned_attempt_are_never_stored_or_seen(
         tx.replace(current, leases.record("k", holder=f"t1-{number}"))
         if number == 1:
             # Attempt 1 has staged two writes; the other instance reads while they are pending.
-            competitor.append(compete(lambda: other_driver.transaction(t2)))
+            competitor.append(compete(lambda: transact_with_retries(other_driver, t2, RACING)))
         return number
 
-    committed = driver.transaction(t1)
+    committed = transact_with_retries(driver, t1, competitor)
     t2_saw = competitor[0].settle()
     _expect_replay_or_wait(
         competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
@@ -364,7 +365,7 @@ def test_a_delete_staged_by_an_abandoned_attempt_is_never_applied(
             competitor.append(compete(lambda: _replace_holder(other_driver, leases, "k", "other")))
         return number
 
-    committed = driver.transaction(t1)
+    committed = transact_with_retries(driver, t1, competitor)
     competitor[0].settle()
     _expect_replay_or_wait(
         competitor[0], attempts, "conflicts.lost-update and conflicts.present-read-then-replace-elsewhere"
@@ -608,7 +609,7 @@ def test_an_error_raised_in_a_replayed_attempt_discards_every_attempt(
         return "committed"
 
     try:
-        outcome: object = driver.transaction(t1)
+        outcome: object = transact_with_retries(driver, t1, competitor)
     except CallbackFailure as error:
         outcome = error
     competitor[0].settle()

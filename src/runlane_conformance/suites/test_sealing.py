@@ -40,6 +40,7 @@ from runlane_conformance.suites._callback_errors import BASE_ERRORS
 from runlane_conformance.suites._hypothesis_support import with_plain_hypothesis_errors
 from runlane_conformance.suites._messages import CALLBACK_ERROR_RULE, missing, propagated, refused
 from runlane_conformance.suites._mutations_support import create_all, read_one
+from runlane_conformance.suites._retries_support import RACING, transact_with_retries
 
 
 class SteppingClock:
@@ -138,11 +139,11 @@ def test_a_replayed_attempt_reads_the_injected_clock_again(
         (current,) = tx.get([leases.key("x")])
         times.append(tx.now())
         if not competitor:
-            competitor.append(compete(lambda: other.transaction(bump)))
+            competitor.append(compete(lambda: transact_with_retries(other, bump, RACING)))
         assert current is not None, missing("the record x", written="the check created it before")
         tx.replace(current, leases.unique("x", at=100 + len(times)))
 
-    driver.transaction(attempt)
+    transact_with_retries(driver, attempt, competitor)
     competitor[0].settle()
     if len(times) > 1:
         first, last = times[0], times[-1]
@@ -411,10 +412,10 @@ def test_a_replayed_attempt_is_refused_inside_the_next_attempt(
             "the record x", written="the check created it before this attempt"
         )
         if len(attempts) == 1:
-            competitors.append(compete(lambda: other_driver.transaction(bump)))
+            competitors.append(compete(lambda: transact_with_retries(other_driver, bump, RACING)))
         tx.replace(current, leases.unique("x", at=3))
 
-    driver.transaction(callback)
+    transact_with_retries(driver, callback, competitors)
     competitors[0].settle()
     assert not accepted, f"a replayed attempt's transaction object was still usable for {accepted}"
     # Whether or not the driver replayed (a locking driver makes the competitor wait instead),

@@ -102,6 +102,7 @@ from runlane_conformance.suites._lifecycle_support import (
     token_spec,
 )
 from runlane_conformance.suites._messages import missing, refused
+from runlane_conformance.suites._retries_support import transact_with_retries
 
 
 def _now(driver: StorageDriver) -> datetime:
@@ -155,7 +156,7 @@ def test_two_creations_with_one_key_racing_on_two_instances_leave_one_token(
         )
         return _create_after_reads(tx, mine_spec)
 
-    first = driver.transaction(callback)
+    first = transact_with_retries(driver, callback, started)
     second = started[0].settle()
     assert first == second, f"the racing creators were told {first!r} and {second!r}: one key, one token"
     tokens = read_all(other_driver, [mine_spec.key, theirs_spec.key])

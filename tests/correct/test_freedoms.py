@@ -43,6 +43,7 @@ BOTH_MODES = [
     pytest.param(CORPUS + "more_freedoms:large_limits", {}, FULL, id="large-limits"),
     pytest.param(CORPUS + "more_freedoms:fresh_copies", {}, FULL, id="fresh-copies"),
     pytest.param(CORPUS + "more_freedoms:reconnaissance_attempt", {}, FULL, id="reconnaissance-attempt"),
+    pytest.param(CORPUS + "more_freedoms:never_replays", {}, FULL, id="never-replays"),
 ]
 
 #: Drivers of ``tests.profiles.drivers`` certified next to the checks elsewhere: isolated here.

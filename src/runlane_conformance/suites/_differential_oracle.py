@@ -83,6 +83,7 @@ from runlane_conformance.suites._differential_programs import (
     _decode_sort,
     _key,
 )
+from runlane_conformance.suites._retries_support import CALLER_ATTEMPTS
 
 # -- running a step on one driver ----------------------------------------------------------------------------
 
@@ -447,6 +448,9 @@ def _outcome(answer: Answer) -> tuple[str | None, tuple[Content, ...] | None]:
     return answer.error, answer.reads
 
 
+_CONFLICT = StorageConflictError.__name__
+
+
 def do_compete(sides: Sides, step: Compete, pace: CompetitorPace) -> None:
     """Run ``step`` overlapped on the driver under test; its answers and the state it leaves must be one
     of the two serial orders', both computed on the reference from the same state."""
@@ -478,8 +482,18 @@ def do_compete(sides: Sides, step: Compete, pace: CompetitorPace) -> None:
             competitor.append(compete(lambda: run_transact(tested_second, second), grace=pace.grace()))
             pace.note(competitor[0].finished_while_open)
 
-    got_first = run_transact(sides.tested[first.instance], first, after_reads=start_second)
+    tested_first = sides.tested[first.instance]
+    got_first = run_transact(tested_first, first, after_reads=start_second)
     got_second = competitor[0].settle() if competitor else run_transact(tested_second, second)
+    # A typed conflict ends a raced attempt; core then runs the whole transaction again (the contract
+    # lets a provider replay, never obliges it to). Retried only once a competitor ran, bounded by count.
+    for _ in range(CALLER_ATTEMPTS - 1):
+        if not competitor or _CONFLICT not in (got_first.error, got_second.error):
+            break
+        if got_first.error == _CONFLICT:
+            got_first = run_transact(tested_first, first)
+        if got_second.error == _CONFLICT:
+            got_second = run_transact(tested_second, second)
     observer = sides.tested[(first.instance + second.instance) % len(sides.tested)]
     state = [_content(record) for record in _read_all(observer, keys)]
     matched = [

@@ -304,7 +304,7 @@ def test_the_old_conftest_import_line_still_works_and_warns_to_delete_it(importa
     )
     importable.makeconftest("from runlane_conformance.suites.conftest import *  # noqa\n")
     result = importable.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=21, warnings=1)
+    result.assert_outcomes(passed=22, warnings=1)  # the checks of the point_reads area
     result.stdout.fnmatch_lines(
         ["*is no longer needed (the runlane_conformance plugin provides every fixture); delete that line"]
     )

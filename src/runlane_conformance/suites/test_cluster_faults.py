@@ -24,6 +24,7 @@ from runlane_conformance.catalogue.cluster_faults import (
     OUTCOME_MATCHES_STORE_AFTER_KILL,
     READS_SEE_ACKNOWLEDGED_COMMITS,
 )
+from runlane_conformance.fixtures.gating import CLUSTER_NOT_OFFERED, cluster_facts, fault_skip_reason
 from runlane_conformance.harness import DriverHarness
 from runlane_conformance.suites._cluster_faults_support import (
     ClusterRunError,
@@ -43,6 +44,24 @@ from runlane_conformance.suites._faults_support import describe_error, report
 STORAGE_ERRORS = "StorageUnavailableError or StorageCommitUnknownError"
 
 
+def _skip_unless_offered(harness: DriverHarness) -> None:
+    """Skip with the requirements' own gate reason (cluster first, then faults) before a scenario runs.
+
+    A module-scoped fixture is set up before the per-check gate, so without this a store with neither
+    would be skipped by the scenario's fault rig with a reason the gate does not give, and the check
+    would count as not run instead of not applicable.
+    """
+    store = harness.open_store()
+    try:
+        if not cluster_facts(store)["cluster"]:
+            pytest.skip(CLUSTER_NOT_OFFERED)
+        reason = fault_skip_reason(store)
+        if reason is not None:
+            pytest.skip(reason)
+    finally:
+        store.close()
+
+
 def _seed(request: pytest.FixtureRequest) -> int:
     seed = getattr(request.config.option, "hypothesis_seed", None)
     return int(seed) if seed is not None else 0
@@ -53,6 +72,7 @@ def under_kills(
     request: pytest.FixtureRequest, runlane_harness: DriverHarness
 ) -> list[KillTrial] | ClusterRunError:
     """The two-counter increment with the serving member killed at each scheduled write (computed once)."""
+    _skip_unless_offered(runlane_harness)
     try:
         return kill_trials(runlane_harness, _seed(request))
     except ClusterRunError as error:
@@ -64,6 +84,7 @@ def under_failover(
     request: pytest.FixtureRequest, runlane_harness: DriverHarness
 ) -> FailoverRun | ClusterRunError:
     """Workers committing pairs while the serving member is killed and another takes over (computed once)."""
+    _skip_unless_offered(runlane_harness)
     try:
         return failover_run(runlane_harness, _seed(request))
     except ClusterRunError as error:

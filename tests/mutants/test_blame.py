@@ -16,7 +16,13 @@ def test_a_cursor_that_skips_an_entry_is_blamed_on_paging_by_every_check_it_fail
     assert outcomes.get("cursors.pages-join-to-one-scan") == "failed", (
         f"the cursor-skips-one mutant must fail cursors.pages-join-to-one-scan, got {outcomes}"
     )
-    secondary = {rid: text for rid, text in messages.items() if rid != "cursors.pages-join-to-one-scan"}
+    # Only failures carry a blame; a check a loaded machine ran out of time on is inconclusive, and its
+    # message says so instead of naming a rule.
+    secondary = {
+        rid: text
+        for rid, text in messages.items()
+        if rid != "cursors.pages-join-to-one-scan" and outcomes.get(rid) == "failed"
+    }
     assert secondary, "the mutant was expected to fail order and range checks too (they read in small pages)"
     unblamed = {
         rid: text.splitlines()[0][:300]

@@ -34,7 +34,11 @@ def test_a_driver_that_mishandles_faults_fails_only_faults_requirements(mutant: 
     result = run_suites(f"tests.mutants.m_faults:{mutant}", seed=0)
     failed = sorted(req.id for req in result.requirements if req.outcome.value == "failed")
     assert failed, f"{mutant} passed every requirement"
-    assert all(rid.startswith("faults.") for rid in failed), f"{mutant} fails outside faults: {failed}"
+    # The differential also crosses faults (issue 34), so its reads requirement may refuse these too.
+    allowed = {"model.differential-reads", "model.differential-scans"}
+    assert all(rid.startswith("faults.") or rid in allowed for rid in failed), (
+        f"{mutant} fails outside faults: {failed}"
+    )
     outcomes = {req.id: req.outcome.value for req in result.requirements}
     others = {rid for rid in all_requirements() if not rid.startswith("faults.")}
     assert others <= set(outcomes), f"areas that did not run: {sorted(others - set(outcomes))}"

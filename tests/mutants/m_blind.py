@@ -69,7 +69,6 @@ KILLED_BY: dict[str, str] = {
     # commit or at a read, another instance committing in between), exclusive holds kept open across
     # clock jumps, and steps run in another OS process (issue 34).
     "lost_reply_resolved_by_reading_the_key": model.DIFFERENTIAL_READS,
-    "lost_reply_replayed_when_key_moved_on": model.DIFFERENTIAL_READS,
     "read_fault_reconnects_with_fresh_snapshot": model.DIFFERENTIAL_READS,
     "exclusive_hold_is_a_thirty_second_lease": model.DIFFERENTIAL_SCANS,
     "process_marker_negative_cache": model.DIFFERENTIAL_READS,

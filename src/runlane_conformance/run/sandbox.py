@@ -65,8 +65,6 @@ import time
 from collections.abc import Sequence
 from enum import StrEnum
 
-from ..protocol.client import PRIVATE_OPTIONS_FD_VARIABLE
-
 __all__ = [
     "BWRAP",
     "WRITABLE_VARIABLE",
@@ -147,6 +145,8 @@ def _join_script(namespaces: Sequence[tuple[str, str]]) -> str:
     own (the driver's options, its number in ``PRIVATE_OPTIONS_FD_VARIABLE``); the namespaces go on
     other low numbers (``sh`` names only descriptors 0 to 9, and three namespaces need six).
     """
+    # Imported here: protocol.client loads jsonschema, which the CLI's start-up must not.
+    from ..protocol.client import PRIVATE_OPTIONS_FD_VARIABLE
 
     def joining(first: int) -> str:
         numbers = range(first, first + len(namespaces))
